@@ -1,0 +1,36 @@
+"""Depthwise 2-D convolution (groups = channels) with a square kernel and no bias."""
+import torch
+import torch.nn as nn
+
+OP_TYPE = "conv"
+SUPPORTED_PRECISIONS = ['fp16', 'bf16', 'fp32']
+HARDWARE_REQUIRED = ['RTX3090', 'H100', 'B200']
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels: int, kernel_size: int, stride: int = 1, padding: int = 0, bias: bool = False):
+        super().__init__()
+        self.conv2d = nn.Conv2d(in_channels, in_channels, kernel_size, stride=stride, padding=padding,
+                                groups=in_channels, bias=bias)
+
+    def forward(self, x):
+        return self.conv2d(x)
+
+
+batch_size = 16
+in_channels = 3
+kernel_size = 3
+width = 256
+height = 256
+stride = 1
+padding = 0
+REDUCED_SIZES = {"batch_size": 2, "width": 32, "height": 24}
+
+
+def get_inputs():
+    x = torch.randn(batch_size, in_channels, height, width)
+    return [x]
+
+
+def get_init_inputs():
+    return [in_channels, kernel_size, stride, padding]
