@@ -1,0 +1,29 @@
+"""Test-wide setup: every run is offline and hermetic.
+
+The Hugging Face variables must be set before `datasets` or `huggingface_hub` is first
+imported, so they are set here, when pytest loads this file, to folders of a fresh temp dir.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+_TMP = Path(tempfile.mkdtemp(prefix="kbv3-tests-"))
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["HF_HOME"] = str(_TMP / "hf_home")
+os.environ["HF_DATASETS_CACHE"] = str(_TMP / "hf_datasets")
+os.environ["KBV3_MODULE_DIR"] = str(_TMP / "modules")
+os.environ["KBV3_CACHE_DIR"] = str(_TMP / "cache")
+os.environ["TRITON_INTERPRET"] = "1"
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+PROBLEMS = REPO / "problems"
+
+
+@pytest.fixture(scope="session")
+def problems_dir() -> Path:
+    return PROBLEMS

@@ -1,0 +1,53 @@
+"""Every CPU-capable problem runs its forward on CPU at reduced sizes with the spec's output
+shape and dtype (tests/expected/<folder>.json, written from shared/problem-spec.md)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelbench_v3.catalog import discover
+from kernelbench_v3.materialize import instantiate
+
+EXPECTED = {
+    f"{table.stem}/{stem}": facts
+    for table in sorted((Path(__file__).parent / "expected").glob("*.json"))
+    for stem, facts in json.loads(table.read_text()).items()
+}
+PROBLEMS = {p.problem_id: p for p in discover(Path(__file__).resolve().parent.parent / "problems")}
+
+
+@pytest.mark.parametrize("problem_id", sorted(PROBLEMS))
+def test_forward_on_cpu_at_reduced_sizes(problem_id):
+    problem = PROBLEMS[problem_id]
+    if problem.cpu_unsupported:
+        pytest.skip(f"no CPU kernel: {problem.cpu_unsupported}")
+    expected = EXPECTED[problem_id]
+    out = instantiate(problem, "cpu", seed=0, sizes=problem.reduced).run()
+    assert isinstance(out, torch.Tensor)
+    assert list(out.shape) == expected["reduced_shape"]
+    assert str(out.dtype).removeprefix("torch.") == expected["dtype"]
+    assert torch.isfinite(out.float()).all()
+
+
+@pytest.mark.parametrize("problem_id", sorted(PROBLEMS))
+def test_default_output_shape_on_meta_device(problem_id):
+    """At the published default sizes, without allocating: build and run on the meta device."""
+    problem = PROBLEMS[problem_id]
+    expected = EXPECTED[problem_id]
+    from kernelbench_v3.materialize import load_module
+
+    module = load_module(problem)
+    try:
+        with torch.device("meta"):
+            model = module.Model(*module.get_init_inputs()).eval()
+            inputs = module.get_inputs()
+            with torch.no_grad():
+                out = model(*inputs)
+    except (NotImplementedError, RuntimeError) as exc:
+        if "meta" not in str(exc).lower() and "data-dependent" not in str(exc).lower():
+            raise
+        pytest.skip(f"an op of {problem_id} has no meta kernel: {str(exc).splitlines()[0][:120]}")
+    assert list(out.shape) == expected["default_shape"]
+    assert str(out.dtype).removeprefix("torch.") == expected["dtype"]
