@@ -1,0 +1,165 @@
+"""The evaluation record: one solution on one problem, as a flat, JSON-safe dataclass.
+
+Owns the result schema. Column names shared with the runs dataset (`model, gpu, level, problem,
+compiled, correct, speedup, ref_ms, sol_ms, op_type, baseline_type, precision_used`) mean the same
+thing there and here, so published runs and local evaluations feed the same analysis:
+
+- `problem` is the file name with `.py` (as in the runs dataset); `problem_id` is our catalog id;
+- `gpu` is the split / runs-dataset GPU name in upper case (`H100`), `device` the torch device;
+- `compiled` is True when the solution imported, built and ran once without raising;
+- `correct` is True only when every correctness check passed;
+- `ref_ms` is the baseline time (the faster of eager and torch.compile), so
+  `speedup = ref_ms / sol_ms`; `speedup` is None unless the solution is correct and timed.
+
+Each check's outcome is in `checks` (name -> "pass" | "fail" | "skip") with a one-line reason in
+`check_details`; `failed_check` names the first failing check. Changes to this schema are
+additive only: batch evaluation stores records and reads them back with `from_dict`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+SCHEMA_VERSION = 1
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+# The runs dataset's columns, in its order; a Record has all of them.
+RUNS_COLUMNS: tuple[str, ...] = (
+    "model", "gpu", "level", "problem", "compiled", "correct", "speedup", "ref_ms", "sol_ms",
+    "op_type", "baseline_type", "precision_used",
+)
+
+
+@dataclass
+class Record:
+    """The outcome of evaluating one solution on one problem (JSON-safe via to_dict/from_dict)."""
+
+    # --- runs-dataset columns ---
+    model: str = ""
+    gpu: str = ""
+    level: int | None = None
+    problem: str = ""
+    compiled: bool = False
+    correct: bool = False
+    speedup: float | None = None
+    ref_ms: float | None = None
+    sol_ms: float | None = None
+    op_type: str = ""
+    baseline_type: str | None = None  # "eager" | "compile"
+    precision_used: str = ""
+
+    # --- what was evaluated ---
+    problem_id: str = ""
+    problem_sha256: str = ""
+    solution_path: str = ""
+    solution_sha256: str = ""
+    solution_class: str = ""  # "Model" or "ModelNew"
+    device: str = ""  # "cuda" | "cpu"
+    sizes: dict[str, Any] = field(default_factory=dict)  # the size overrides actually used
+    sizes_note: str = ""  # e.g. why reduced sizes were used
+
+    # --- verdict ---
+    status: str = "error"  # "correct" | "incorrect" | "failed" (did not run) | "error" (evaluator)
+    error: str | None = None  # short reason when not correct
+    failed_check: str | None = None
+    checks: dict[str, str] = field(default_factory=dict)
+    check_details: dict[str, str] = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=list)
+    tolerance_mode: str = "v3"
+    atol: float | None = None
+    rtol: float | None = None
+    max_abs_error: float | None = None  # worst over all compared cases, vs the reference
+    rel_error: float | None = None  # worst ||out - ref|| / ||ref||, vs the float64 reference when possible
+    error_reference: str = ""  # "float64" | "reference dtype"
+    custom_kernel_required: bool = True
+    kernel_names: list[str] = field(default_factory=list)  # kernels the solution launched
+    triton_launches: int | None = None
+
+    # --- timing ---
+    timing_method: str = ""  # "cuda_events" | "cpu_wall_clock" | "" (not timed)
+    eager_ms: float | None = None
+    compiled_ms: float | None = None
+    baseline_ms: float | None = None
+    baseline_cached: bool | None = None
+    sol_p10_ms: float | None = None
+    sol_p90_ms: float | None = None
+    sol_cv: float | None = None
+    sol_reps: int | None = None
+    sol_wall_ms: float | None = None  # device-synchronized wall clock per call over the timed loop
+    timing_flags: list[str] = field(default_factory=list)
+    timing_details: dict[str, Any] = field(default_factory=dict)
+
+    # --- roofline ---
+    sol_roofline_ms: float | None = None  # speed-of-light time on `gpu` for this problem
+    sol_fraction: float | None = None  # sol_roofline_ms / sol_ms (1.0 = at speed of light)
+
+    # --- provenance ---
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    started_at: str = ""
+    duration_s: float | None = None
+    evaluator_version: int = SCHEMA_VERSION
+    log_tail: str = ""  # last lines the child wrote to stdout/stderr (never parsed)
+
+    def check(self, name: str, outcome: str, detail: str = "") -> None:
+        """Set one check's outcome; the first failure becomes `failed_check`."""
+        if outcome not in (PASS, FAIL, SKIP):
+            raise ValueError(f"check outcome must be pass/fail/skip, got {outcome!r}")
+        self.checks[name] = outcome
+        if detail:
+            self.check_details[name] = detail
+        if outcome == FAIL and self.failed_check is None:
+            self.failed_check = name
+
+    def fail(self, status: str, error: str, check: str | None = None) -> "Record":
+        self.status = status
+        self.correct = False
+        self.speedup = None
+        self.error = error if self.error is None else self.error
+        if check is not None:
+            self.check(check, FAIL, error)
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _json_safe(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=False, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Record":
+        """Build a Record from `to_dict()` output; unknown keys (newer schema) are ignored."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Record":
+        return cls.from_dict(json.loads(text))
+
+    def runs_row(self) -> dict[str, Any]:
+        """Only the runs-dataset columns, in their order."""
+        return {name: _json_safe(getattr(self, name)) for name in RUNS_COLUMNS}
+
+
+def _json_safe(value: Any) -> Any:
+    """Lists/dicts/str/int/float/bool/None only; non-finite floats become None."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_json_safe(v) for v in value]
+    if hasattr(value, "item"):  # numpy / torch scalars
+        try:
+            return _json_safe(value.item())
+        except (TypeError, ValueError):
+            pass
+    return str(value)

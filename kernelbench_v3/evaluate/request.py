@@ -1,0 +1,72 @@
+"""The unit of work of the evaluator: one frozen request (which problem, which solution, where, how).
+
+Batch evaluation builds these; `evaluate(request)` turns one into a `Record`. Fields are only
+ever added (with defaults), never renamed, so stored requests keep meaning the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+# The published harness's correctness seeds; every evaluation logs the seeds it used.
+DEFAULT_SEEDS: tuple[int, ...] = (42, 123, 456, 789, 1337)
+TOLERANCE_MODES: tuple[str, ...] = ("v3", "published", "strict")
+DEVICES: tuple[str, ...] = ("cuda", "cpu")
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """Evaluate the solution file at `solution_path` on problem `problem_id`.
+
+    - `gpu`: the split / GPU the result is reported for (`h100`, `b200`, `rtx3090`, or any name
+      `kernelbench_v3.gpus` knows); it selects the speed-of-light figure, not the device.
+    - `device`: where it runs: "cuda" (timed with CUDA events) or "cpu" (Triton interpreter,
+      timed by wall clock and marked so).
+    - `sizes`: size overrides (a mapping or pairs). Empty on CPU means the problem's
+      REDUCED_SIZES (the record says so); empty on CUDA means the default shapes.
+    - `tolerance`: "v3" (allclose atol=rtol=1e-2, comparable with the runs dataset),
+      "published" (the published per-precision max-error rule) or "strict" (calibrated from the
+      reference's own error against float64).
+    - `require_custom_kernel`: when False, a solution without a custom kernel may still pass;
+      the record says the check was relaxed.
+    - `timeout_s`: wall-clock limit for each child process of the evaluation.
+    """
+
+    problem_id: str
+    solution_path: str | Path
+    gpu: str = "h100"
+    device: str = "cuda"
+    sizes: tuple[tuple[str, int | float | bool], ...] | Mapping[str, Any] = ()
+    timeout_s: float = 600.0
+    tolerance: str = "v3"
+    require_custom_kernel: bool = True
+    model: str = ""  # the agent / model name that wrote the solution (runs-dataset column)
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
+    time_solution: bool = True  # False: correctness only
+    baseline: bool = True  # False: do not time the reference (no speedup)
+    other_shape: bool = True  # also check at a second shape when the problem has size variables
+    max_log_bytes: int = 64_000  # how much child output is kept (the rest is dropped)
+    extra: tuple[tuple[str, Any], ...] = field(default=())  # free-form tags copied to nothing; for callers
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sizes, Mapping):
+            object.__setattr__(self, "sizes", tuple(sorted(self.sizes.items())))
+        else:
+            object.__setattr__(self, "sizes", tuple(tuple(p) for p in self.sizes))
+        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        if self.device not in DEVICES:
+            raise ValueError(f"EvalRequest.device must be one of {DEVICES}, got {self.device!r}")
+        if self.tolerance not in TOLERANCE_MODES:
+            raise ValueError(
+                f"EvalRequest.tolerance must be one of {TOLERANCE_MODES}, got {self.tolerance!r}"
+            )
+        if not self.seeds:
+            raise ValueError("EvalRequest.seeds must not be empty")
+        if self.timeout_s <= 0:
+            raise ValueError(f"EvalRequest.timeout_s must be positive, got {self.timeout_s}")
+
+    @property
+    def size_overrides(self) -> dict[str, Any]:
+        return dict(self.sizes)  # type: ignore[arg-type]
