@@ -55,7 +55,118 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-VERBS = [_add_ls, _add_validate]
+def _add_prompts(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prompts", help="write one prompt per problem of a split as JSON lines")
+    p.add_argument("--split", required=True, choices=["rtx3090", "h100", "b200"])
+    p.add_argument("--template", default="default",
+                   help="a bundled template name or the path of a Jinja2 template file")
+    p.add_argument("--one-shot", action="store_true", help="include the worked example")
+    p.add_argument("--problems", type=Path, help="problems folder (default: the bundled one)")
+    p.add_argument("--out", type=Path, required=True, help="output .jsonl file")
+    p.set_defaults(func=_cmd_prompts)
+
+
+def _cmd_prompts(args: argparse.Namespace) -> int:
+    from .prompts import TemplateError, prompt_rows, write_jsonl
+
+    try:
+        count = write_jsonl(
+            prompt_rows(args.split, args.template, args.one_shot, problems_dir=args.problems), args.out
+        )
+    except TemplateError as exc:
+        print(f"kbv3 prompts: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {count} prompts for {args.split} to {args.out}")
+    return 0
+
+
+def _add_extract(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("extract", help="pull the solution file out of a model's response")
+    p.add_argument("response", type=Path, help="the response text (Markdown)")
+    p.add_argument("--out", type=Path, required=True, help="where to write solution.py")
+    p.set_defaults(func=_cmd_extract)
+
+
+def _cmd_extract(args: argparse.Namespace) -> int:
+    from .extract import ExtractionError, extract_file
+
+    try:
+        solution = extract_file(args.response, args.out)
+    except ExtractionError as exc:
+        print(f"kbv3 extract: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out} (class {solution.class_name}, block at line {solution.line} "
+          f"of {args.response}, {solution.block_count} fenced block(s) in the response)")
+    return 0
+
+
+def _add_eval_batch(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval-batch",
+        help="evaluate a folder of solutions on every GPU (or a Ray cluster), resumably",
+        description="Evaluate every solution under SOLUTIONS (laid out like problems/, or the runs "
+        "dataset's <model>_<GPU>_<problem>.py.txt files). Each record is journaled as it "
+        "finishes (<out>.journal.jsonl); rerunning the same command skips what is done.",
+    )
+    p.add_argument("solutions", type=Path, help="folder of solution files")
+    p.add_argument("--split", required=True, choices=["rtx3090", "h100", "b200"])
+    p.add_argument("--out", required=True, type=Path, help="Parquet file of records to write")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--gpus", help="GPU indices for the workers, e.g. 0,1 (default: all visible)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes on --device cpu")
+    p.add_argument("--executor", choices=["local", "ray"], default="local")
+    p.add_argument("--address", help="Ray cluster address (default: start Ray in-process)")
+    p.add_argument("--sizes", choices=["default", "reduced"], default="default",
+                   help="problem shapes: the files' own, or each problem's REDUCED_SIZES")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds each child process of one evaluation may run")
+    p.add_argument("--tolerance", choices=["v3", "published", "strict"], default="v3")
+    p.add_argument("--relax-kernel-check", action="store_true",
+                   help="let solutions without a custom kernel pass (e.g. references as solutions)")
+    p.add_argument("--problems", type=Path, help="problems folder (default: the bundled one)")
+    p.add_argument("--model", help="model name for a problems/-style folder (default: its name)")
+    p.add_argument("--journal", type=Path, help="journal path (default: <out>.journal.jsonl)")
+    p.add_argument("--retry-errors", action="store_true",
+                   help="also rerun journaled records whose status is 'error' (evaluator failures)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_eval_batch)
+
+
+def _cmd_eval_batch(args: argparse.Namespace) -> int:
+    import signal
+
+    from .batch import BatchError, BatchSettings, describe, run_batch
+
+    def stop(signum, frame):  # SIGTERM: unwind so workers stop and the Parquet is written
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    options: dict = {"tolerance": args.tolerance}
+    if args.relax_kernel_check:
+        options["require_custom_kernel"] = False
+    settings = BatchSettings(
+        split=args.split, device=args.device, sizes=args.sizes, timeout_s=args.timeout,
+        problems_root=str(args.problems.resolve()) if args.problems else None,
+        evaluator_options=tuple(sorted(options.items())),
+    )
+    gpus = [int(g) for g in args.gpus.split(",") if g.strip()] if args.gpus else None
+    try:
+        result = run_batch(
+            args.solutions, args.out, settings, executor=args.executor, gpus=gpus,
+            workers=args.workers, address=args.address, journal=args.journal, model=args.model,
+            retry_errors=args.retry_errors, progress=not args.no_progress,
+        )
+    except BatchError as exc:
+        print(f"kbv3 eval-batch: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kbv3 eval-batch: interrupted; rerun the same command to finish", file=sys.stderr)
+        return 130
+    print(describe(result))
+    return 0
+
+
+VERBS = [_add_ls, _add_validate, _add_prompts, _add_extract, _add_eval_batch]
 
 
 def build_parser() -> argparse.ArgumentParser:
