@@ -1,0 +1,549 @@
+"""Batch evaluation: many solutions, durably recorded and resumable.
+
+Owns what a batch is and how its results survive: finding the solutions of a batch in either
+folder layout, the batch key `(model, gpu, problem_id, solution_sha256)`, the JSONL journal (one
+fsync'd record per line, the source of truth), resuming from it, ordering the work so that each
+(problem, GPU) baseline is computed by one evaluation before others of that problem start (they
+then find it in the evaluator's on-disk cache), and writing the Parquet output from the journal.
+Running evaluations belongs to `executors` (local worker processes, one per GPU, or Ray tasks);
+judging one solution belongs to `evaluate`.
+
+Two solution layouts are understood:
+
+- like `problems/`: `<SOLUTIONS>/level1/40_LayerNorm.py` solves `level1/40_LayerNorm`; the model
+  name is `--model`, else the folder's name;
+- like the runs dataset's `solutions/`: `<model>_<GPU>_<problem file stem>.py.txt`, e.g.
+  `claude-opus-4_H100_40_LayerNorm.py.txt`. Model names may contain `_`, so the name is split at
+  a known GPU token whose remainder names a catalog problem; files for other GPUs than the
+  split's are skipped.
+
+This module and everything it imports stay free of `datasets` (the GPU hosts lack it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from .catalog import KNOWN_HARDWARE, SPLITS, Problem, discover
+
+JOURNAL_FORMAT = 1
+RUNS_SUFFIX = ".py.txt"
+SIZE_MODES = ("default", "reduced")
+
+Key = tuple[str, str, str, str]  # (model, gpu, problem_id, solution_sha256)
+
+
+class BatchError(ValueError):
+    """A batch that cannot start: bad solutions folder, foreign journal, busy journal."""
+
+
+def split_gpu(split: str) -> str:
+    """The runs-dataset GPU name of a split: `h100` -> `H100`."""
+    if split not in SPLITS:
+        raise BatchError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+    return split.upper()
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One evaluation of a batch: a solution file for one problem on one target GPU."""
+
+    model: str
+    gpu: str  # runs-dataset GPU name of the split, e.g. "H100"
+    problem_id: str
+    solution_path: str
+    solution_sha256: str
+
+    @property
+    def key(self) -> Key:
+        return (self.model, self.gpu, self.problem_id, self.solution_sha256)
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """Everything that changes a batch's results; a journal only resumes under equal settings."""
+
+    split: str
+    device: str = "cuda"
+    sizes: str = "default"  # "default" | "reduced" (each problem's REDUCED_SIZES)
+    timeout_s: float = 300.0  # the evaluator's limit for one solution run
+    problems_root: str | None = None
+    # Keyword arguments passed through to the evaluator's request (e.g. a relaxed kernel check).
+    evaluator_options: tuple[tuple[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["evaluator_options"] = dict(self.evaluator_options)
+        return data
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str
+
+
+@dataclass
+class SolutionSet:
+    items: list[BatchItem]
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ----------------------------------------------------------------------------- discovery
+
+
+def discover_solutions(
+    folder: Path | str,
+    split: str,
+    problems_root: Path | str | None = None,
+    model: str | None = None,
+) -> SolutionSet:
+    """Every solution under `folder` (either layout) for the problems of `split`.
+
+    Files for problems outside the split, or for another GPU, are returned as `skipped` with a
+    reason. A file that names no known problem at all is an error (listing every such file),
+    because a typo must not silently shrink a batch.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise BatchError(f"solutions folder {folder} does not exist")
+    gpu = split_gpu(split)
+    catalog = discover(problems_root)
+    in_split = {p.problem_id for p in catalog if split in p.gpus}
+    order = {p.problem_id: i for i, p in enumerate(catalog)}
+    by_stem: dict[str, list[Problem]] = {}
+    for p in catalog:
+        by_stem.setdefault(p.name, []).append(p)
+
+    items: list[BatchItem] = []
+    skipped: list[Skipped] = []
+    errors: list[str] = []
+    layout_model = model or folder.resolve().name
+
+    for path in sorted(folder.glob(f"*{RUNS_SUFFIX}")):
+        parsed = parse_runs_name(path.name, by_stem, in_split)
+        if isinstance(parsed, str):
+            errors.append(f"{path}: {parsed}")
+            continue
+        run_model, run_gpu, problem_id = parsed
+        if run_gpu != gpu:
+            skipped.append(Skipped(str(path), f"solution for {run_gpu}, batch is for {gpu}"))
+        elif problem_id not in in_split:
+            skipped.append(Skipped(str(path), f"{problem_id} is not in split {split}"))
+        else:
+            items.append(BatchItem(run_model, gpu, problem_id, str(path), sha256_file(path)))
+
+    for path in sorted(folder.glob("*/*.py")):
+        if path.name.startswith("_"):
+            continue
+        problem_id = f"{path.parent.name}/{path.stem}"
+        if problem_id not in order:
+            errors.append(f"{path}: no problem {problem_id!r} in the catalog")
+        elif problem_id not in in_split:
+            skipped.append(Skipped(str(path), f"{problem_id} is not in split {split}"))
+        else:
+            items.append(BatchItem(layout_model, gpu, problem_id, str(path), sha256_file(path)))
+
+    if errors:
+        raise BatchError(
+            f"{len(errors)} solution file(s) under {folder} name no known problem:\n"
+            + "\n".join(f"  - {e}" for e in errors)
+        )
+    if not items and not skipped:
+        raise BatchError(
+            f"no solutions under {folder}: expected <category>/<problem>.py files "
+            f"(like problems/) or <model>_<GPU>_<problem>{RUNS_SUFFIX} files (like the runs dataset)"
+        )
+    items.sort(key=lambda it: (order[it.problem_id], it.model, it.solution_path))
+    return SolutionSet(items=items, skipped=skipped)
+
+
+def parse_runs_name(
+    name: str, by_stem: dict[str, list[Problem]], in_split: set[str]
+) -> tuple[str, str, str] | str:
+    """`<model>_<GPU>_<stem>.py.txt` -> (model, GPU, problem_id), or the reason it does not parse.
+
+    Every `_<GPU>_` occurrence is tried; the one whose remainder is a known problem file wins.
+    A file name matching problems in several folders resolves to the one in the split.
+    """
+    base = name[: -len(RUNS_SUFFIX)]
+    matches: list[tuple[str, str, str]] = []
+    for token in sorted(KNOWN_HARDWARE):
+        marker = f"_{token}_"
+        start = base.find(marker)
+        while start > 0:
+            stem = base[start + len(marker):]
+            candidates = by_stem.get(stem, [])
+            preferred = [p for p in candidates if p.problem_id in in_split] or candidates
+            if len(preferred) > 1:
+                ids = ", ".join(p.problem_id for p in preferred)
+                return f"problem file {stem}.py is ambiguous ({ids})"
+            if preferred:
+                matches.append((base[:start], token, preferred[0].problem_id))
+            start = base.find(marker, start + 1)
+    if not matches:
+        return (
+            f"not <model>_<GPU>_<problem>{RUNS_SUFFIX} with a known GPU "
+            f"({', '.join(sorted(KNOWN_HARDWARE))}) and a known problem file name"
+        )
+    if len(set(matches)) > 1:
+        return f"ambiguous name, could be any of {sorted(set(matches))}"
+    return matches[0]
+
+
+# ----------------------------------------------------------------------------- journal
+
+
+def record_key(record: dict[str, Any]) -> Key:
+    return (record["model"], record["gpu"], record["problem_id"], record["solution_sha256"])
+
+
+class Journal:
+    """An append-only JSONL file: a header line with the batch settings, then one record a line.
+
+    Each append is flushed and fsync'd before it returns, so a record that was reported as done
+    survives a SIGKILL or power loss. A torn last line (the process died mid-write) is cut off
+    when the journal is reopened. An exclusive lock keeps two batches from writing one journal.
+    """
+
+    def __init__(self, path: Path | str, settings: BatchSettings):
+        self.path = Path(path)
+        self.settings = settings
+        self._file = None
+        self._lock = None
+        self.existing: list[dict[str, Any]] = []  # records found when opened
+
+    def __enter__(self) -> "Journal":
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> list[dict[str, Any]]:
+        """Lock, check or write the header, repair a torn tail; return the records so far."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.path.with_name(self.path.name + ".lock"), "a")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            self._lock = None
+            raise BatchError(f"journal {self.path} is in use by another running batch") from None
+        header, records, good_bytes = read_journal(self.path)
+        wanted = json.loads(json.dumps(self.settings.to_dict()))  # as it reads back
+        if header is not None and header["settings"] != wanted:
+            self.close()
+            diff = {k: (header["settings"].get(k), v) for k, v in wanted.items()
+                    if header["settings"].get(k) != v}
+            raise BatchError(
+                f"journal {self.path} was started with other settings "
+                f"(field: (journal, now)) {diff}; use another --out/--journal or the same settings"
+            )
+        fresh = not self.path.exists()
+        self._file = open(self.path, "ab")
+        if self._file.tell() != good_bytes:  # torn last line from a killed run
+            self._file.truncate(good_bytes)
+            self._file.seek(good_bytes)
+        if header is None:
+            self._write_line({"kbv3_batch_journal": JOURNAL_FORMAT, "settings": wanted})
+            if fresh:
+                _fsync_dir(self.path.parent)
+        self.existing = records
+        return records
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self._file is None:
+            raise RuntimeError("journal is not open")
+        self._write_line(record)
+
+    def _write_line(self, obj: dict[str, Any]) -> None:
+        self._file.write((json.dumps(obj, allow_nan=False) + "\n").encode("utf-8"))
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+
+def read_journal(path: Path | str) -> tuple[dict[str, Any] | None, list[dict[str, Any]], int]:
+    """(header, records, bytes of complete lines). A torn final line is ignored; a corrupt line
+    elsewhere is an error naming its line number."""
+    path = Path(path)
+    if not path.exists():
+        return None, [], 0
+    data = path.read_bytes()
+    header: dict[str, Any] | None = None
+    records: list[dict[str, Any]] = []
+    good = 0
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines, start=1):
+        last = number == len(lines)
+        if last:  # text after the final newline: empty, or a line torn by a kill
+            break
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines) - 1 and not data.endswith(b"\n"):
+                break
+            raise BatchError(f"{path}:{number}: corrupt journal line ({exc})") from None
+        if number == 1:
+            if not isinstance(obj, dict) or obj.get("kbv3_batch_journal") != JOURNAL_FORMAT:
+                raise BatchError(f"{path}:1: not a kbv3 batch journal (header line missing)")
+            header = obj
+        else:
+            records.append(obj)
+        good += len(line) + 1
+    return header, records, good
+
+
+def latest_records(records: Iterable[dict[str, Any]]) -> dict[Key, dict[str, Any]]:
+    """One record per key, the last journaled one winning (a retried error replaces its first)."""
+    latest: dict[Key, dict[str, Any]] = {}
+    for record in records:
+        latest[record_key(record)] = record
+    return latest
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------- output
+
+
+# Record fields holding dicts whose keys differ from row to row; Parquet gets them as JSON text
+# so one odd row cannot break the file's schema. `read_results` decodes them again.
+JSON_COLUMNS = ("sizes", "checks", "check_details", "timing_details", "fingerprint")
+
+
+def write_parquet(records: Iterable[dict[str, Any]], out: Path | str) -> int:
+    """Write records to `out` atomically (temp file + rename); returns the row count."""
+    import pandas as pd
+
+    rows = []
+    for record in records:
+        row = dict(record)
+        for name in JSON_COLUMNS:
+            if name in row:
+                row[name] = json.dumps(row[name], sort_keys=True)
+        rows.append(row)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    pd.DataFrame(rows).to_parquet(tmp, index=False)
+    os.replace(tmp, out)
+    return len(rows)
+
+
+def read_results(path: Path | str) -> list[dict[str, Any]]:
+    """The records of a batch Parquet file, with JSON columns decoded back to dicts."""
+    import pandas as pd
+
+    frame = pd.read_parquet(path)
+    records = []
+    for row in frame.to_dict(orient="records"):
+        for name in JSON_COLUMNS:
+            if isinstance(row.get(name), str):
+                row[name] = json.loads(row[name])
+        records.append({k: _plain(v) for k, v in row.items()})
+    return records
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+# ----------------------------------------------------------------------------- work order
+
+
+class WorkQueue:
+    """The evaluations still to run, handed out so that each (problem, GPU) baseline is built once.
+
+    The first evaluation of a problem runs alone ("warming"); the others of that problem wait
+    until it has finished and its baseline sits in the evaluator's on-disk cache, so two workers
+    never compile the same baseline at once. Meanwhile workers take other problems. A problem
+    whose first evaluation produced no baseline (e.g. the solution crashed first) lets the next
+    one warm it instead.
+    """
+
+    def __init__(self, items: Iterable[BatchItem], warm: Iterable[tuple[str, str]] = ()):
+        self._pending: list[BatchItem] = list(items)
+        self._warm: set[tuple[str, str]] = set(warm)
+        self._warming: set[tuple[str, str]] = set()
+        self._running: set[Key] = set()
+
+    @staticmethod
+    def group(item: BatchItem) -> tuple[str, str]:
+        return (item.problem_id, item.gpu)
+
+    def take(self) -> BatchItem | None:
+        """The next evaluation that may start now, or None (all done, or waiting on a baseline)."""
+        for index, item in enumerate(self._pending):
+            group = self.group(item)
+            if group in self._warm or group not in self._warming:
+                if group not in self._warm:
+                    self._warming.add(group)
+                self._running.add(item.key)
+                return self._pending.pop(index)
+        return None
+
+    def finish(self, item: BatchItem, record: dict[str, Any]) -> None:
+        group = self.group(item)
+        self._running.discard(item.key)
+        if group in self._warming:
+            self._warming.discard(group)
+            if record.get("baseline_ms") is not None or record.get("ref_ms") is not None:
+                self._warm.add(group)
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    def finished(self) -> bool:
+        return not self._pending and not self._running
+
+
+# ----------------------------------------------------------------------------- running
+
+
+@dataclass
+class BatchResult:
+    out: Path
+    journal: Path
+    records: list[dict[str, Any]]  # one per item of this batch, in batch order
+    ran: int  # evaluations run by this invocation
+    already_done: int  # items found in the journal and skipped
+    skipped: list[Skipped]
+    wall_s: float
+
+    def counts(self) -> Counter:
+        return Counter(r.get("status", "?") for r in self.records)
+
+
+def default_journal(out: Path | str) -> Path:
+    out = Path(out)
+    return out.with_name(out.name + ".journal.jsonl")
+
+
+def run_batch(
+    solutions: Path | str,
+    out: Path | str,
+    settings: BatchSettings,
+    *,
+    executor: str = "local",
+    gpus: list[int] | None = None,
+    workers: int = 1,
+    address: str | None = None,
+    journal: Path | str | None = None,
+    model: str | None = None,
+    retry_errors: bool = False,
+    progress: bool = True,
+    evaluate_fn: Callable[..., dict[str, Any]] | None = None,
+) -> BatchResult:
+    """Evaluate every solution under `solutions` not yet in the journal; write `out` (Parquet).
+
+    The journal (default `<out>.journal.jsonl`) gets each record the moment it is finished; the
+    Parquet file is rewritten from it at the end, also after an interruption. Rerunning the
+    same command skips what the journal holds; `retry_errors` also reruns records whose status
+    is "error" (the evaluator or a worker failed, not the solution).
+    """
+    from . import executors
+
+    started = time.monotonic()
+    found = discover_solutions(solutions, settings.split, settings.problems_root, model)
+    journal_path = Path(journal) if journal is not None else default_journal(out)
+    with Journal(journal_path, settings) as book:
+        done = latest_records(book.existing)
+        redo = {k for k, r in done.items() if retry_errors and r.get("status") == "error"}
+        todo = [it for it in found.items if it.key not in done or it.key in redo]
+        warm = {(r["problem_id"], r["gpu"]) for r in done.values()
+                if r.get("baseline_ms") is not None or r.get("ref_ms") is not None}
+        queue = WorkQueue(todo, warm)
+        bar = _progress_bar(len(todo), progress)
+        statuses: Counter = Counter()
+
+        def on_record(item: BatchItem, record: dict[str, Any]) -> None:
+            record = executors.stamp(record, item)
+            book.append(record)  # durable before this worker is handed its next item
+            done[item.key] = record
+            statuses[record.get("status", "?")] += 1
+            if bar is not None:
+                bar.set_postfix(_postfix(statuses), refresh=False)
+                bar.update(1)
+
+        try:
+            if todo:
+                runner = executors.make_executor(
+                    executor, settings, gpus=gpus, workers=workers, address=address,
+                    evaluate_fn=evaluate_fn,
+                )
+                runner.run(queue, on_record)
+        finally:
+            if bar is not None:
+                bar.close()
+            write_parquet(latest_records(read_journal(journal_path)[1]).values(), out)
+    records = [done[it.key] for it in found.items if it.key in done]
+    return BatchResult(
+        out=Path(out), journal=journal_path, records=records, ran=sum(statuses.values()),
+        already_done=len(found.items) - len(todo), skipped=found.skipped,
+        wall_s=time.monotonic() - started,
+    )
+
+
+def _postfix(statuses: Counter) -> dict[str, int]:
+    failures = sum(n for s, n in statuses.items() if s != "correct")
+    return {"correct": statuses.get("correct", 0), "failures": failures,
+            **{s: n for s, n in sorted(statuses.items()) if s != "correct"}}
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled or total == 0:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="eval-batch", unit="eval", dynamic_ncols=True, smoothing=0.1)
+
+
+def describe(result: BatchResult) -> str:
+    """A short human summary of a finished batch."""
+    counts = result.counts()
+    parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    lines = [
+        f"{len(result.records)} records ({parts}) in {result.out}",
+        f"ran {result.ran} now, {result.already_done} already in {result.journal}; "
+        f"{result.wall_s:.1f}s",
+    ]
+    if result.skipped:
+        reasons = Counter(s.reason for s in result.skipped)
+        lines.append(f"skipped {len(result.skipped)} file(s): "
+                     + "; ".join(f"{n}x {r}" for r, n in reasons.most_common(5)))
+    return "\n".join(lines)

@@ -1,0 +1,326 @@
+"""Executors: where the evaluations of a batch run.
+
+Owns turning a `BatchItem` into an evaluator call (`evaluate_item`, run inside a worker), the
+record a batch writes when an evaluation could not produce one (`failure_record`), and two
+executors with one interface, `run(queue, on_record)`:
+
+- `LocalExecutor`: one long-lived worker process per GPU (spawned with `CUDA_VISIBLE_DEVICES`
+  set to that GPU; on CPU, N workers), fed one evaluation at a time. Each evaluation is isolated
+  by the evaluator's own child process; a worker that dies or outlives its watchdog costs only
+  the record it was working on and is replaced.
+- `RayExecutor`: one Ray task per evaluation, requesting one GPU (one CPU on the CPU device);
+  Ray does the placement, results stream back with `ray.wait`. The solution's text travels with
+  the task, so workers on other hosts need only the package installed, not the folder.
+
+`on_record` journals the record durably before the executor hands that worker new work. Nothing
+here imports `datasets`, and `torch` only inside workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import tempfile
+import threading
+import time
+import traceback
+from multiprocessing.connection import wait as wait_for
+from pathlib import Path
+from typing import Any, Callable
+
+from .batch import BatchItem, BatchSettings, WorkQueue
+
+EvaluateFn = Callable[[BatchItem, BatchSettings], dict[str, Any]]
+OnRecord = Callable[[BatchItem, dict[str, Any]], None]
+
+# Past the evaluator's own per-child timeout, how long a worker may stay silent before the batch
+# assumes the evaluator itself is stuck: an evaluation runs a few children (reference, baseline
+# compile, solution) each bounded by timeout_s.
+WATCHDOG_FACTOR = 4.0
+WATCHDOG_SLACK_S = 120.0
+
+
+# ----------------------------------------------------------------------------- one evaluation
+
+
+def evaluate_item(item: BatchItem, settings: BatchSettings) -> dict[str, Any]:
+    """Run the evaluator on one item (inside a worker); returns the record as a dict."""
+    from .catalog import get_problem
+    from .evaluate import EvalRequest, evaluate
+
+    sizes: dict[str, Any] = {}
+    if settings.sizes == "reduced":
+        sizes = get_problem(item.problem_id, settings.problems_root).reduced
+    request = EvalRequest(
+        problem_id=item.problem_id,
+        solution_path=item.solution_path,
+        gpu=settings.split,
+        device=settings.device,
+        sizes=sizes,
+        timeout_s=settings.timeout_s,
+        model=item.model,
+        **dict(settings.evaluator_options),
+    )
+    return evaluate(request, problems_dir=settings.problems_root).to_dict()
+
+
+def failure_record(item: BatchItem, settings: BatchSettings, error: str) -> dict[str, Any]:
+    """A record with status "error" for an evaluation that produced none (worker died, ...)."""
+    from .catalog import get_problem
+    from .evaluate.record import Record
+
+    record = Record(
+        model=item.model, gpu=item.gpu, problem_id=item.problem_id,
+        problem=item.problem_id.rsplit("/", 1)[-1] + ".py",
+        solution_path=item.solution_path, solution_sha256=item.solution_sha256,
+        device=settings.device,
+    )
+    try:
+        problem = get_problem(item.problem_id, settings.problems_root)
+        record.level, record.op_type = problem.level, problem.op_type
+        record.problem_sha256 = problem.sha256
+    except (KeyError, OSError, ValueError):
+        pass
+    return record.fail("error", error).to_dict()
+
+
+def stamp(record: dict[str, Any], item: BatchItem) -> dict[str, Any]:
+    """The record with the batch key fields taken from the item, so the journal's keys always
+    match the batch's own (the record describes the file the batch discovered)."""
+    record = dict(record)
+    record.update(model=item.model, gpu=item.gpu, problem_id=item.problem_id,
+                  solution_sha256=item.solution_sha256, solution_path=item.solution_path)
+    return record
+
+
+def _call(evaluate_fn: EvaluateFn, item: BatchItem, settings: BatchSettings) -> dict[str, Any]:
+    """evaluate_fn, with any exception turned into an error record (a worker never dies of it)."""
+    try:
+        return evaluate_fn(item, settings)
+    except Exception:
+        tail = traceback.format_exc(limit=8)[-2000:]
+        return failure_record(item, settings, f"evaluator raised: {tail}")
+
+
+# ----------------------------------------------------------------------------- local workers
+
+
+def _worker_main(conn, env: dict[str, str], evaluate_fn: EvaluateFn, parent_pid: int) -> None:
+    """A worker process: pin to its GPU, then evaluate items until told to stop."""
+    os.environ.update(env)  # before anything in this process touches CUDA
+
+    def exit_when_orphaned() -> None:  # the batch was SIGKILLed: do not keep evaluating
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=exit_when_orphaned, daemon=True).start()
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        item, settings = message
+        conn.send(_call(evaluate_fn, item, settings))
+
+
+class _Worker:
+    """One worker process and the item it is evaluating."""
+
+    def __init__(self, name: str, env: dict[str, str], evaluate_fn: EvaluateFn):
+        self.name, self.env, self.evaluate_fn = name, env, evaluate_fn
+        self.process = None
+        self.conn = None
+        self.item: BatchItem | None = None
+        self.deadline = 0.0
+
+    def ensure_started(self) -> None:
+        if self.process is not None and self.process.is_alive():
+            return
+        context = multiprocessing.get_context("spawn")  # never fork a parent that holds torch
+        parent_end, child_end = context.Pipe()
+        self.process = context.Process(
+            target=_worker_main, name=f"kbv3-batch-{self.name}", daemon=True,
+            args=(child_end, self.env, self.evaluate_fn, os.getpid()),
+        )
+        self.process.start()
+        child_end.close()
+        self.conn = parent_end
+
+    def start(self, item: BatchItem, settings: BatchSettings, watchdog_s: float) -> None:
+        self.ensure_started()
+        self.item = item
+        self.deadline = time.monotonic() + watchdog_s
+        self.conn.send((item, settings))
+
+    def collect(self) -> dict[str, Any] | str | None:
+        """The record if one arrived, an error text if the worker died, None if still working."""
+        try:
+            if self.conn.poll():
+                return self.conn.recv()
+        except (EOFError, OSError):
+            pass
+        if not self.process.is_alive():
+            code = self.process.exitcode
+            self.kill()
+            return f"batch worker {self.name} died (exit code {code}) during the evaluation"
+        if time.monotonic() > self.deadline:
+            self.kill()
+            return f"batch watchdog: no result from worker {self.name} in time; worker killed"
+        return None
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+        if self.conn is not None:
+            self.conn.close()
+        self.process, self.conn = None, None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.is_alive() and self.item is None:
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+            self.process.join(5)
+        self.kill()
+
+
+class LocalExecutor:
+    """One worker process per slot; `slots` maps a worker name to its environment."""
+
+    def __init__(self, settings: BatchSettings, slots: dict[str, dict[str, str]],
+                 evaluate_fn: EvaluateFn = evaluate_item):
+        self.settings = settings
+        self.slots = slots
+        self.evaluate_fn = evaluate_fn
+        self.watchdog_s = settings.timeout_s * WATCHDOG_FACTOR + WATCHDOG_SLACK_S
+
+    def run(self, queue: WorkQueue, on_record: OnRecord) -> None:
+        workers = [_Worker(name, env, self.evaluate_fn) for name, env in self.slots.items()]
+        try:
+            while not queue.finished():
+                for worker in workers:
+                    if worker.item is None and (item := queue.take()) is not None:
+                        worker.start(item, self.settings, self.watchdog_s)
+                busy = [w for w in workers if w.item is not None]
+                if not busy:
+                    raise RuntimeError("work queue stalled with nothing running")  # a bug
+                wait_for([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout=1.0)
+                for worker in busy:
+                    outcome = worker.collect()
+                    if outcome is None:
+                        continue
+                    item, worker.item = worker.item, None
+                    if isinstance(outcome, str):
+                        outcome = failure_record(item, self.settings, outcome)
+                    on_record(item, outcome)
+                    queue.finish(item, outcome)
+        finally:
+            for worker in workers:
+                worker.stop()
+
+
+def local_slots(device: str, gpus: list[int] | None, workers: int) -> dict[str, dict[str, str]]:
+    """Worker environments: one per GPU (pinned), or `workers` CPU workers sharing the cores."""
+    if device == "cuda":
+        if gpus is None:
+            import torch
+
+            gpus = list(range(torch.cuda.device_count()))
+        if not gpus:
+            raise RuntimeError("no CUDA GPU visible; pass --device cpu or --gpus")
+        return {f"gpu{g}": {"CUDA_VISIBLE_DEVICES": str(g)} for g in gpus}
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    env = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", threads)}
+    return {f"cpu{i}": dict(env) for i in range(workers)}
+
+
+# ----------------------------------------------------------------------------- Ray
+
+
+def ray_evaluate(item: BatchItem, settings: BatchSettings, source: bytes,
+                 evaluate_fn: EvaluateFn) -> dict[str, Any]:
+    """The body of one Ray task: evaluate `source` (the solution's bytes) as `item`."""
+    with tempfile.TemporaryDirectory(prefix="kbv3-ray-") as folder:
+        local = Path(folder) / Path(item.solution_path).name.removesuffix(".txt")
+        local.write_bytes(source)
+        here = BatchItem(item.model, item.gpu, item.problem_id, str(local), item.solution_sha256)
+        return _call(evaluate_fn, here, settings)
+
+
+class RayExecutor:
+    """One Ray task per evaluation; Ray places them (one GPU each) across the cluster."""
+
+    def __init__(self, settings: BatchSettings, address: str | None, gpus: list[int] | None,
+                 workers: int, evaluate_fn: EvaluateFn = evaluate_item):
+        self.settings, self.address, self.gpus, self.workers = settings, address, gpus, workers
+        self.evaluate_fn = evaluate_fn
+
+    def _init(self) -> bool:
+        import ray
+
+        if ray.is_initialized():
+            return False
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no phoning home
+        if self.address:
+            ray.init(address=self.address, log_to_driver=False)
+            return True
+        # Local: an in-process cluster sized to this batch, no dashboard, loopback only.
+        if self.settings.device == "cuda" and self.gpus is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.gpus))
+        resources: dict[str, Any] = {"num_cpus": self.workers}
+        if self.settings.device == "cuda":
+            resources = {"num_cpus": max(self.workers, len(self.gpus or [0]))}
+            if self.gpus is not None:
+                resources["num_gpus"] = len(self.gpus)
+        ray.init(include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
+                 **resources)
+        return True
+
+    def run(self, queue: WorkQueue, on_record: OnRecord) -> None:
+        import ray
+
+        started_here = self._init()
+        need = {"num_gpus": 1, "num_cpus": 1} if self.settings.device == "cuda" else {"num_cpus": 1}
+        task = ray.remote(ray_evaluate).options(max_retries=0, **need)
+        pending: dict[Any, BatchItem] = {}
+        try:
+            while not queue.finished():
+                while (item := queue.take()) is not None:
+                    source = Path(item.solution_path).read_bytes()
+                    pending[task.remote(item, self.settings, source, self.evaluate_fn)] = item
+                done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                for ref in done:
+                    item = pending.pop(ref)
+                    try:
+                        record = ray.get(ref)
+                        record = dict(record, solution_path=item.solution_path)
+                    except Exception as exc:  # worker or node died; the task is not retried
+                        message = f"ray task failed: {type(exc).__name__}: {exc}"[-2000:]
+                        record = failure_record(item, self.settings, message)
+                    on_record(item, record)
+                    queue.finish(item, record)
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            if started_here:
+                ray.shutdown()
+
+
+def make_executor(kind: str, settings: BatchSettings, *, gpus: list[int] | None = None,
+                  workers: int = 1, address: str | None = None,
+                  evaluate_fn: EvaluateFn | None = None):
+    evaluate_fn = evaluate_fn or evaluate_item
+    if kind == "local":
+        if address:
+            raise ValueError("--address is for --executor ray")
+        return LocalExecutor(settings, local_slots(settings.device, gpus, workers), evaluate_fn)
+    if kind == "ray":
+        return RayExecutor(settings, address, gpus, workers, evaluate_fn)
+    raise ValueError(f"unknown executor {kind!r}; choose local or ray")
