@@ -1,0 +1,124 @@
+"""The baseline: the reference under eager PyTorch and under torch.compile(mode="reduce-overhead"),
+timed exactly as solutions are; the faster one is `baseline_ms` and `baseline_type` says which.
+
+Baselines are cached on disk (one JSON file per key) keyed by the problem file's sha256, the
+sizes, the device name, the torch version and the timing method, so evaluating many solutions
+neither recompiles nor re-times the reference. Timing runs in a child process (`child_main`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+TIMING_VERSION = 1  # bump when the timing method changes, so old cache entries are not reused
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("KBV3_CACHE_DIR") or Path.home() / ".cache" / "kbv3")
+
+
+def cache_key(problem_sha256: str, sizes: Mapping[str, Any], device_name: str, torch_version: str) -> str:
+    blob = json.dumps(
+        [problem_sha256, sorted(dict(sizes).items()), device_name, torch_version, TIMING_VERSION], default=str
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def load_cached(cache_dir: Path, key: str) -> dict[str, Any] | None:
+    path = Path(cache_dir) / "baselines" / f"{key}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def store_cached(cache_dir: Path, key: str, entry: Mapping[str, Any]) -> None:
+    folder = Path(cache_dir) / "baselines"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(dict(entry), f)
+    os.replace(tmp, folder / f"{key}.json")
+
+
+def choose(eager_ms: float | None, compiled_ms: float | None) -> tuple[float | None, str | None]:
+    """The faster of the two (eager on a tie or when compile failed)."""
+    if eager_ms is None:
+        return (compiled_ms, "compile") if compiled_ms is not None else (None, None)
+    if compiled_ms is not None and compiled_ms < eager_ms:
+        return compiled_ms, "compile"
+    return eager_ms, "eager"
+
+
+def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """Time the reference eager and compiled on the evaluation's timing input sets."""
+    import torch
+
+    from ..materialize import load_module, make_model
+    from . import cases as C
+    from . import timing
+
+    device = spec["device"]
+    module = load_module(Path(spec["problem_path"]), spec["sizes"])
+    model = make_model(module, device, C.PARAM_SEED)
+    sets = [C.build_inputs(module, C.Case(f"seed{s}", C.CORRECTNESS, "main", s), device) for s in spec["seeds"][:4]]
+    seconds = float(spec.get("timing_seconds", 20.0))
+
+    def timed(fn) -> dict[str, Any]:
+        with torch.no_grad():
+            if device == "cuda":
+                stats, _ = timing.time_cuda(lambda a: fn(*a), sets, timing.TimingPlan(max_seconds=seconds))
+            else:
+                stats, _ = timing.time_cpu(lambda a: fn(*a), sets[:2])
+        return stats.to_dict()
+
+    result: dict[str, Any] = {"eager": timed(model)}
+    if spec.get("compile", True):
+        try:
+            compiled = torch.compile(model, mode="reduce-overhead")
+            result["compiled"] = timed(compiled)
+        except Exception as exc:  # compile failures leave eager as the baseline
+            result["compile_error"] = f"{type(exc).__name__}: {exc}"[:500]
+    return result
+
+
+def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
+    eager = (result.get("eager") or {}).get("median_ms")
+    compiled = (result.get("compiled") or {}).get("median_ms")
+    baseline_ms, baseline_type = choose(eager, compiled)
+    return {
+        "eager_ms": eager, "compiled_ms": compiled, "baseline_ms": baseline_ms, "baseline_type": baseline_type,
+        "compile_error": result.get("compile_error"), "eager": result.get("eager"), "compiled": result.get("compiled"),
+    }
+
+
+def get_baseline(
+    spec: Mapping[str, Any], *, problem_sha256: str, device_name: str, cache_dir: Path | None,
+    timeout_s: float, env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The baseline for `spec` (device, problem_path, sizes, seeds): from the cache, or timed in a
+    child and cached. Returns summarize()'s dict plus `cached` and, on failure, `error`."""
+    import torch
+
+    from .isolate import run_child
+
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    key = cache_key(problem_sha256, spec["sizes"], device_name, torch.__version__)
+    hit = load_cached(cache, key)
+    if hit is not None:
+        return {**hit, "cached": True}
+    with tempfile.TemporaryDirectory(prefix="kbv3-baseline-") as tmp:
+        outcome = run_child("baseline", Path(tmp), dict(spec), timeout_s=timeout_s, env=env)
+    result = outcome.result
+    if result is None or not result.get("ok"):
+        reason = outcome.reason or (result or {}).get("error", "unknown error")
+        return {"error": f"baseline failed: {reason}", "cached": False, "log_tail": outcome.log_tail[-2000:]}
+    entry = summarize(result)
+    entry.update(key=key, device_name=device_name, torch=torch.__version__)
+    store_cached(cache, key, entry)
+    return {**entry, "cached": False}

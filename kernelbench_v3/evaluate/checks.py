@@ -1,0 +1,144 @@
+"""The correctness checks, each named, judged in the parent from the children's facts.
+
+Owns the tolerance rules (`v3`: allclose with atol = rtol = 1e-2, the default, comparable with
+the runs dataset; `published`: max|out-ref| < atol + rtol*max|ref| with the published
+per-precision table; `strict`: the same form with a tolerance calibrated from the reference's own
+error against float64), the precision check (error against float64 may not exceed what the
+reference's own arithmetic - or, for fp32 problems, TF32-rounded inputs and weights, Triton's
+default for `tl.dot` - would produce, times a margin), and the order in which checks are reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .record import FAIL, PASS, SKIP
+
+# Reported in this order; the first failure becomes Record.failed_check.
+CHECK_ORDER: tuple[str, ...] = (
+    "process", "import", "construct", "state_dict", "run", "global_state", "output_shape",
+    "output_dtype", "finite", "input_mutation", "output_aliasing", "correctness", "precision",
+    "stress", "other_shape", "recompute", "custom_kernel", "timed_outputs",
+)
+V3_TOLERANCE = (1e-2, 1e-2)
+PUBLISHED_TOLERANCES: dict[str, tuple[float, float]] = {
+    "fp4": (0.5, 0.1), "fp8": (0.1, 0.05), "fp16": (1e-2, 1e-2), "bf16": (1e-2, 1e-2), "fp32": (1e-3, 1e-3),
+}
+PUBLISHED_DEFAULT = (0.05, 0.02)
+PRECISION_MARGIN = 3.0  # allowed multiple of the reference's (or TF32's) own error vs float64
+STRICT_MARGIN = 4.0
+
+
+def tolerance_for(mode: str, precision: str, calibrated: float | None = None) -> tuple[float, float]:
+    if mode == "v3":
+        return V3_TOLERANCE
+    if mode == "strict" and calibrated is not None:
+        return calibrated, calibrated
+    return PUBLISHED_TOLERANCES.get(precision, PUBLISHED_DEFAULT)
+
+
+def calibrate_strict(ref_cases: dict[str, Any]) -> float | None:
+    """The strict tolerance (relative to max|ref|): a margin over the larger of the
+    reference's and the TF32 emulation's own max error against float64, never below a few ulps."""
+    worst: float | None = None
+    for entry in ref_cases.values():
+        info = entry.get("float64") or {}
+        if "ref_error" not in info:
+            continue
+        eps = torch.finfo(getattr(torch, entry["dtype"].replace("torch.", ""))).eps
+        errs = [info["ref_error"]["max_scaled"], (info.get("tf32_error") or {}).get("max_scaled", 0.0), 2 * eps]
+        value = STRICT_MARGIN * max(e for e in errs if e is not None)
+        worst = value if worst is None else max(worst, value)
+    return worst
+
+
+@dataclass
+class CaseVerdict:
+    """The comparison of one case's output with the reference's."""
+
+    name: str
+    group: str
+    failures: dict[str, str] = field(default_factory=dict)  # check name -> reason
+    max_abs: float | None = None
+    rel_error: float | None = None
+    error_reference: str = ""
+    precision_ok: bool | None = None
+
+
+def compare_case(
+    name: str, group: str, out: Any, saved: dict[str, torch.Tensor], entry: dict[str, Any],
+    mode: str, precision: str, calibrated: float | None,
+) -> CaseVerdict:
+    v = CaseVerdict(name, group)
+    expected = saved["expected"]
+    if not isinstance(out, torch.Tensor):
+        v.failures["output_shape"] = f"{name}: the solution returned {type(out).__name__}, not a tensor"
+        return v
+    if tuple(out.shape) != tuple(expected.shape):
+        v.failures["output_shape"] = f"{name}: shape {tuple(out.shape)}, expected {tuple(expected.shape)}"
+        return v
+    if out.dtype != expected.dtype:
+        v.failures["output_dtype"] = f"{name}: dtype {out.dtype}, expected {expected.dtype}"
+    o, r = out.double(), expected.double()
+    if out.is_floating_point() and not torch.isfinite(o).all():
+        bad = int((~torch.isfinite(o)).sum())
+        v.failures["finite"] = f"{name}: {bad} NaN/Inf value(s) in the output"
+        return v
+    diff = (o - r).abs()
+    v.max_abs = float(diff.max()) if diff.numel() else 0.0
+    atol, rtol = tolerance_for(mode, precision, calibrated)
+    if mode == "v3":
+        ok = bool((diff <= atol + rtol * r.abs()).all())
+        rule = f"allclose(atol={atol:g}, rtol={rtol:g})"
+    else:
+        scale = float(r.abs().max()) if r.numel() else 0.0
+        ok = v.max_abs < atol + rtol * scale
+        rule = f"max|out-ref| < {atol:g} + {rtol:g}*max|ref| ({mode})"
+    if not ok:
+        v.failures[group] = f"{name}: max abs error {v.max_abs:.3g} exceeds {rule}"
+    residual = saved.get("residual64")
+    if residual is not None:
+        r64 = r + residual.double()
+        norm = float(r64.norm()) or 1.0
+        v.rel_error = float((o - r64).norm()) / norm
+        v.error_reference = "float64"
+        info = entry.get("float64") or {}
+        bound = _precision_bound(info, expected.dtype)
+        v.precision_ok = v.rel_error <= bound
+        if not v.precision_ok:
+            v.failures["precision"] = (
+                f"{name}: relative error {v.rel_error:.3g} vs float64 exceeds {bound:.3g} "
+                f"({PRECISION_MARGIN:g}x what the reference{' or TF32' if 'tf32_error' in info else ''} arithmetic gives): "
+                "computed at lower precision than the problem's"
+            )
+    else:
+        norm = float(r.norm()) or 1.0
+        v.rel_error = float((o - r).norm()) / norm
+        v.error_reference = "reference dtype"
+    return v
+
+
+def _precision_bound(info: dict[str, Any], dtype: torch.dtype) -> float:
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+    floor = 8 * eps if dtype == torch.float32 else eps
+    own = [info.get("ref_error", {}).get("rel"), (info.get("tf32_error") or {}).get("rel")]
+    return max([floor] + [PRECISION_MARGIN * e for e in own if e is not None])
+
+
+def ordered_outcomes(outcomes: dict[str, tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """(name, outcome, detail) in CHECK_ORDER, then any others."""
+    names = [n for n in CHECK_ORDER if n in outcomes] + [n for n in outcomes if n not in CHECK_ORDER]
+    return [(n, *outcomes[n]) for n in names]
+
+
+def merge(outcomes: dict[str, tuple[str, str]], name: str, failed: bool, detail: str = "") -> None:
+    """Record a pass, or a failure (a failure is never overwritten by a later pass)."""
+    if name in outcomes and outcomes[name][0] == FAIL:
+        return
+    outcomes[name] = (FAIL if failed else PASS, detail)
+
+
+__all__ = ["CHECK_ORDER", "FAIL", "PASS", "SKIP", "CaseVerdict", "calibrate_strict", "compare_case", "merge", "ordered_outcomes", "tolerance_for"]

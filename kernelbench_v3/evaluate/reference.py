@@ -1,0 +1,160 @@
+"""The reference child: expected outputs, computed where no solution code can reach them.
+
+Runs in its own process before the candidate exists. For every planned case it builds the
+reference model (parameters and buffers re-randomized) and the inputs, runs the model, and
+writes for the parent only: the expected output, and for the cases marked float64 the residual
+of a float64 run (so the parent can compare against float64 without storing it twice) plus the
+reference's own error against float64 and the error an fp32 computation with TF32-rounded
+inputs and weights would have (the precision floor for fp32 problems). For the candidate child
+it writes the re-randomized state dicts and the input fingerprints.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import cases as C
+
+
+def _round_tf32(x: torch.Tensor) -> torch.Tensor:
+    """Round float32 values to TF32 (10 explicit mantissa bits), to nearest, ties away."""
+    bits = x.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & -0x2000).view(torch.float32)
+
+
+def _as_tensor(out: Any, where: str) -> torch.Tensor:
+    if isinstance(out, (list, tuple)) and len(out) == 1:
+        out = out[0]
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"{where}: the reference returned {type(out).__name__}, not one tensor")
+    return out
+
+
+def _errors(out: torch.Tensor, ref64: torch.Tensor) -> dict[str, float]:
+    """max|out-ref64| / max|ref64| and ||out-ref64|| / ||ref64||."""
+    diff = out.double() - ref64
+    scale = ref64.abs().max().item() or 1.0
+    norm = ref64.norm().item() or 1.0
+    return {"max_scaled": diff.abs().max().item() / scale, "rel": diff.norm().item() / norm}
+
+
+@torch.no_grad()
+def float64_reference(model: torch.nn.Module, inputs: list[Any], out: torch.Tensor, tf32: bool) -> dict[str, Any]:
+    """The float64 run of the reference and the errors of the native and TF32-emulated runs."""
+    def widen(x: Any, round_tf32: bool) -> Any:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            if round_tf32 and x.dtype == torch.float32:
+                x = _round_tf32(x)
+            return x.double()
+        return x
+
+    m64 = copy.deepcopy(model).double()
+    ref64 = _as_tensor(m64(*[widen(x, False) for x in inputs]), "float64 reference")
+    if ref64.dtype != torch.float64 or ref64.shape != out.shape:
+        return {"available": False, "reason": f"the reference's forward returns {ref64.dtype} under float64 inputs"}
+    if not torch.isfinite(ref64).all():
+        return {"available": False, "reason": "the float64 reference has NaN/Inf"}
+    info: dict[str, Any] = {"available": True, "ref64": ref64, "ref_error": _errors(out, ref64)}
+    if tf32:
+        mt = copy.deepcopy(model).float()
+        for t in list(mt.parameters()) + list(mt.buffers()):
+            if t.dtype == torch.float32:
+                t.copy_(_round_tf32(t))
+        mt = mt.double()
+        emulated = _as_tensor(mt(*[widen(x, True) for x in inputs]), "tf32-emulated reference")
+        info["tf32_error"] = _errors(emulated, ref64)
+    return info
+
+
+def _build(problem_path: Path, sizes: dict[str, Any], device: str, seed: int):
+    from ..materialize import load_module, make_model
+
+    module = load_module(problem_path, sizes)
+    model = make_model(module, device, seed)
+    C.rerandomize(model)
+    return module, model
+
+
+def main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    from ..catalog import read_problem
+
+    device = spec["device"]
+    problem = read_problem(Path(spec["problem_path"]), Path(spec["problems_root"]))
+    sizes = dict(spec["sizes"])
+    cases = [C.Case.from_dict(d) for d in spec["cases"]]
+    module, model = _build(problem.path, sizes, device, seed=C.PARAM_SEED)
+    shapes: dict[str, Any] = {"main": {"sizes": sizes, "module": module, "model": model}}
+    result: dict[str, Any] = {"cases": {}, "shapes": {"main": {"sizes": sizes}}, "notes": []}
+
+    main_inputs = C.build_inputs(module, cases[0], device)
+    result["precision"] = C.precision_of(main_inputs)
+    with torch.no_grad():
+        main_out = _as_tensor(model(*main_inputs), problem.problem_id)
+    if any(c.shape == "other" for c in cases):
+        chosen = _choose_other_shape(problem, sizes, device, tuple(main_out.shape), cases)
+        if chosen is None:
+            result["notes"].append("no second shape: no size override gave a different, valid shape")
+            cases = [c for c in cases if c.shape != "other"]
+        else:
+            other_sizes, other_module, other_model = chosen
+            shapes["other"] = {"sizes": other_sizes, "module": other_module, "model": other_model}
+            result["shapes"]["other"] = {"sizes": other_sizes}
+
+    for name, shape in shapes.items():
+        torch.save({k: v.detach().cpu() for k, v in shape["model"].state_dict().items()}, workdir / f"state_{name}.pt")
+
+    for case in cases:
+        shape = shapes[case.shape]
+        inputs = C.build_inputs(shape["module"], case, device)
+        with torch.no_grad():
+            out = _as_tensor(shape["model"](*inputs), f"{problem.problem_id} {case.name}")
+        entry: dict[str, Any] = {
+            "case": case.to_dict(), "inputs": C.fingerprint(inputs), "shape": list(out.shape),
+            "dtype": str(out.dtype), "finite": bool(torch.isfinite(out).all().item()) if out.is_floating_point() else True,
+        }
+        saved: dict[str, torch.Tensor] = {"expected": out.detach().cpu()}
+        if case.float64 and out.is_floating_point() and entry["finite"]:
+            try:
+                info = float64_reference(shape["model"], inputs, out, tf32=out.dtype == torch.float32)
+            except Exception as exc:  # an op without a float64 kernel
+                info = {"available": False, "reason": f"float64 reference failed: {type(exc).__name__}: {exc}"[:300]}
+            if info.pop("available"):
+                ref64 = info.pop("ref64")
+                saved["residual64"] = (ref64 - out.double()).float().cpu()
+            entry["float64"] = info
+        torch.save(saved, workdir / f"expected_{case.name}.pt")
+        result["cases"][case.name] = entry
+    result["case_order"] = [c.name for c in cases]
+    from .fingerprint import device_info
+
+    result["device_info"] = device_info(device)
+    return _finite_json(result)
+
+
+def _choose_other_shape(problem, sizes, device, main_shape, cases):
+    seed_case = next(c for c in cases if c.shape == "other")
+    for candidate in C.other_shape_candidates(problem, sizes):
+        try:
+            module, model = _build(problem.path, candidate, device, seed=C.PARAM_SEED + 1)
+            with torch.no_grad():
+                out = _as_tensor(model(*C.build_inputs(module, seed_case, device)), "other shape")
+        except Exception:
+            continue
+        if tuple(out.shape) != main_shape and (not out.is_floating_point() or torch.isfinite(out).all()):
+            return candidate, module, model
+    return None
+
+
+def _finite_json(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_json(v) for v in value]
+    return value

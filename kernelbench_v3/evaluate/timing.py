@@ -1,0 +1,212 @@
+"""Timing a callable the way the evaluator trusts: CUDA events on a busy GPU, or honest wall clock.
+
+CUDA (`time_cuda`): before every timed call the L2 cache is flushed by writing a buffer of at
+least twice the device's L2 size, then a spin kernel keeps the GPU busy long enough for the host
+to enqueue the start event, the call and the end event, so host launch gaps are not timed. After
+warm-up, inputs rotate among several sets made outside the timed region, and the output of every
+timed call is copied aside (after the end event) so the caller can re-check what was timed.
+Repetitions grow in batches until the median is stable. A device-synchronized wall clock over a
+back-to-back loop cross-checks the events: work that escapes the timed stream (side streams, CPU
+work) shows up as wall time far above the event time and is flagged.
+
+CPU (`time_cpu`): `time.perf_counter` around each call, the same rotation and stability rule,
+and the method recorded as "cpu_wall_clock".
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+Call = Callable[[Sequence[Any]], Any]
+
+
+@dataclass
+class TimingStats:
+    method: str  # "cuda_events" | "cpu_wall_clock"
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    mean_ms: float
+    cv: float  # stdev / mean of the samples
+    reps: int
+    wall_ms: float | None = None  # synchronized wall clock per call, back-to-back loop
+    flags: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def summarize(samples_ms: Sequence[float], method: str) -> TimingStats:
+    if not samples_ms:
+        raise ValueError("no timing samples")
+    ordered = sorted(samples_ms)
+    mean = statistics.fmean(ordered)
+    stdev = statistics.pstdev(ordered) if len(ordered) > 1 else 0.0
+    return TimingStats(
+        method=method,
+        median_ms=statistics.median(ordered),
+        p10_ms=_quantile(ordered, 0.10),
+        p90_ms=_quantile(ordered, 0.90),
+        mean_ms=mean,
+        cv=stdev / mean if mean > 0 else 0.0,
+        reps=len(ordered),
+    )
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    pos = q * (len(ordered) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def is_stable(samples: Sequence[float], batch: int, rel: float) -> bool:
+    """The median moved by less than `rel` when the newest batch was added (and the batch
+    before that likewise)."""
+    if len(samples) < 3 * batch:
+        return False
+    m_all = statistics.median(samples)
+    m_1 = statistics.median(samples[:-batch])
+    m_2 = statistics.median(samples[: -2 * batch])
+    return abs(m_all - m_1) <= rel * m_all and abs(m_1 - m_2) <= rel * m_1
+
+
+def _clone_output(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return out.detach().clone()
+    if isinstance(out, (list, tuple)):
+        return type(out)(_clone_output(o) for o in out)
+    return out
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """How hard to try: repetitions grow in `batch`es from `min_reps` until the median moves by
+    less than `stable_rel` or `max_reps` / `max_seconds` is reached."""
+
+    warmup: int = 5
+    min_reps: int = 30
+    max_reps: int = 2000
+    batch: int = 10
+    stable_rel: float = 0.002
+    max_seconds: float = 20.0
+    wall_reps: int = 20
+
+
+CPU_PLAN = TimingPlan(warmup=1, min_reps=3, max_reps=50, batch=1, stable_rel=0.02, max_seconds=3.0, wall_reps=0)
+
+
+def time_cpu(call: Call, sets: Sequence[Sequence[Any]], plan: TimingPlan = CPU_PLAN) -> tuple[TimingStats, list[Any]]:
+    """Wall-clock timing on the CPU; returns the stats and the last output of each input set."""
+    perf = time.perf_counter
+    last: list[Any] = [None] * len(sets)
+    for i in range(plan.warmup):
+        call(sets[i % len(sets)])
+    samples: list[float] = []
+    started = perf()
+    i = 0
+    while True:
+        k = i % len(sets)
+        t0 = perf()
+        out = call(sets[k])
+        samples.append((perf() - t0) * 1e3)
+        last[k] = _clone_output(out)
+        i += 1
+        done = len(samples) >= plan.min_reps and is_stable(samples, plan.batch, plan.stable_rel)
+        if i >= len(sets) and (done or len(samples) >= plan.max_reps or perf() - started > plan.max_seconds):
+            break
+    stats = summarize(samples, "cpu_wall_clock")
+    stats.details["note"] = "wall clock of the CPU process; under TRITON_INTERPRET=1 not a GPU-speed figure"
+    return stats, last
+
+
+def l2_flush_bytes(device: torch.device | int | None = None) -> int:
+    """Twice the device's L2 (at least 64 MiB when the driver does not report it)."""
+    props = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
+    l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+    return max(2 * l2, 64 << 20)
+
+
+def _sleep_cycles_per_ms() -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    cycles = 2_000_000
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    torch.cuda.synchronize()
+    return cycles / max(start.elapsed_time(end), 1e-3)
+
+
+def host_enqueue_ms(call: Call, args: Sequence[Any], reps: int = 5) -> float:
+    """How long the host takes to enqueue one call (the GPU must stay busy at least this long)."""
+    times = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        call(args)
+        times.append((time.perf_counter() - t0) * 1e3)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def time_cuda(
+    call: Call, sets: Sequence[Sequence[Any]], plan: TimingPlan = TimingPlan()
+) -> tuple[TimingStats, list[Any]]:
+    """CUDA-event timing of `call(inputs)` rotating over `sets`; returns the stats and a copy
+    of the last timed output of each set."""
+    Event, perf, sync = torch.cuda.Event, time.perf_counter, torch.cuda.synchronize
+    flush = torch.empty(l2_flush_bytes() // 4, dtype=torch.float32, device="cuda")
+    for i in range(plan.warmup):
+        call(sets[i % len(sets)])
+    enqueue_ms = host_enqueue_ms(call, sets[0])
+    busy_ms = 2.0 * enqueue_ms + 0.05
+    sleep_cycles = int(busy_ms * _sleep_cycles_per_ms())
+    last: list[Any] = [None] * len(sets)
+    samples: list[float] = []
+    started = perf()
+    i = 0
+    while True:
+        pairs = []
+        for _ in range(plan.batch):
+            k = i % len(sets)
+            flush.zero_()
+            torch.cuda._sleep(sleep_cycles)
+            start, end = Event(enable_timing=True), Event(enable_timing=True)
+            start.record()
+            out = call(sets[k])
+            end.record()
+            last[k] = _clone_output(out)
+            pairs.append((start, end))
+            i += 1
+        sync()
+        samples.extend(s.elapsed_time(e) for s, e in pairs)
+        stable = len(samples) >= plan.min_reps and is_stable(samples, plan.batch, plan.stable_rel)
+        if i >= len(sets) and (stable or len(samples) >= plan.max_reps or perf() - started > plan.max_seconds):
+            break
+    stats = summarize(samples, "cuda_events")
+    stats.details.update(
+        l2_flush_bytes=flush.numel() * 4, busy_wait_ms=round(busy_ms, 4),
+        host_enqueue_ms=round(enqueue_ms, 4), stable=stable, sets=len(sets),
+    )
+    if plan.wall_reps:
+        sync()
+        t0 = perf()
+        for j in range(plan.wall_reps):
+            call(sets[j % len(sets)])
+        sync()
+        stats.wall_ms = (perf() - t0) * 1e3 / plan.wall_reps
+        # Back-to-back calls overlap host launches with GPU work, so the wall clock per call
+        # exceeds the event time only by launch overhead; far above it, work ran outside the
+        # timed stream (another stream, the CPU) and the event figure is not the whole cost.
+        if stats.wall_ms > 1.5 * stats.median_ms + max(enqueue_ms, 0.02):
+            stats.flags.append("wall_clock_exceeds_events")
+    if not stable:
+        stats.flags.append("median_not_stable")
+    return stats, last
