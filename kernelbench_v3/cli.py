@@ -100,6 +100,57 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_eval(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval",
+        help="evaluate one solution file on one problem (isolated; correctness checks, timing)",
+        description="Evaluate SOLUTION (a file defining Model or ModelNew) on a problem in child "
+        "processes: correctness over several seeds, stress inputs and a second shape; "
+        "anti-cheat checks; timing against the faster of eager and torch.compile.",
+    )
+    p.add_argument("--problem", required=True, help="problem id, e.g. level1/23_Softmax")
+    p.add_argument("--solution", required=True, type=Path, help="solution file")
+    p.add_argument("--gpu", default="h100", help="GPU the result is reported for (speed of light)")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--sizes", help="size overrides NAME=VALUE,... (CPU default: REDUCED_SIZES)")
+    p.add_argument("--tolerance", choices=["v3", "published", "strict"], default="v3")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per child process")
+    p.add_argument("--relax-kernel-check", action="store_true",
+                   help="let a solution without a custom kernel pass (the record says so)")
+    p.add_argument("--seeds", help="correctness seeds, e.g. 42,123 (default: 42,123,456,789,1337)")
+    p.add_argument("--no-timing", action="store_true", help="correctness only")
+    p.add_argument("--no-baseline", action="store_true", help="do not time the reference")
+    p.add_argument("--model", default="", help="model name recorded with the result")
+    p.add_argument("--problems", type=Path, help="problems folder (default: the bundled one)")
+    p.add_argument("--cache", type=Path, help="baseline cache folder (default: ~/.cache/kbv3)")
+    p.add_argument("--json", action="store_true", help="print the record as one JSON object, nothing else")
+    p.set_defaults(func=_cmd_eval)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from .evaluate import DEFAULT_SEEDS, EvalRequest, evaluate
+    from .evaluate.report import describe
+    from .materialize import parse_sizes
+
+    try:
+        request = EvalRequest(
+            problem_id=args.problem, solution_path=args.solution, gpu=args.gpu, device=args.device,
+            sizes=parse_sizes(args.sizes), timeout_s=args.timeout, tolerance=args.tolerance,
+            require_custom_kernel=not args.relax_kernel_check, model=args.model,
+            seeds=tuple(int(s) for s in args.seeds.split(",") if s.strip()) if args.seeds else DEFAULT_SEEDS,
+            time_solution=not args.no_timing, baseline=not args.no_baseline,
+        )
+        record = evaluate(request, problems_dir=args.problems, cache_dir=args.cache)
+    except (KeyError, ValueError, FileNotFoundError) as exc:
+        print(f"kbv3 eval: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(record.to_json())
+    else:
+        print(describe(record))
+    return 0 if record.correct else 1
+
+
 def _add_eval_batch(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval-batch",
@@ -123,6 +174,9 @@ def _add_eval_batch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tolerance", choices=["v3", "published", "strict"], default="v3")
     p.add_argument("--relax-kernel-check", action="store_true",
                    help="let solutions without a custom kernel pass (e.g. references as solutions)")
+    p.add_argument("--seeds", help="correctness seeds, e.g. 42,123 (default: the evaluator's five)")
+    p.add_argument("--no-other-shape", action="store_true",
+                   help="check correctness at the batch's shapes only (no second shape)")
     p.add_argument("--problems", type=Path, help="problems folder (default: the bundled one)")
     p.add_argument("--model", help="model name for a problems/-style folder (default: its name)")
     p.add_argument("--journal", type=Path, help="journal path (default: <out>.journal.jsonl)")
@@ -144,6 +198,10 @@ def _cmd_eval_batch(args: argparse.Namespace) -> int:
     options: dict = {"tolerance": args.tolerance}
     if args.relax_kernel_check:
         options["require_custom_kernel"] = False
+    if args.seeds:
+        options["seeds"] = tuple(int(s) for s in args.seeds.split(",") if s.strip())
+    if args.no_other_shape:
+        options["other_shape"] = False
     settings = BatchSettings(
         split=args.split, device=args.device, sizes=args.sizes, timeout_s=args.timeout,
         problems_root=str(args.problems.resolve()) if args.problems else None,
@@ -166,7 +224,39 @@ def _cmd_eval_batch(args: argparse.Namespace) -> int:
     return 0
 
 
-VERBS = [_add_ls, _add_validate, _add_prompts, _add_extract, _add_eval_batch]
+def _add_build(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "build",
+        help="write the Hub dataset folder: one Parquet file per GPU split and the card README.md",
+        description="Build the Hugging Face dataset folder from a problems folder. Deterministic "
+        "(same problems, same bytes) and all-or-nothing: a malformed problem file is reported "
+        "and nothing is written.",
+    )
+    p.add_argument("out_dir", type=Path, help="folder to write (new or empty, unless --overwrite)")
+    p.add_argument("--problems", type=Path, help="problems folder (default: the bundled one)")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT_DIR")
+    p.add_argument("--no-prompts", action="store_true", help="leave out the per-split prompt column")
+    p.set_defaults(func=_cmd_build)
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from .catalog import CatalogError
+    from .hub import build
+
+    try:
+        result = build(
+            args.out_dir, args.problems, overwrite=args.overwrite,
+            with_prompts=False if args.no_prompts else None,
+        )
+    except (CatalogError, FileExistsError, FileNotFoundError) as exc:
+        print(f"kbv3 build: {exc}", file=sys.stderr)
+        return 1
+    counts = ", ".join(f"{split}: {n}" for split, n in result.counts.items())
+    print(f"wrote {result.out_dir} ({counts} rows; prompt column: {'yes' if result.with_prompts else 'no'})")
+    return 0
+
+
+VERBS = [_add_ls, _add_validate, _add_prompts, _add_extract, _add_eval, _add_eval_batch, _add_build]
 
 
 def build_parser() -> argparse.ArgumentParser:

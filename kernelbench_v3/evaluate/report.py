@@ -1,0 +1,44 @@
+"""A human-readable summary of a Record (what `kbv3 eval` prints without --json)."""
+
+from __future__ import annotations
+
+from .record import Record
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g} ms"
+
+
+def describe(record: Record) -> str:
+    lines = [
+        f"{record.problem_id}  <-  {record.solution_path}",
+        f"status: {record.status}" + (f"  (failed check: {record.failed_check})" if record.failed_check else ""),
+    ]
+    if record.error:
+        lines.append("reason: " + record.error.strip().splitlines()[0][:300])
+    if record.sizes_note:
+        lines.append("sizes: " + ", ".join(f"{k}={v}" for k, v in record.sizes.items()) + f"  ({record.sizes_note})")
+    lines.append("checks: " + ", ".join(f"{name}={outcome}" for name, outcome in record.checks.items()))
+    if record.max_abs_error is not None:
+        lines.append(
+            f"error: max abs {record.max_abs_error:.3g}, relative {record.rel_error:.3g} "
+            f"(vs {record.error_reference}); tolerance {record.tolerance_mode}"
+        )
+    if record.kernel_names:
+        lines.append("kernels: " + ", ".join(record.kernel_names[:8]))
+    if record.timing_method:
+        lines.append(
+            f"solution: {_ms(record.sol_ms)} median [{record.timing_method}], p10 {_ms(record.sol_p10_ms)}, "
+            f"p90 {_ms(record.sol_p90_ms)}, CV {record.sol_cv:.3g}, {record.sol_reps} reps"
+            + (f", flags {record.timing_flags}" if record.timing_flags else "")
+        )
+    if record.baseline_ms is not None:
+        lines.append(
+            f"baseline: {_ms(record.baseline_ms)} ({record.baseline_type}); eager {_ms(record.eager_ms)}, "
+            f"compiled {_ms(record.compiled_ms)}" + ("  [cached]" if record.baseline_cached else "")
+        )
+    if record.speedup is not None:
+        lines.append(f"speedup: {record.speedup:.3f}x")
+    if record.sol_fraction is not None:
+        lines.append(f"speed of light: {_ms(record.sol_roofline_ms)} ({record.sol_fraction:.1%} of it reached)")
+    return "\n".join(lines)
