@@ -20,7 +20,39 @@ SUPPORTED_PRECISIONS = ['fp8', 'fp16', 'bf16', 'fp32']
 HARDWARE_REQUIRED = ['RTX3090', 'H100', 'B200']
 
 
-def chunk_kda(q, k, v, g, beta, scale, chunk_size=64):
+def _decayed_dots(x, y, G, sub):
+    """P[..., r, j] = sum_c x_r[c] y_j[c] exp(G_r[c] - G_j[c]) for j <= r, else 0, per chunk.
+
+    x, y, G: (..., C, K) with G non-increasing along C. Factoring the decay as
+    exp(G_r) * exp(-G_j) overflows under strong decay, so every term keeps exponents <= 0:
+    pairs in different sub-chunks go through the first position p of r's sub-chunk,
+    exp(G_r - G_p) * exp(G_p - G_j), which is a matrix product; pairs inside one sub-chunk
+    use an explicit (sub, sub, K) decay tensor.
+    """
+    *lead, C, K = x.shape
+    ns = C // sub
+    neg_inf = float("-inf")
+    idx = torch.arange(C, device=x.device)
+    first = (idx // sub) * sub  # first position of each position's sub-chunk
+    xs = (x * torch.exp(G - G[..., first, :])).view(*lead, ns, sub, K)
+    Gp = G[..., first[::sub], :]  # (..., ns, K): G at each sub-chunk start
+    before = idx[None, :] < first[::sub][:, None]  # (ns, C): j lies in an earlier sub-chunk
+    ys = y.unsqueeze(-3) * torch.exp(
+        (Gp.unsqueeze(-2) - G.unsqueeze(-3)).masked_fill(~before[..., None], neg_inf))
+    P = (xs @ ys.transpose(-1, -2)).reshape(*lead, C, C)  # rows: sub-chunk R; columns: j < start of R
+
+    xb, yb, Gb = (t.view(*lead, ns, sub, K) for t in (x, y, G))
+    sidx = torch.arange(sub, device=x.device)
+    incl = (sidx[:, None] >= sidx[None, :])[..., None]
+    dec = torch.exp((Gb.unsqueeze(-2) - Gb.unsqueeze(-3)).masked_fill(~incl, neg_inf))
+    diag = ((xb.unsqueeze(-2) * dec) * yb.unsqueeze(-3)).sum(-1)  # (..., ns, sub, sub)
+    P = P.view(*lead, ns, sub, ns, sub)
+    blocks = torch.arange(ns, device=x.device)
+    P[..., blocks, :, blocks, :] = diag.movedim(-3, 0)
+    return P.view(*lead, C, C)
+
+
+def chunk_kda(q, k, v, g, beta, scale, chunk_size=64, sub_chunk=16):
     """Delta rule with per-key-channel decay, chunkwise.
 
     q, k, g (log decay): (B, H, T, K); v: (B, H, T, V); beta: (B, H, T). Returns o: (B, H, T, V).
@@ -45,26 +77,25 @@ def chunk_kda(q, k, v, g, beta, scale, chunk_size=64):
     beta = beta.view(B, H, n, C)
     G = g.view(B, H, n, C, Dk).cumsum(-2)  # cumulative log decay per key channel inside each chunk
 
-    idx = torch.arange(C, device=k.device)
-    incl = (idx[:, None] >= idx[None, :])[..., None]
-    strict = idx[:, None] > idx[None, :]
+    strict = torch.ones(C, C, dtype=torch.bool, device=k.device).tril(-1)
     eye = torch.eye(C, dtype=dt, device=k.device)
+    # Intra-chunk delta-rule corrections: (I + A) U = beta * (V - (exp(G) * K) S_0), A strictly lower.
+    A = (beta[..., :, None] * _decayed_dots(k, k, G, sub_chunk)).masked_fill(~strict, 0.0)
+    L = A + eye
+    Gexp = G.exp()
+    W = torch.linalg.solve_triangular(L, beta[..., None] * k * Gexp, upper=False, unitriangular=True)
+    U0 = torch.linalg.solve_triangular(L, beta[..., None] * v, upper=False, unitriangular=True)
+    Aqk = _decayed_dots(q, k, G, sub_chunk)
+    q_dec = q * Gexp
+    g_end = G[..., -1, :]
+    k_dec = k * torch.exp(g_end.unsqueeze(-2) - G)  # decay from each step to the chunk end
 
     S = q.new_zeros(B, H, Dk, Dv)
     o = torch.empty(B, H, n, C, Dv, dtype=dt, device=q.device)
     for i in range(n):
-        qi, ki, vi, bi, Gi = q[:, :, i], k[:, :, i], v[:, :, i], beta[:, :, i], G[:, :, i]
-        # decay[r, j, c] = exp(G_r[c] - G_j[c]) for j <= r, else 0. Kept as a (C, C, K) tensor per
-        # chunk: factoring it as exp(G_r) * exp(-G_j) overflows when the decay is strong.
-        decay = torch.exp((Gi[..., :, None, :] - Gi[..., None, :, :]).masked_fill(~incl, float("-inf")))
-        kk = torch.einsum("bhrc,bhjc,bhrjc->bhrj", ki, ki, decay)
-        qk = torch.einsum("bhrc,bhjc,bhrjc->bhrj", qi, ki, decay)
-        L = (bi[..., :, None] * kk).masked_fill(~strict, 0.0) + eye
-        Wi = torch.linalg.solve_triangular(L, bi[..., None] * ki * Gi.exp(), upper=False, unitriangular=True)
-        U = torch.linalg.solve_triangular(L, bi[..., None] * vi, upper=False, unitriangular=True) - Wi @ S
-        o[:, :, i] = (qi * Gi.exp()) @ S + qk @ U
-        g_end = Gi[..., -1, :]
-        S = g_end.exp()[..., :, None] * S + (ki * torch.exp(g_end[..., None, :] - Gi)).transpose(-1, -2) @ U
+        U = U0[:, :, i] - W[:, :, i] @ S
+        o[:, :, i] = q_dec[:, :, i] @ S + Aqk[:, :, i] @ U
+        S = g_end[:, :, i].exp()[..., :, None] * S + k_dec[:, :, i].transpose(-1, -2) @ U
     return o.view(B, H, n * C, Dv)[:, :, :T].to(out_dtype)
 
 
