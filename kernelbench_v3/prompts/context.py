@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog import SPLITS, Problem
+from ..evaluate.checks import PRECISION_MARGIN, V3_TOLERANCE
 from ..evaluate.request import DEFAULT_SEEDS
 
 # The evaluator's default ("v3") correctness test is torch.allclose with these (see
-# evaluate.request.EvalRequest.tolerance); "published" and "strict" modes are stricter.
-DEFAULT_ATOL = 1e-2
-DEFAULT_RTOL = 1e-2
+# evaluate.checks); its "published" and "strict" modes are stricter.
+DEFAULT_ATOL, DEFAULT_RTOL = V3_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -217,5 +217,6 @@ def build_context(problem: Problem, split: str, one_shot: dict[str, str] | None 
         "toolchains": toolchains_for(split, problem.category),
         "tolerance": {"atol": DEFAULT_ATOL, "rtol": DEFAULT_RTOL},
         "seeds": len(DEFAULT_SEEDS),
+        "precision_margin": PRECISION_MARGIN,
         "one_shot": one_shot,
     }
