@@ -1,0 +1,205 @@
+"""The dataset card (`README.md`) of the Hub folder: YAML front matter and the body.
+
+Owns the card's wording and the translation of the Parquet schema into the `dataset_info.features`
+YAML that `datasets` reads. The front matter maps each split to its Parquet file (`configs`), so
+`load_dataset` and the Hub viewer read the folder without any loading script. Rendering is a pure
+function of its arguments, so the card is byte-identical from one build to the next.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+LICENSE = "mit"
+TAGS = ("code", "gpu", "cuda", "triton", "kernels", "benchmark", "pytorch")
+
+COLUMN_DOCS: dict[str, str] = {
+    "problem_id": "`<category>/<file stem>`, e.g. `level1/40_LayerNorm`; unique within a split",
+    "name": "file stem, e.g. `40_LayerNorm`",
+    "file_name": "file name with `.py`, as the runs dataset's `problem` column writes it",
+    "category": "source folder: level1-4, graphics, tile_specialized or cutile",
+    "level": "difficulty level (int); the folder's number, or the file's *_LEVEL constant",
+    "op_type": "the file's `OP_TYPE`",
+    "supported_precisions": "the file's `SUPPORTED_PRECISIONS`",
+    "hardware_required": "the file's `HARDWARE_REQUIRED` (metadata only: it does not select splits)",
+    "gpus": "every split this problem is in",
+    "code": "the complete problem file: `Model`, `get_inputs()`, `get_init_inputs()`, constants",
+    "sha256": "SHA-256 of `code` (UTF-8); a row whose code does not match is refused",
+    "init_inputs": "JSON of `get_init_inputs()` (tuples as lists); informational, the code is authoritative",
+    "input_specs": "one entry per `get_inputs()` element: `kind` (`tensor` or a Python type), "
+    "`shape` and `dtype` for tensors, JSON `value` otherwise",
+    "output_spec": "`shape` and `dtype` of the forward's output at default sizes (null: see `null_reason`)",
+    "flops": "FLOPs of one forward at default sizes (multiply-add = 2)",
+    "bytes": "minimal bytes moved: every input, parameter and buffer read once, the output written once",
+    "null_reason": "why `output_spec`, `flops` or `bytes` is null in this row; null when none is",
+    "prompt": "the task prompt for this problem on this split's GPU (kernelbench_v3.prompts, default template)",
+}
+
+SPLIT_DOCS = {
+    "rtx3090": "level1, level2, level3, level4 (without `9_FP4_BlockScaled_Matmul.py`), graphics",
+    "h100": "level1, level2, level3, level4 (without `9_FP4_BlockScaled_Matmul.py`), tile_specialized",
+    "b200": "level1, level2, level3, level4, tile_specialized, cutile",
+}
+
+
+def feature_yaml(dtype: pa.DataType) -> dict[str, Any]:
+    """One column type as the `datasets` YAML feature fragment (`dtype:` / `list:` / `struct:`)."""
+    if pa.types.is_list(dtype):
+        inner = feature_yaml(dtype.value_type)
+        return {"list": inner["dtype"] if set(inner) == {"dtype"} else _unwrap(inner)}
+    if pa.types.is_struct(dtype):
+        return {"struct": [{"name": f.name, **feature_yaml(f.type)} for f in dtype]}
+    if pa.types.is_string(dtype):
+        return {"dtype": "string"}
+    if pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_boolean(dtype):
+        return {"dtype": "bool" if pa.types.is_boolean(dtype) else str(dtype)}
+    raise TypeError(f"no datasets feature for arrow type {dtype}")
+
+
+def _unwrap(fragment: dict[str, Any]) -> Any:
+    # A list of structs is written `list: [ {name, dtype}, ... ]`, of lists `list: {list: ...}`.
+    return fragment["struct"] if "struct" in fragment else fragment
+
+
+def front_matter(
+    counts: Mapping[str, int],
+    num_bytes: Mapping[str, int],
+    schema: pa.Schema,
+    split_files: Mapping[str, str],
+) -> dict[str, Any]:
+    """The YAML header. `num_bytes` is each split's Arrow size (what `datasets` records)."""
+    return {
+        "license": LICENSE,
+        "pretty_name": "KernelBench-v3 problems",
+        "language": ["en"],
+        "tags": list(TAGS),
+        "size_categories": ["n<1K"],
+        "configs": [{
+            "config_name": "default",
+            "data_files": [{"split": s, "path": split_files[s]} for s in counts],
+        }],
+        "dataset_info": {
+            "features": [{"name": f.name, **feature_yaml(f.type)} for f in schema],
+            "splits": [
+                {"name": s, "num_bytes": num_bytes[s], "num_examples": n} for s, n in counts.items()
+            ],
+            "dataset_size": sum(num_bytes.values()),
+        },
+    }
+
+
+def _null_notes(tables: Mapping[str, pa.Table]) -> list[str]:
+    seen: dict[str, str] = {}
+    for table in tables.values():
+        ids = table.column("problem_id").to_pylist()
+        for pid, reason in zip(ids, table.column("null_reason").to_pylist()):
+            if reason:
+                seen.setdefault(pid, reason)
+    return [f"- `{pid}`: {reason}" for pid, reason in seen.items()]
+
+
+def render_card(tables: Mapping[str, pa.Table]) -> str:
+    """The whole README.md for the split tables (split -> Arrow table, in split order)."""
+    import yaml
+
+    from .hub import split_file
+
+    counts = {s: t.num_rows for s, t in tables.items()}
+    num_bytes = {s: t.nbytes for s, t in tables.items()}
+    schema = next(iter(tables.values())).schema
+    meta = front_matter(counts, num_bytes, schema, {s: split_file(s) for s in tables})
+    header = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=100)
+    columns = "\n".join(f"| `{f.name}` | {COLUMN_DOCS.get(f.name, '')} |" for f in schema)
+    splits = "\n".join(f"| `{s}` | {n} | {SPLIT_DOCS.get(s, '')} |" for s, n in counts.items())
+    notes = "\n".join(_null_notes(tables)) or "- none: every row has all its values."
+    return f"---\n{header}---\n\n" + BODY.format(columns=columns, splits=splits, null_notes=notes)
+
+
+BODY = """\
+# KernelBench-v3 problems
+
+The problems of KernelBench-v3, a benchmark of GPU kernel writing: each row is one PyTorch
+reference problem (a `Model`, `get_inputs()` and `get_init_inputs()`), and a solution is a faster
+`ModelNew` computing the same function on the split's GPU.
+
+```python
+from datasets import load_dataset
+
+h100 = load_dataset("Infatoshi/kernelbench-v3-problems", split="h100")
+```
+
+## Splits
+
+One split per GPU. Membership is by source folder plus an exclude list, exactly as the original
+harness's hardware targets choose problems; `hardware_required` never selects.
+
+| split | rows | folders |
+|---|---|---|
+{splits}
+
+The Apple-Metal problems of the original repository (its `m4max` target) are **not** published
+here, and no second config for them is planned: this dataset covers the three NVIDIA targets
+that the published runs measured, and the Metal problems need a Metal toolchain and a different
+harness that nothing in this project runs.
+
+## Columns
+
+| column | meaning |
+|---|---|
+{columns}
+
+Sizes, specs and roofline figures are at each problem's default sizes. `flops`/`bytes` come from
+the roofline table of the `kernelbench-v3` package (`kernelbench_v3.roofline.DEFAULT_ROOFLINE`;
+a problem outside that table is estimated with `torch.utils.flop_counter` on meta tensors). The
+speed-of-light time on a GPU is `max(flops / peak, bytes / bandwidth)`, with the peak rates and
+bandwidths (and their sources) in `kernelbench_v3.gpus`; `kernelbench_v3.roofline.speed_of_light_ms`
+computes it.
+
+### Null values
+
+`input_specs` and `output_spec` are computed by running `get_inputs()` and the forward on
+PyTorch's meta device, which allocates nothing. A forward that needs real data (`.item()`, a
+data-dependent branch, an op without a meta kernel) cannot run there, so its `output_spec` is
+null rather than guessed. Rows with a null value:
+
+{null_notes}
+
+## Scoring
+
+A solution is correct when, for each of the seeds 42, 123, 456, 789 and 1337 (the generator is
+seeded before `get_inputs()`), its output has no NaN/Inf and
+`max|ref - sol| <= atol + rtol * max|ref|`, with the tolerance of the precision of the first tensor
+input (fp32 1e-3/1e-3, fp16/bf16 1e-2/1e-2, fp8 0.1/0.05, fp4 0.5/0.1 in the original harness),
+and two runs on the same inputs give bit-identical output. The reference runs in `eval()` mode
+under `torch.no_grad()`, and the solution gets the reference's state dict. Performance is
+`speedup = reference time / solution time` on the split's GPU, timing inputs drawn with seed 2026.
+The `kernelbench-v3` package's evaluator applies this rule locally.
+
+## Turning a row into a running model
+
+`code` is the whole problem file. Write it to a file and import it (Triton reads kernel source
+through `inspect`, so never `exec` it from a string), or let the package do it; it checks
+`sha256` first and refuses altered code:
+
+```python
+from kernelbench_v3.hub import load_problems, materialize, instantiate
+
+row = load_problems("h100", "Infatoshi/kernelbench-v3-problems")[0]
+module = materialize(row)                       # the imported problem file
+inst = instantiate(row, device="cuda", seed=42)  # Model(*get_init_inputs()).eval() + get_inputs()
+out = inst.run()
+small = instantiate(row, "cpu", 0, sizes=module.REDUCED_SIZES)  # CPU-sized shapes
+```
+
+The model is built right after `torch.manual_seed(seed)` and the inputs are drawn after seeding
+again, so the same row, seed and sizes give bit-identical tensors to importing the problem file.
+
+## How this folder is built
+
+Datasets 4 and later run no loading scripts, so this repository holds plain Parquet files
+(`data/<split>.parquet`) and this card; `loading_script.py` in the kernelbench-v3 repository is
+the build step that wrote them (same as `kbv3 build OUT_DIR`). The build is deterministic: the
+same problem files give byte-identical Parquet files and card.
+"""
