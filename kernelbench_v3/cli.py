@@ -175,6 +175,8 @@ def _add_eval_batch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--relax-kernel-check", action="store_true",
                    help="let solutions without a custom kernel pass (e.g. references as solutions)")
     p.add_argument("--seeds", help="correctness seeds, e.g. 42,123 (default: the evaluator's five)")
+    p.add_argument("--no-baseline", action="store_true",
+                   help="do not time the reference (no ref_ms / speedup): correctness screening")
     p.add_argument("--no-other-shape", action="store_true",
                    help="check correctness at the batch's shapes only (no second shape)")
     p.add_argument("--problems", type=Path, help="problems folder (default: the bundled one)")
@@ -202,6 +204,8 @@ def _cmd_eval_batch(args: argparse.Namespace) -> int:
         options["seeds"] = tuple(int(s) for s in args.seeds.split(",") if s.strip())
     if args.no_other_shape:
         options["other_shape"] = False
+    if args.no_baseline:
+        options["baseline"] = False
     settings = BatchSettings(
         split=args.split, device=args.device, sizes=args.sizes, timeout_s=args.timeout,
         problems_root=str(args.problems.resolve()) if args.problems else None,
@@ -256,7 +260,28 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-VERBS = [_add_ls, _add_validate, _add_prompts, _add_extract, _add_eval, _add_eval_batch, _add_build]
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="the main job on the bundled defaults: build the dataset, load a split back, "
+        "evaluate the bundled example solutions",
+    )
+    p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
+    p.add_argument("--split", default="h100", choices=["rtx3090", "h100", "b200"])
+    p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
+    p.add_argument("--all-examples", action="store_true",
+                   help="on CPU, evaluate every bundled example (about a minute each)")
+    p.set_defaults(func=_cmd_demo)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    records = run_demo(args.out, split=args.split, device=args.device, all_examples=args.all_examples)
+    return 0 if records and all(r["correct"] for r in records) else 1
+
+
+VERBS = [_add_ls, _add_validate, _add_prompts, _add_extract, _add_eval, _add_eval_batch, _add_build, _add_demo]
 
 
 def build_parser() -> argparse.ArgumentParser:
