@@ -1,0 +1,4 @@
+"""BROKEN: sys.exit while being imported."""
+import sys
+
+sys.exit(3)

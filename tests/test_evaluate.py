@@ -1,0 +1,208 @@
+"""End-to-end tests of the evaluator on CPU (Triton interpreter in the child processes).
+
+All evaluations run once, concurrently, in a module-scoped fixture; each test then asserts on
+its record. Honest Triton solutions must pass every check; each cheat must be rejected by the
+check that names its defect; broken solutions must come back as failed records in bounded time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from kernelbench_v3.evaluate import EvalRequest, Record, evaluate
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "solutions"
+CHEATS = ROOT / "tests" / "solutions" / "cheats"
+BROKEN = ROOT / "tests" / "solutions" / "broken"
+
+SOFTMAX = {"batch_size": 4, "dim": 96}
+GELU = {"batch_size": 4, "dim": 200}
+LAYERNORM = {"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8}
+# Large enough rows that LayerNorm(x) ~ x on N(0,1) inputs, so only stress inputs expose it.
+LAYERNORM_LARGE = {"batch_size": 2, "features": 16, "dim1": 128, "dim2": 128}
+FAST = {"baseline": False, "time_solution": False, "seeds": (42, 123)}
+
+HONEST = {
+    "softmax": ("level1/23_Softmax", EXAMPLES / "level1/23_Softmax.py", {"baseline": False}),
+    "gelu": ("level1/26_GELU_", EXAMPLES / "level1/26_GELU_.py", {**FAST, "sizes": GELU}),
+    "matmul": ("level1/1_Square_matrix_multiplication_", EXAMPLES / "level1/1_Square_matrix_multiplication_.py",
+               {**FAST, "sizes": {"N": 48}}),
+    "layernorm": ("level1/40_LayerNorm", EXAMPLES / "level1/40_LayerNorm.py", {**FAST, "sizes": LAYERNORM}),
+    "fused_gemm": ("level2/86_Matmul_Divide_GELU", EXAMPLES / "level2/86_Matmul_Divide_GELU.py",
+                   {**FAST, "sizes": {"batch_size": 8, "input_size": 96, "output_size": 80}}),
+    "tile_gemm": ("tile_specialized/gemm_bias_relu", EXAMPLES / "tile_specialized/gemm_bias_relu.py",
+                  {**FAST, "sizes": {"m": 32, "n": 64, "k": 48}}),
+}
+# (problem, solution, options, the check that must be named as failing)
+CHEATING = {
+    "weights_dropped": ("level1/40_LayerNorm", "weights_dropped.py", {"sizes": LAYERNORM}, "state_dict"),
+    "identity_at_init": ("level1/40_LayerNorm", "identity_at_init.py", {"sizes": LAYERNORM}, "correctness"),
+    "near_identity": ("level1/40_LayerNorm", "near_identity_layernorm.py", {"sizes": LAYERNORM_LARGE, "other_shape": False}, "stress"),
+    "precision_downcast": ("level2/86_Matmul_Divide_GELU", "precision_downcast.py",
+                           {"sizes": {"batch_size": 8, "input_size": 256, "output_size": 64}}, "precision"),
+    "input_mutation": ("level1/23_Softmax", "input_mutation.py", {"sizes": SOFTMAX}, "input_mutation"),
+    "returns_input": ("level1/26_GELU_", "returns_input.py", {"sizes": GELU}, "input_mutation"),
+    "returns_buffer": ("level1/23_Softmax", "returns_buffer.py", {"sizes": SOFTMAX}, "output_aliasing"),
+    "pointer_cache": ("level1/23_Softmax", "pointer_cache.py", {"sizes": SOFTMAX}, "recompute"),
+    "pure_torch": ("level1/23_Softmax", "pure_torch.py", {"sizes": SOFTMAX}, "custom_kernel"),
+    "monkeypatch": ("level1/23_Softmax", "monkeypatch_torch.py", {"sizes": SOFTMAX}, "global_state"),
+    "wrong_dtype": ("level1/23_Softmax", "wrong_dtype.py", {"sizes": SOFTMAX}, "output_dtype"),
+    "nan": ("level1/23_Softmax", "nan_output.py", {"sizes": SOFTMAX}, "finite"),
+    "forged_result_file": ("level1/23_Softmax", "forged_result_file.py", {"sizes": SOFTMAX}, "process"),
+}
+# (solution, options, failed check, words the reason must contain)
+BROKEN_CASES = {
+    "crash": ("crash.py", {}, "process", "signal"),
+    "hang": ("hang.py", {"timeout_s": 40.0}, "process", "timed out"),
+    "exit_at_import": ("exit_at_import.py", {}, "import", "SystemExit"),
+    "os_exit": ("os_exit.py", {}, "process", "exited with code 0"),
+    "flood": ("flood.py", {}, "process", "MiB"),
+}
+
+
+def _request(problem: str, path: Path, options: dict) -> EvalRequest:
+    options = dict(options)
+    options.setdefault("baseline", False)
+    options.setdefault("time_solution", False)
+    options.setdefault("seeds", (42, 123))
+    return EvalRequest(problem, path, device="cpu", timeout_s=options.pop("timeout_s", 240.0), **options)
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory) -> dict[str, tuple[Record, float]]:
+    cache = tmp_path_factory.mktemp("cache")
+    jobs: dict[str, EvalRequest] = {}
+    for key, (problem, path, options) in HONEST.items():
+        jobs[key] = EvalRequest(problem, path, device="cpu", timeout_s=240.0, **options)
+    for key, (problem, name, options, _) in CHEATING.items():
+        jobs[key] = _request(problem, CHEATS / name, options)
+    for key, (name, options, _, _) in BROKEN_CASES.items():
+        jobs[key] = _request("level1/23_Softmax", BROKEN / name, {"sizes": SOFTMAX, **options})
+
+    def run(item):
+        key, request = item
+        started = time.monotonic()
+        return key, (evaluate(request, cache_dir=cache), time.monotonic() - started)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return dict(pool.map(run, jobs.items()))
+
+
+@pytest.mark.parametrize("key", sorted(HONEST))
+def test_honest_triton_solution_passes(records, key):
+    record, _ = records[key]
+    assert record.correct, (record.failed_check, record.error, record.log_tail[-2000:])
+    assert record.status == "correct" and record.compiled
+    assert set(record.checks.values()) <= {"pass", "skip"}
+    for check in ("state_dict", "correctness", "stress", "recompute", "custom_kernel", "input_mutation", "output_aliasing"):
+        assert record.checks[check] == "pass", check
+    assert record.checks["other_shape"] == "pass"
+    assert record.triton_launches and record.kernel_names
+    assert record.max_abs_error is not None and record.max_abs_error < 1e-2
+    assert record.seeds == [42, 123, 456, 789, 1337] or record.seeds == [42, 123]
+    assert record.fingerprint["torch"] and record.fingerprint["device"] == "cpu"
+
+
+def test_fp32_problems_report_error_against_float64(records):
+    for key in ("softmax", "gelu", "matmul", "layernorm", "fused_gemm"):
+        record, _ = records[key]
+        assert record.error_reference == "float64", key
+        assert record.rel_error < 1e-4, (key, record.rel_error)
+        assert record.checks["precision"] == "pass"
+    tile, _ = records["tile_gemm"]
+    assert tile.precision_used == "fp16"  # the published rule: the first input's dtype
+
+
+def test_cpu_timing_is_wall_clock_and_marked(records):
+    record, _ = records["softmax"]
+    assert record.timing_method == "cpu_wall_clock"
+    assert record.sol_ms > 0 and record.sol_p10_ms <= record.sol_ms <= record.sol_p90_ms
+    assert record.sol_reps >= 2 and record.checks["timed_outputs"] == "pass"
+    assert record.speedup is None  # no baseline was requested
+    assert "REDUCED_SIZES" in record.sizes_note and record.sizes == {"batch_size": 16, "dim": 1024}
+
+
+@pytest.mark.parametrize("key", sorted(CHEATING))
+def test_cheat_is_rejected_by_the_right_check(records, key):
+    record, _ = records[key]
+    expected = CHEATING[key][3]
+    assert not record.correct and record.speedup is None
+    assert record.failed_check == expected, (record.failed_check, record.error, record.checks)
+    if expected != "process":
+        assert record.checks[expected] == "fail"
+        assert record.check_details[expected]
+
+
+def test_returning_the_input_is_also_flagged_as_aliasing(records):
+    record, _ = records["returns_input"]
+    assert record.checks["output_aliasing"] == "fail"
+    assert "input 0" in record.check_details["output_aliasing"]
+
+
+def test_monkeypatching_names_what_was_replaced_and_the_verdict_stands(records):
+    record, _ = records["monkeypatch"]
+    detail = record.check_details["global_state"]
+    assert "torch.allclose" in detail and "torch.Tensor.__sub__" in detail
+    assert record.checks["correctness"] == "fail"  # judged in the parent, unaffected
+
+
+def test_pure_torch_names_the_library_kernels_it_ran(records):
+    record, _ = records["pure_torch"]
+    assert record.triton_launches == 0
+    assert "no custom kernel" in record.check_details["custom_kernel"]
+    # ...and it is otherwise correct: only the kernel requirement rejects it.
+    assert record.checks["correctness"] == "pass"
+
+
+@pytest.mark.parametrize("key", sorted(BROKEN_CASES))
+def test_broken_solution_gives_failed_record_in_bounded_time(records, key):
+    record, seconds = records[key]
+    _, options, check, words = BROKEN_CASES[key]
+    assert record.status == "failed" and not record.correct
+    assert record.failed_check == check
+    assert words in record.error, record.error
+    assert seconds < options.get("timeout_s", 240.0) + 120
+    assert len(record.log_tail) <= 64_000
+
+
+def test_record_round_trips_through_json(records):
+    record, _ = records["softmax"]
+    again = Record.from_json(record.to_json())
+    assert again == record
+    row = record.runs_row()
+    assert list(row) == ["model", "gpu", "level", "problem", "compiled", "correct", "speedup", "ref_ms",
+                         "sol_ms", "op_type", "baseline_type", "precision_used"]
+    assert row["problem"] == "23_Softmax.py" and row["gpu"] == "H100"
+
+
+def test_cli_json_prints_exactly_one_record_even_when_the_solution_prints_json(tmp_path):
+    env = {**os.environ, "KBV3_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelbench_v3.cli", "eval", "--problem", "level1/23_Softmax",
+         "--solution", str(CHEATS / "fake_json_stdout.py"), "--device", "cpu", "--sizes", "batch_size=4,dim=32",
+         "--seeds", "42", "--no-timing", "--json"],
+        capture_output=True, text=True, env=env, timeout=400,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    record = json.loads(lines[0])
+    assert record["correct"] is False and record["failed_check"] == "correctness"
+    assert record["sizes"] == {"batch_size": 4, "dim": 32} and record["sizes_note"] == ""
+    assert proc.returncode == 1
+    assert '"speedup": 99.0' in record["log_tail"]  # what it printed is kept, never parsed
+
+
+def test_unknown_problem_and_missing_solution_raise(tmp_path):
+    with pytest.raises(KeyError):
+        evaluate(EvalRequest("level1/does_not_exist", EXAMPLES / "level1/23_Softmax.py", device="cpu"))
+    with pytest.raises(FileNotFoundError):
+        evaluate(EvalRequest("level1/23_Softmax", tmp_path / "missing.py", device="cpu"))
