@@ -390,9 +390,9 @@ class WorkQueue:
 
     The first evaluation of a problem runs alone ("warming"); the others of that problem wait
     until it has finished and its baseline sits in the evaluator's on-disk cache, so two workers
-    never compile the same baseline at once. Meanwhile workers take other problems. A problem
-    whose first evaluation produced no baseline (e.g. the solution crashed first) lets the next
-    one warm it instead.
+    never compile the same baseline at once. Meanwhile workers take other problems. (The
+    evaluator builds the baseline before it runs the solution, so any finished first
+    evaluation has either cached it or failed at it; a retry one at a time would not help.)
     """
 
     def __init__(self, items: Iterable[BatchItem], warm: Iterable[tuple[str, str]] = ()):
@@ -421,8 +421,7 @@ class WorkQueue:
         self._running.discard(item.key)
         if group in self._warming:
             self._warming.discard(group)
-            if record.get("baseline_ms") is not None or record.get("ref_ms") is not None:
-                self._warm.add(group)
+            self._warm.add(group)
 
     @property
     def running(self) -> int:
@@ -485,8 +484,7 @@ def run_batch(
         done = latest_records(book.existing)
         redo = {k for k, r in done.items() if retry_errors and r.get("status") == "error"}
         todo = [it for it in found.items if it.key not in done or it.key in redo]
-        warm = {(r["problem_id"], r["gpu"]) for r in done.values()
-                if r.get("baseline_ms") is not None or r.get("ref_ms") is not None}
+        warm = {(r["problem_id"], r["gpu"]) for r in done.values()}
         queue = WorkQueue(todo, warm)
         bar = _progress_bar(len(todo), progress)
         statuses: Counter = Counter()

@@ -53,7 +53,7 @@ def evaluate_item(item: BatchItem, settings: BatchSettings) -> dict[str, Any]:
         sizes = get_problem(item.problem_id, settings.problems_root).reduced
     request = EvalRequest(
         problem_id=item.problem_id,
-        solution_path=item.solution_path,
+        solution_path=importable_path(Path(item.solution_path)),
         gpu=settings.split,
         device=settings.device,
         sizes=sizes,
@@ -62,6 +62,17 @@ def evaluate_item(item: BatchItem, settings: BatchSettings) -> dict[str, Any]:
         **dict(settings.evaluator_options),
     )
     return evaluate(request, problems_dir=settings.problems_root).to_dict()
+
+
+def importable_path(path: Path) -> Path:
+    """A `.py` path with the solution's content: the file itself, or for a runs-dataset
+    `*.py.txt` a content-addressed `.py` copy (Python imports only `.py` files)."""
+    if path.suffix == ".py":
+        return path
+    from .materialize import write_module_file
+
+    stem = path.name.removesuffix(".txt").removesuffix(".py")
+    return write_module_file(path.read_text(encoding="utf-8"), stem=stem)
 
 
 def failure_record(item: BatchItem, settings: BatchSettings, error: str) -> dict[str, Any]:

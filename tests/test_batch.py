@@ -174,11 +174,11 @@ def test_work_queue_builds_each_baseline_once_before_sharing_it():
     queue.finish(b1, {})
     assert queue.finished()
 
-    # a first evaluation that produced no baseline hands the job to the next one
-    queue = WorkQueue([a1, a2, b1])
-    queue.take(), queue.take()
-    queue.finish(a1, {"baseline_ms": None, "ref_ms": None})
-    assert queue.take() == a2 and queue.take() is None
+    # a first evaluation whose baseline failed does not serialize the rest of its problem
+    queue = WorkQueue([a1, a2, _item("level1/23_Softmax", "m3")])
+    queue.take()
+    queue.finish(a1, {"baseline_ms": None, "timing_flags": ["baseline_failed"]})
+    assert queue.take() == a2 and queue.take() is not None
     # problems whose baseline a previous run already built start in parallel
     queue = WorkQueue([a1, a2], warm=[("level1/23_Softmax", "H100")])
     assert [queue.take(), queue.take()] == [a1, a2]
@@ -228,3 +228,243 @@ def test_dead_stuck_or_raising_evaluator_costs_only_its_own_record(tmp_path, mon
     assert again.ran == 3 and again.already_done == 3
     assert len(read_journal(tmp_path / "out.parquet.journal.jsonl")[1]) == 9
     assert len(read_results(tmp_path / "out.parquet")) == 6
+
+
+# ----------------------------------------------------------------------------- real CPU batches
+#
+# 20 solutions for two small problems (reduced sizes), in the runs dataset's layout so several
+# models can solve the same problem: honest Triton kernels, a torch-only copy of the reference,
+# a wrong kernel, cheats (input mutation, monkeypatching torch), crashes (raise, os._exit,
+# syntax error) and a hang.
+
+TRITON_HEADER = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
+
+GELU_KERNEL = TRITON_HEADER + '''
+
+@triton.jit
+def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = {formula}
+    tl.store(y_ptr + offs, y, mask=mask)
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        {before}
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        gelu_kernel[(triton.cdiv(x.numel(), {block}),)](x, y, x.numel(), BLOCK={block})
+        return y
+'''
+GELU_EXACT = "0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))"
+
+SOFTMAX_KERNEL = TRITON_HEADER + '''
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    y = {formula}
+    tl.store(y_ptr + row * n_cols + cols, y, mask=mask)
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        {before}
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        softmax_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]), num_warps={warps})
+        return y
+'''
+SOFTMAX_EXACT = "e / tl.sum(e, axis=0)"
+
+
+def _gelu(formula=GELU_EXACT, before="pass", block=256):
+    return GELU_KERNEL.format(formula=formula, before=before, block=block)
+
+
+def _softmax(formula=SOFTMAX_EXACT, before="pass", warps=4):
+    return SOFTMAX_KERNEL.format(formula=formula, before=before, warps=warps)
+
+
+TORCH_ONLY = {
+    "26_GELU_": "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                "    def forward(self, x):\n        return torch.nn.functional.gelu(x)\n",
+    "23_Softmax": "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                  "    def forward(self, x):\n        return torch.softmax(x, dim=1)\n",
+}
+# A cheat that swaps the reference's own op for its kernel, hoping the check compares a patched
+# reference with itself.
+PATCH_GELU = _gelu().replace("class Model", "torch.nn.functional.gelu = lambda x, *a, **k: x * 0\n\n\nclass Model")
+
+# (model, problem stem) -> (source, expected kind)
+CASES: dict[tuple[str, str], tuple[str, str]] = {
+    **{(f"honest-b{b}", "26_GELU_"): (_gelu(block=b), "correct") for b in (128, 256, 512)},
+    **{(f"honest-w{w}", "23_Softmax"): (_softmax(warps=w), "correct") for w in (1, 2, 4)},
+    ("torch-only", "26_GELU_"): (TORCH_ONLY["26_GELU_"], "rejected"),
+    ("torch-only", "23_Softmax"): (TORCH_ONLY["23_Softmax"], "rejected"),
+    ("wrong", "26_GELU_"): (_gelu(formula="x * 0.5"), "rejected"),
+    ("wrong", "23_Softmax"): (_softmax(formula="e"), "rejected"),
+    ("mutates-input", "23_Softmax"): (_softmax(before="x.mul_(0.5)"), "rejected"),
+    ("patches_torch", "26_GELU_"): (PATCH_GELU, "rejected"),
+    ("raises", "26_GELU_"): (_gelu(before="raise RuntimeError('kernel launch failed')"), "crash"),
+    ("raises", "23_Softmax"): (_softmax(before="raise RuntimeError('kernel launch failed')"), "crash"),
+    ("exits", "26_GELU_"): (_gelu(before="import os; os._exit(7)"), "crash"),
+    ("exits", "23_Softmax"): (_softmax(before="import os; os._exit(7)"), "crash"),
+    ("syntax-error", "26_GELU_"): (_gelu().replace("def forward(self, x):", "def forward(self, x)"), "crash"),
+    ("syntax-error", "23_Softmax"): (_softmax().replace("return y", "return y)"), "crash"),
+    ("segfaults", "23_Softmax"): (_softmax(before="import ctypes; ctypes.string_at(0)"), "crash"),
+    ("hangs", "26_GELU_"): (_gelu(before="while True: pass"), "hang"),
+}
+TIMEOUT_S = 30.0  # per child process; an honest CPU evaluation needs far less, the hang all of it
+KILL_AFTER = 5  # records journaled before the batch is SIGKILLed
+
+
+def _build_runs_folder(folder: Path, cases=CASES) -> None:
+    for (model, stem), (source, _) in cases.items():
+        _touch(folder / f"{model}_H100_{stem}.py.txt", source)
+
+
+def _command(solutions: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "kernelbench_v3", "eval-batch", str(solutions), "--split", "h100",
+            "--out", str(out), "--device", "cpu", "--workers", "2", "--sizes", "reduced",
+            "--timeout", str(TIMEOUT_S), "--problems", str(PROBLEMS), "--no-progress",
+            "--seeds", "42", "--no-other-shape", "--no-baseline"]  # the batch is under test
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (the evaluator's children run in their own sessions, so a
+    SIGKILL to the batch's process group leaves them behind; the test cleans them up)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+@pytest.fixture(scope="module")
+def batch_env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("batch")
+    env = dict(os.environ, KBV3_CACHE_DIR=str(root / "cache"), KBV3_MODULE_DIR=str(root / "modules"),
+               TRITON_CACHE_DIR=str(root / "triton"), PYTHONPATH=str(REPO))
+    return root, env
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(batch_env):
+    """Run the 20-solution batch, SIGKILL it after KILL_AFTER records, rerun it to the end."""
+    root, env = batch_env
+    solutions, out = root / "solutions", root / "results.parquet"
+    journal = root / "results.parquet.journal.jsonl"
+    _build_runs_folder(solutions)
+    process = subprocess.Popen(_command(solutions, out), env=env, start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        if len(read_journal(journal)[1]) >= KILL_AFTER:
+            break
+        time.sleep(0.2)
+    leftovers = _descendants(process.pid)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    for pid in leftovers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    before = read_journal(journal)[1]
+    resumed = subprocess.run(_command(solutions, out), env=env, capture_output=True, text=True,
+                             timeout=400)
+    return {"before": before, "resumed": resumed, "journal": journal, "out": out,
+            "solutions": solutions, "output": process.stdout.read().decode(errors="replace")}
+
+
+def _expected_kind(record: dict) -> str:
+    model, stem = record["model"], record["problem_id"].split("/")[1]
+    return CASES[(model, stem)][1]
+
+
+def test_killed_batch_resumes_with_every_record_exactly_once(killed_and_resumed):
+    run = killed_and_resumed
+    assert run["resumed"].returncode == 0, run["resumed"].stderr[-3000:]
+    assert KILL_AFTER <= len(run["before"]) < len(CASES), run["output"][-2000:]
+    records = read_journal(run["journal"])[1]
+    keys = [(r["model"], r["gpu"], r["problem_id"], r["solution_sha256"]) for r in records]
+    assert len(keys) == len(set(keys)) == len(CASES)  # nothing lost, nothing twice
+    assert records[: len(run["before"])] == run["before"]  # the journal was only appended to
+    rows = read_results(run["out"])
+    assert sorted((r["model"], r["problem_id"]) for r in rows) == sorted(
+        (m, f"level1/{s}") for m, s in CASES)
+    assert f"ran {len(CASES) - len(run['before'])} now, {len(run['before'])} already" \
+        in run["resumed"].stdout
+
+
+def test_batch_records_have_the_right_verdicts(killed_and_resumed):
+    rows = read_results(killed_and_resumed["out"])
+    assert len(rows) == len(CASES)
+    for row in rows:
+        kind, what = _expected_kind(row), f"{row['model']} on {row['problem_id']}: {row}"
+        assert row["gpu"] == "H100" and row["device"] == "cpu", what
+        assert row["solution_sha256"] == __import__("hashlib").sha256(
+            Path(row["solution_path"]).read_bytes()).hexdigest()
+        if kind == "correct":
+            assert row["status"] == "correct" and row["correct"], what
+            assert row["sol_ms"] and row["ref_ms"] is None, what  # timed; no baseline asked
+        else:
+            assert not row["correct"] and row["status"] in ("incorrect", "failed"), what
+            assert row["speedup"] is None and row["error"], what
+        if kind == "hang":
+            assert "timed out" in row["error"], what
+        if kind in ("correct", "rejected"):
+            assert row["compiled"], what
+        if kind == "rejected":
+            assert row["failed_check"], what
+    # the published-runs analysis reads the batch output
+    from kernelbench_v3.runs import load_runs
+
+    runs = load_runs(killed_and_resumed["out"], problems=PROBLEMS)
+    assert len(runs) == len(CASES) and set(runs["problem_id"]) == {"level1/26_GELU_", "level1/23_Softmax"}
+
+
+RAY_SUBSET = [("honest-w2", "23_Softmax"), ("exits", "23_Softmax"),
+              ("honest-b512", "26_GELU_"), ("torch-only", "26_GELU_")]
+
+
+def test_ray_executor_gives_the_same_records_as_the_local_one(killed_and_resumed, batch_env,
+                                                              tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    root, env = batch_env
+    for name in ("KBV3_CACHE_DIR", "KBV3_MODULE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.setenv(name, env[name])  # Ray's workers inherit the driver's environment
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    subset = tmp_path / "subset"
+    for model, stem in RAY_SUBSET:
+        name = f"{model}_H100_{stem}.py.txt"
+        _touch(subset / name, (killed_and_resumed["solutions"] / name).read_text())
+    settings = BatchSettings(split="h100", device="cpu", sizes="reduced", timeout_s=TIMEOUT_S,
+                             problems_root=str(PROBLEMS),
+                             evaluator_options=(("baseline", False), ("other_shape", False),
+                                                ("seeds", (42,)), ("tolerance", "v3")))
+    result = run_batch(subset, tmp_path / "ray.parquet", settings, executor="ray", workers=2,
+                       progress=False)
+    local = {(r["model"], r["problem_id"], r["solution_sha256"]): r
+             for r in read_results(killed_and_resumed["out"])}
+    assert len(result.records) == len(RAY_SUBSET)
+    for record in result.records:
+        twin = local[(record["model"], record["problem_id"], record["solution_sha256"])]
+        for field_name in ("gpu", "status", "correct", "compiled", "failed_check", "checks"):
+            assert record[field_name] == twin[field_name], (field_name, record, twin)
+        assert record["solution_path"] == str(subset / Path(record["solution_path"]).name)

@@ -1,0 +1,197 @@
+"""Batch throughput on one GPU and on two: the whole h100 split, the references as solutions.
+
+Run from the repository root on a host with at least two GPUs (no install needed, no
+`datasets`, no Ray: the local executor is what is measured):
+
+    PYTHONPATH=. python3 benchmarks/bench_batch_gpu.py --out benchmarks/results/bench_batch_gpu.md
+
+Each problem's reference file serves as its own solution, with the custom-kernel check relaxed
+(this measures the batch machinery's throughput, not anybody's kernels). The same batch runs as
+`kbv3 eval-batch --gpus 0` and then `--gpus 0,1`, both cold: each run gets its own, empty
+baseline cache, Inductor cache, Triton cache, journal and output, so the second run inherits
+nothing from the first but the operating system's file cache (a warm-up import of torch before
+either run evens that out). Reported: wall time of each run, records and their statuses, the
+summed evaluation time, and the speedup of two GPUs over one (target >= 1.8x).
+
+To fit about 9 minutes in all, evaluations are lightened, not skipped: one correctness seed and
+no second-shape check (`--seeds`, `--no-other-shape`), and `--timeout` caps every child process
+of an evaluation. Each run also has a wall-clock budget (`--run-budget`); a run that exceeds it
+is stopped with SIGTERM (the batch then writes what it finished) and the table says so and
+compares throughput (evaluations per minute) instead of wall time. `--budget` (default 520 s)
+covers both runs: the one-GPU run may use 62% of it, the two-GPU run the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from kernelbench_v3.batch import read_results  # noqa: E402
+from kernelbench_v3.catalog import discover  # noqa: E402
+
+
+def build_solutions(folder: Path, split: str, limit: int | None) -> int:
+    """Copy each problem of the split to `folder/<category>/<name>.py`; returns the count."""
+    problems = discover(REPO / "problems", split=split)[:limit]
+    for p in problems:
+        target = folder / p.category / p.file_name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p.path, target)
+    return len(problems)
+
+
+def run_once(gpus: str, args: argparse.Namespace, solutions: Path, work: Path,
+             budget: float) -> dict:
+    tag = "gpus_" + gpus.replace(",", "_")
+    run_dir = work / tag
+    run_dir.mkdir()
+    env = dict(os.environ)
+    env.update(
+        PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
+        KBV3_CACHE_DIR=str(run_dir / "baseline-cache"),
+        TORCHINDUCTOR_CACHE_DIR=str(run_dir / "inductor-cache"),
+        TRITON_CACHE_DIR=str(run_dir / "triton-cache"),
+        KBV3_MODULE_DIR=str(run_dir / "modules"),
+        PYTHONUNBUFFERED="1",
+    )
+    out = run_dir / "results.parquet"
+    command = [
+        sys.executable, "-m", "kernelbench_v3", "eval-batch", str(solutions),
+        "--split", args.split, "--out", str(out), "--device", args.device,
+        "--relax-kernel-check", "--timeout", str(args.timeout), "--sizes", args.sizes,
+        "--model", "reference", "--no-progress",
+    ]
+    if args.device == "cuda":
+        command += ["--gpus", gpus]
+    else:
+        command += ["--workers", str(len(gpus.split(",")))]
+    if args.seeds:
+        command += ["--seeds", args.seeds]
+    if not args.other_shape:
+        command.append("--no-other-shape")
+    print(f"[{tag}] {' '.join(command[1:])}", flush=True)
+    started = time.monotonic()
+    process = subprocess.Popen(command, env=env, start_new_session=True)
+    stopped = False
+    try:
+        process.wait(timeout=budget)
+    except subprocess.TimeoutExpired:
+        stopped = True
+        os.killpg(process.pid, signal.SIGTERM)  # the batch writes its Parquet on the way out
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    wall = time.monotonic() - started
+    records = read_results(out) if out.exists() else []
+    statuses = Counter(r.get("status") for r in records)
+    busy = sum(r.get("duration_s") or 0.0 for r in records)
+    longest = max((r.get("duration_s") or 0.0 for r in records), default=0.0)
+    print(f"[{tag}] {len(records)} records in {wall:.1f}s: {dict(statuses)}", flush=True)
+    return {"gpus": gpus, "n_gpus": len(gpus.split(",")), "wall_s": wall, "records": len(records),
+            "statuses": statuses, "busy_s": busy, "longest_s": longest, "stopped": stopped,
+            "returncode": process.returncode}
+
+
+def device_summary() -> str:
+    probe = ("import torch; n = torch.cuda.device_count(); "
+             "print(f'{n} x {torch.cuda.get_device_name(0)}; torch {torch.__version__}' if n else "
+             "f'no CUDA device; torch {torch.__version__}')")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    return (result.stdout or result.stderr).strip().splitlines()[-1]
+
+
+def table(results: list[dict], expected: int, args: argparse.Namespace, device: str) -> str:
+    one = results[0]
+    lines = [
+        f"# Batch evaluation throughput, split `{args.split}` ({expected} problems, references as "
+        "solutions)",
+        "",
+        f"Device: {device}. Settings: sizes={args.sizes}, seeds={args.seeds or 'all five'}, "
+        f"second shape={'yes' if args.other_shape else 'no'}, child timeout {args.timeout:.0f}s, "
+        "custom-kernel check relaxed, each run cold (own baseline/Inductor/Triton caches).",
+        "",
+        "| GPUs | wall (s) | records | statuses | evals/min | summed evaluation time (s) | "
+        "longest evaluation (s) | speedup vs 1 GPU |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        rate = 60.0 * r["records"] / r["wall_s"] if r["wall_s"] else 0.0
+        complete = r["records"] == expected and not r["stopped"]
+        if r is one:
+            speedup = "1.00x"
+        elif complete and one["records"] == expected and not one["stopped"]:
+            speedup = f"{one['wall_s'] / r['wall_s']:.2f}x (wall)"
+        else:
+            one_rate = one["records"] / one["wall_s"] if one["wall_s"] else 0.0
+            speedup = f"{(r['records'] / r['wall_s']) / one_rate:.2f}x (throughput)" if one_rate else "n/a"
+        status = ", ".join(f"{n} {s}" for s, n in sorted(r["statuses"].items()))
+        note = "" if complete else " (stopped at budget)" if r["stopped"] else " (incomplete)"
+        lines.append(
+            f"| {r['gpus']} | {r['wall_s']:.1f}{note} | {r['records']}/{expected} | {status} | "
+            f"{rate:.1f} | {r['busy_s']:.1f} | {r['longest_s']:.1f} | {speedup} |"
+        )
+    if len(results) > 1:
+        best = results[-1]
+        # With n workers, wall time can't drop below max(total/n, longest single evaluation).
+        bound = best["busy_s"] / max(best["busy_s"] / best["n_gpus"], best["longest_s"] or 1e-9)
+        lines += ["", f"Ideal speedup for this workload on {best['n_gpus']} GPUs (summed work over "
+                  f"max(work/{best['n_gpus']}, longest evaluation)): {bound:.2f}x. Target: >= 1.8x."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", default="h100")
+    parser.add_argument("--gpus", default="0,1", help="the multi-GPU run (the single run uses the first)")
+    parser.add_argument("--timeout", type=float, default=90.0, help="per child process of an evaluation")
+    parser.add_argument("--sizes", default="default", choices=["default", "reduced"])
+    parser.add_argument("--seeds", default="42", help="correctness seeds ('' for the evaluator's five)")
+    parser.add_argument("--other-shape", action="store_true", help="also check the second shape")
+    parser.add_argument("--budget", type=float, default=520.0,
+                        help="wall seconds for both runs; the one-GPU run may use 62%% of it")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                        help="cpu: a smoke test of this script only (workers instead of GPUs)")
+    parser.add_argument("--limit", type=int, help="only the first N problems (a quick look)")
+    parser.add_argument("--work", type=Path, help="scratch folder (default: a temp dir, removed)")
+    parser.add_argument("--out", type=Path, help="write the markdown table here")
+    args = parser.parse_args()
+
+    work = args.work or Path(tempfile.mkdtemp(prefix="kbv3-bench-batch-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        solutions = work / "solutions"
+        expected = build_solutions(solutions, args.split, args.limit)
+        device = device_summary()  # also warms the file cache for torch's libraries
+        print(f"{expected} solutions; {device}", flush=True)
+        first = args.gpus.split(",")[0]
+        started = time.monotonic()
+        results = [run_once(first, args, solutions, work, budget=0.62 * args.budget)]
+        if args.gpus != first:
+            left = max(30.0, args.budget - (time.monotonic() - started))
+            results.append(run_once(args.gpus, args, solutions, work, budget=left))
+        report = table(results, expected, args, device)
+        print(report)
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(report)
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
