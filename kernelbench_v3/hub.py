@@ -107,6 +107,7 @@ def schema(with_prompts: bool) -> pa.Schema:
 def _roofline(problem: Problem, model: Any, inputs: Any) -> tuple[int | None, int | None, str | None]:
     """(flops, bytes, reason-if-null): the package's table, else an estimate on meta tensors."""
     from .roofline import DEFAULT_ROOFLINE, estimate_roofline
+    from .specs import describe_error
 
     if problem.problem_id in DEFAULT_ROOFLINE:
         flops, min_bytes = DEFAULT_ROOFLINE[problem.problem_id]
@@ -116,7 +117,7 @@ def _roofline(problem: Problem, model: Any, inputs: Any) -> tuple[int | None, in
     except Exception as exc:  # noqa: BLE001 - data-dependent forwards cannot be traced on meta
         return None, None, (
             f"flops/bytes are null: {problem.problem_id} is not in the package's roofline table "
-            f"and estimating it on meta tensors failed ({type(exc).__name__}: {exc})"
+            f"and estimating it on meta tensors failed ({describe_error(exc)})"
         )
     return int(flops), int(min_bytes), None
 
@@ -196,8 +197,16 @@ def split_rows(
                 continue
             row = dict(rows[problem.problem_id])
             if render_prompt is not None:
-                row["prompt"] = render_prompt(problem, split)
+                try:
+                    row["prompt"] = render_prompt(problem, split)
+                except Exception as exc:  # noqa: BLE001 - reported per file, like other defects
+                    errors.append(ProblemFileError(
+                        problem.path, f"rendering its {split} prompt failed: {type(exc).__name__}: {exc}"
+                    ))
+                    continue
             out[split].append(row)
+    if errors:
+        raise CatalogError(errors)
     return out
 
 

@@ -77,7 +77,7 @@ def _call(what: str, fn: Any) -> Any:
     try:
         return fn()
     except Exception as exc:  # noqa: BLE001 - reported with the call that failed
-        raise SpecsError(f"{what} raised on the meta device: {_describe(exc)}") from exc
+        raise SpecsError(f"{what} raised on the meta device: {describe_error(exc)}") from exc
 
 
 def _as_list(what: str, value: Any) -> list[Any]:
@@ -86,7 +86,7 @@ def _as_list(what: str, value: Any) -> list[Any]:
     return list(value)
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     """`Type: first sentence of the message` (torch's messages run on for paragraphs)."""
     first_line = (str(exc).strip().splitlines() or [""])[0]
     sentence = first_line.split(". ", 1)[0].rstrip(".")
@@ -113,7 +113,7 @@ def problem_specs(module: ModuleType) -> Specs:
     except Exception as exc:  # noqa: BLE001 - any failure means "not traceable on meta"
         reason = (
             "output_spec is null: the forward cannot run on meta tensors (it needs real data "
-            f"or an op without a meta kernel): {_describe(exc)}"
+            f"or an op without a meta kernel): {describe_error(exc)}"
         )
         return Specs(init_inputs, input_specs, None, reason, model, inputs)
     if not isinstance(output, torch.Tensor):
@@ -132,5 +132,5 @@ def specs_of_file(path: Path, sha256: str) -> Specs:
     try:
         module = load_module(Path(path))
     except Exception as exc:  # noqa: BLE001 - any import failure is a defect of the file
-        raise SpecsError(f"importing it raised {_describe(exc)}") from exc
+        raise SpecsError(f"importing it raised {describe_error(exc)}") from exc
     return problem_specs(module)
