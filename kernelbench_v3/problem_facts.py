@@ -1,0 +1,136 @@
+"""Per-problem facts the runs analysis needs, computed from the problem itself and cached on disk.
+
+Owns two facts:
+
+- `reference_precision`: the precision the published harness assigned the problem, i.e. the
+  dtype of the first tensor input (float32 -> "fp32", int8 storage -> "int8", ...), read from
+  input specs traced on the meta device (no memory).
+- near-identity: whether returning an input unchanged would pass the harness's correctness
+  check (max|ref - x| < atol + rtol * max|ref|, tolerances by reference precision) at the
+  tested inputs. The check runs the reference on the CPU, at default sizes when the inputs are
+  small enough (else at REDUCED_SIZES, said in `identity_sizes`), and only for problems whose
+  output has the shape and dtype of some input (traced first on meta, so others cost nothing).
+  LayerNorm over 4M elements of randn input is the published case: its output is the input to
+  within 2e-3.
+
+Results are cached per problem file content (sha256) in `$KBV3_CACHE_DIR/problem_facts.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from .catalog import Problem
+
+# Harness tolerances (atol, rtol) by reference precision (shared/problem-spec.md, harness context).
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "fp32": (1e-3, 1e-3), "tf32": (1e-3, 1e-3), "fp16": (1e-2, 1e-2), "bf16": (1e-2, 1e-2),
+    "fp8": (0.1, 0.05), "fp4": (0.5, 0.1), "int8": (1e-3, 1e-3),
+}
+# Problems with more input elements (summed) or more FLOPs (roofline table) than these are
+# checked at REDUCED_SIZES instead of default sizes, so the check stays a few seconds on a CPU.
+MAX_CHECK_ELEMENTS = 2**27
+MAX_CHECK_FLOPS = 2e10
+FACT_COLUMNS = ["problem_id", "reference_precision", "near_identity", "identity_max_abs",
+                "identity_tolerance", "identity_sizes", "facts_note"]
+_CACHE_VERSION = 1
+
+
+def cache_path() -> Path:
+    root = Path(os.environ.get("KBV3_CACHE_DIR") or Path.home() / ".cache" / "kbv3")
+    return root / "problem_facts.json"
+
+
+def compute_facts(problem: Problem, max_elements: int = MAX_CHECK_ELEMENTS,
+                  max_flops: float = MAX_CHECK_FLOPS) -> dict[str, Any]:
+    """The facts of one problem (see the module docstring); failures are noted, not raised."""
+    import torch
+
+    from .materialize import instantiate, load_module
+    from .roofline import DEFAULT_ROOFLINE, precision_of
+    from .specs import problem_specs
+
+    facts: dict[str, Any] = {"problem_id": problem.problem_id, "reference_precision": None,
+                             "near_identity": None, "identity_max_abs": None,
+                             "identity_tolerance": None, "identity_sizes": None, "facts_note": ""}
+    try:
+        specs = problem_specs(load_module(problem))
+    except Exception as exc:  # noqa: BLE001 - a broken problem file is reported, not fatal here
+        facts["facts_note"] = f"cannot trace inputs: {type(exc).__name__}: {exc}"[:300]
+        return facts
+    tensors = [s for s in specs.input_specs or [] if s["kind"] == "tensor"]
+    for spec in tensors:
+        try:
+            facts["reference_precision"] = precision_of(getattr(torch, spec["dtype"]))
+            break
+        except (ValueError, AttributeError):
+            continue  # int64 indices and the like carry no precision; the harness skips them too
+    out = specs.output_spec
+    if out is None:
+        facts["facts_note"] = specs.reason or "no output spec"
+        return facts
+    same = [s for s in tensors if s["shape"] == out["shape"] and s["dtype"] == out["dtype"]]
+    if not same:
+        facts.update(near_identity=False, facts_note="no input has the output's shape and dtype")
+        return facts
+    if problem.cpu_unsupported:
+        facts["facts_note"] = f"identity not checked: {problem.cpu_unsupported}"
+        return facts
+    elements = sum(math.prod(s["shape"]) for s in tensors)
+    flops = DEFAULT_ROOFLINE.get(problem.problem_id, (math.inf, 0))[0]
+    sizes = None if elements <= max_elements and flops <= max_flops else problem.reduced
+    facts["identity_sizes"] = "default" if sizes is None else "reduced"
+    atol, rtol = TOLERANCES.get(facts["reference_precision"] or "fp32", TOLERANCES["fp32"])
+    try:
+        instance = instantiate(problem, "cpu", seed=42, sizes=sizes)
+        ref = instance.run().float()
+        best = math.inf
+        for x in instance.inputs:
+            if isinstance(x, torch.Tensor) and x.shape == ref.shape:
+                best = min(best, (ref - x.float()).abs().max().item())
+        tolerance = atol + rtol * ref.abs().max().item()
+    except Exception as exc:  # noqa: BLE001
+        facts["facts_note"] = f"identity check failed to run: {type(exc).__name__}: {exc}"[:300]
+        return facts
+    if best == math.inf:
+        facts.update(near_identity=False, identity_tolerance=float(tolerance),
+                     facts_note="no input has the output's shape at the checked sizes")
+        return facts
+    facts.update(near_identity=bool(best < tolerance), identity_max_abs=float(best),
+                 identity_tolerance=float(tolerance))
+    return facts
+
+
+def facts_table(problems: Iterable[Problem], *, cache: Path | None | bool = True,
+                max_elements: int = MAX_CHECK_ELEMENTS, max_flops: float = MAX_CHECK_FLOPS) -> pd.DataFrame:
+    """Facts of every problem as a frame (one row per problem), computed once per file content."""
+    path = cache_path() if cache is True else (Path(cache) if cache else None)
+    stored: dict[str, Any] = {}
+    if path is not None and path.is_file():
+        try:
+            data = json.loads(path.read_text())
+            if data.get("version") == _CACHE_VERSION:
+                stored = data.get("facts", {})
+        except (OSError, ValueError):
+            stored = {}  # a corrupt cache is recomputed, never trusted
+    rows, changed = [], False
+    for problem in problems:
+        key = f"{problem.problem_id}:{problem.sha256}"
+        if key not in stored:
+            stored[key] = compute_facts(problem, max_elements, max_flops)
+            changed = True
+        rows.append(stored[key])
+    if path is not None and changed:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"version": _CACHE_VERSION, "facts": stored}, indent=1))
+        tmp.replace(path)
+    frame = pd.DataFrame(rows, columns=FACT_COLUMNS)
+    frame["near_identity"] = frame["near_identity"].astype("boolean")
+    return frame

@@ -1,0 +1,591 @@
+"""The runs dataset: loading, validating and normalising published (or our own) evaluation runs.
+
+Owns the schema of `Infatoshi/kernelbench-v3-runs` (`results.csv`, one row per model x GPU x
+problem), the clear errors for rows that break it, key normalisation (GPU names -> split names,
+problem file names -> catalog problem ids), loading the winning solution sources, and joining
+runs with the problem catalog.
+
+Inputs accepted by `load_runs(source)`:
+
+- a `results.csv` file, or a folder holding one (its `solutions/` sub-folder is used for sources);
+- Parquet or JSONL files of evaluator records (`kernelbench_v3.evaluate.record.Record`, a superset
+  of the runs columns): extra columns are kept, runs-only columns they lack (`turns`, costs,
+  links, ...) are filled with nulls;
+- `None`: the Hub dataset (needs network; offline, pass a local path instead).
+
+The `level` column is matched robustly because the published data is not consistent: it holds
+1-4 for level1-4 problems but 1 for every graphics / tile_specialized / cutile problem (even
+those whose own `SPECIALIZED_LEVEL` is 2), and records may write `"level2"` or a category name.
+So problems are matched by file name first; a category written in `level` (`"level3"`,
+`"graphics"`) must agree, a bare number only breaks ties between files of the same name.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .catalog import CATEGORIES, Problem, discover
+
+HUB_REPO_ID = "Infatoshi/kernelbench-v3-runs"
+RESULTS_FILE = "results.csv"
+SOLUTIONS_DIR = "solutions"
+
+# The published columns, in their order, with the type each must parse as.
+RUNS_SCHEMA: dict[str, str] = {
+    "model": "str", "gpu": "gpu", "level": "level", "problem": "str",
+    "compiled": "bool", "correct": "bool", "speedup": "float", "ref_ms": "float", "sol_ms": "float",
+    "turns": "int", "total_tokens": "int", "estimated_cost_usd": "float",
+    "op_type": "str", "baseline_type": "str", "precision_used": "str",
+    "run_dir": "str", "solution_link": "str", "baseline_link": "str",
+}
+RUNS_COLUMNS: tuple[str, ...] = tuple(RUNS_SCHEMA)
+NOT_NULL = ("model", "gpu", "problem", "compiled", "correct")
+# Columns every evaluator record has (the rest of RUNS_COLUMNS may be missing from records).
+RECORD_COLUMNS = ("model", "gpu", "level", "problem", "compiled", "correct", "speedup",
+                  "ref_ms", "sol_ms", "op_type", "baseline_type", "precision_used")
+RECORD_MARKERS = ("problem_id", "status", "evaluator_version")
+
+# The runs dataset's GPU names and the split each one evaluates.
+GPU_SPLITS: dict[str, str] = {"RTX3090": "rtx3090", "H100": "h100", "B200": "b200"}
+
+_TRUE = {"true", "1", "1.0", "yes"}
+_FALSE = {"false", "0", "0.0", "no"}
+_MAX_LISTED = 20
+
+
+@dataclass(frozen=True)
+class SchemaProblem:
+    """One defect of a runs table: which row (0-based data row; None = whole table) and column."""
+
+    row: int | None
+    column: str
+    message: str
+
+    def describe(self, origin: str, header_lines: int) -> str:
+        if self.row is None:
+            return f"{origin}: column {self.column!r}: {self.message}"
+        where = f"row {self.row}"
+        if header_lines:
+            where += f" (line {self.row + header_lines + 1})"
+        return f"{origin} {where}, column {self.column!r}: {self.message}"
+
+
+class RunsSchemaError(ValueError):
+    """A runs table that breaks the schema; lists every defect found (first 20 in the message)."""
+
+    def __init__(self, origin: str, problems: list[SchemaProblem], header_lines: int = 0):
+        self.origin = origin
+        self.problems = problems
+        lines = [p.describe(origin, header_lines) for p in problems[:_MAX_LISTED]]
+        more = f"\n  ... and {len(problems) - _MAX_LISTED} more" if len(problems) > _MAX_LISTED else ""
+        super().__init__(
+            f"{len(problems)} schema error(s) in {origin}:\n  - " + "\n  - ".join(lines) + more
+        )
+
+
+class RunsSourceError(ValueError):
+    """A runs source that cannot be found or read (names the path or the Hub repository)."""
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_runs_table(path: Path | str) -> tuple[pd.DataFrame, str]:
+    """Raw table and its kind ("runs" or "records") from a CSV, Parquet or JSONL file."""
+    path = Path(path)
+    if not path.is_file():
+        raise RunsSourceError(f"runs file {path} does not exist")
+    suffix = "".join(path.suffixes[-2:]) if path.name.endswith(".jsonl.gz") else path.suffix
+    try:
+        if suffix == ".csv":
+            # Strings only: types are checked by validate_runs, so a bad cell is reported, not guessed.
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        elif suffix in (".parquet", ".pq"):
+            frame = pd.read_parquet(path)
+        elif suffix in (".jsonl", ".json", ".jsonl.gz"):
+            frame = pd.read_json(path, lines=suffix != ".json", dtype=False)
+        else:
+            raise RunsSourceError(f"{path}: unsupported runs file type {suffix!r} (use .csv, .parquet or .jsonl)")
+    except RunsSourceError:
+        raise
+    except Exception as exc:  # a parser error: say which file
+        raise RunsSourceError(f"{path}: cannot be read as {suffix}: {exc}") from exc
+    kind = "records" if all(m in frame.columns for m in RECORD_MARKERS[:2]) else "runs"
+    return frame, kind
+
+
+def _resolve_source(source: Path | str | None, repo_id: str, revision: str | None,
+                    solutions: bool) -> Path:
+    if source is not None:
+        path = Path(source).expanduser()
+        if path.is_dir():
+            for name in (RESULTS_FILE, "records.parquet", "records.jsonl", "results.parquet"):
+                if (path / name).is_file():
+                    return path / name
+            raise RunsSourceError(f"folder {path} holds no {RESULTS_FILE}, records.parquet or records.jsonl")
+        if not path.exists():
+            raise RunsSourceError(f"runs source {path} does not exist")
+        return path
+    try:
+        from huggingface_hub import hf_hub_download, snapshot_download
+        if solutions:
+            folder = snapshot_download(repo_id, repo_type="dataset", revision=revision,
+                                       allow_patterns=[RESULTS_FILE, f"{SOLUTIONS_DIR}/*"])
+            return Path(folder) / RESULTS_FILE
+        return Path(hf_hub_download(repo_id, RESULTS_FILE, repo_type="dataset", revision=revision))
+    except Exception as exc:
+        raise RunsSourceError(
+            f"could not fetch {RESULTS_FILE} of the Hub dataset {repo_id} ({type(exc).__name__}: {exc}); "
+            "offline, pass a local path to results.csv or its folder instead"
+        ) from exc
+
+
+def load_runs(
+    source: Path | str | pd.DataFrame | None = None,
+    *,
+    problems: Sequence[Problem] | Path | str | None = None,
+    solutions: bool | Path | str = False,
+    repo_id: str = HUB_REPO_ID,
+    revision: str | None = None,
+) -> pd.DataFrame:
+    """Load, validate and normalise a runs table.
+
+    `source`: a results.csv / Parquet / JSONL path, a folder holding one, a DataFrame, or None for
+    the Hub. `problems`: the catalog used to map file names to problem ids (a list of Problem, a
+    problems folder, or None for the bundled one). `solutions`: True to read sources from the
+    `solutions/` folder beside the table (or record `solution_path`s), or a folder path.
+
+    Returns one row per input row, in input order: the typed runs columns plus `split`,
+    `category_hint`, `problem_file`, `problem_id`, `match` ("matched" or why not) and, with
+    solutions, `solution_file` and `solution_source`. Raises RunsSchemaError listing bad rows.
+    """
+    if isinstance(source, pd.DataFrame):
+        raw, kind, origin, path = source, _kind_of(source), "runs frame", None
+    else:
+        path = _resolve_source(source, repo_id, revision, bool(solutions))
+        raw, kind = read_runs_table(path)
+        origin = str(path)
+    header = 1 if path is not None and path.suffix == ".csv" else 0
+    runs = validate_runs(raw, origin=origin, records=kind == "records", header_lines=header)
+    catalog = _catalog(problems)
+    runs = normalize_runs(runs, catalog)
+    if solutions:
+        folder = Path(solutions) if not isinstance(solutions, bool) else (
+            path.parent / SOLUTIONS_DIR if path is not None else None)
+        runs = attach_solutions(runs, folder)
+    runs.attrs["source"] = origin
+    runs.attrs["kind"] = kind
+    return runs
+
+
+def _kind_of(frame: pd.DataFrame) -> str:
+    return "records" if all(m in frame.columns for m in RECORD_MARKERS[:2]) else "runs"
+
+
+def _catalog(problems: Sequence[Problem] | Path | str | None) -> list[Problem]:
+    if problems is None or isinstance(problems, (str, Path)):
+        return discover(problems)
+    return list(problems)
+
+
+# ---------------------------------------------------------------- validation
+
+
+def canonical_gpu(value: Any) -> str | None:
+    """"RTX 3090" / "rtx3090" / "h100" -> "RTX3090" / "H100"; None when not a known GPU."""
+    key = re.sub(r"[\s_\-]", "", str(value)).upper()
+    return key if key in GPU_SPLITS else None
+
+
+def parse_level(value: Any) -> tuple[int | None, str | None] | None:
+    """A `level` cell -> (level number, category hint); None when it cannot be read.
+
+    1 / "1" / 1.0 -> (1, None); "level3" -> (3, "level3"); "graphics" -> (None, "graphics").
+    """
+    if _is_null(value):
+        return (None, None)
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return (int(value), None) if value >= 1 else None
+    if isinstance(value, (float, np.floating)):
+        return (int(value), None) if float(value).is_integer() and value >= 1 else None
+    text = str(value).strip().lower()
+    if text.isdigit():
+        return (int(text), None) if int(text) >= 1 else None
+    match = re.fullmatch(r"level[ _]?(\d+)", text)
+    if match:
+        return (int(match.group(1)), f"level{int(match.group(1))}")
+    if text in CATEGORIES:
+        return (None, text)
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return (int(number), None) if number.is_integer() and number >= 1 else None
+
+
+def _is_null(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return value.strip() == ""
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _parse_bool(value: Any) -> bool | None:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    text = str(value).strip().lower()
+    return True if text in _TRUE else False if text in _FALSE else None
+
+
+def _parse_float(value: Any) -> float | None:
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if not np.isnan(number) else None
+
+
+def validate_runs(frame: pd.DataFrame, *, origin: str = "runs", records: bool = False,
+                  header_lines: int = 0) -> pd.DataFrame:
+    """Check columns, types, GPU names and row consistency; return a typed copy.
+
+    Published tables must have exactly the published columns. Evaluator records may carry more
+    (kept as they are) and may lack the runs-only columns (filled with nulls).
+    """
+    problems: list[SchemaProblem] = []
+    needed = RECORD_COLUMNS if records else RUNS_COLUMNS
+    for column in needed:
+        if column not in frame.columns:
+            problems.append(SchemaProblem(None, column, "missing column" + (
+                " (evaluator records must have the runs columns " + ", ".join(RECORD_COLUMNS) + ")"
+                if records else f" (the published columns are: {', '.join(RUNS_COLUMNS)})")))
+    if not records:
+        for column in frame.columns:
+            if column not in RUNS_SCHEMA:
+                problems.append(SchemaProblem(None, str(column), "unexpected column (not in the published schema)"))
+    if problems:
+        raise RunsSchemaError(origin, problems, header_lines)
+
+    out = frame.copy() if records else frame[list(RUNS_COLUMNS)].copy()
+    out.index = pd.RangeIndex(len(out))
+    typed: dict[str, list[Any]] = {}
+    levels: list[int | None] = []
+    hints: list[str | None] = []
+    for column, kind in RUNS_SCHEMA.items():
+        if column not in out.columns:
+            continue
+        values = out[column].tolist()
+        parsed: list[Any] = []
+        for row, value in enumerate(values):
+            if _is_null(value):
+                if column in NOT_NULL:
+                    problems.append(SchemaProblem(row, column, "is empty; every row needs a value"))
+                parsed.append(None)
+                if kind == "level":
+                    levels.append(None)
+                    hints.append(None)
+                continue
+            result, error = _parse_cell(kind, value)
+            if error:
+                problems.append(SchemaProblem(row, column, error))
+            if kind == "level":
+                levels.append(result[0] if result else None)
+                hints.append(result[1] if result else None)
+            else:
+                parsed.append(result)
+        if kind != "level":
+            typed[column] = parsed
+    problems.extend(_consistency_problems(typed))
+    if problems:
+        raise RunsSchemaError(origin, sorted(problems, key=lambda p: (p.row, p.column)), header_lines)
+
+    for column, kind in RUNS_SCHEMA.items():
+        if kind == "level":
+            continue
+        if column not in typed:
+            out[column] = pd.Series([None] * len(out), dtype=_DTYPES[kind])
+            continue
+        out[column] = pd.Series(typed[column], dtype=_DTYPES[kind])
+    if "level" not in out.columns:
+        levels, hints = [None] * len(out), [None] * len(out)
+    out["level"] = pd.Series(levels, dtype="Int64")
+    out["category_hint"] = pd.Series(hints, dtype=object)
+    out["split"] = out["gpu"].map(GPU_SPLITS)
+    return out
+
+
+_DTYPES = {"str": object, "gpu": object, "bool": "boolean", "float": "float64", "int": "Int64"}
+
+
+def _parse_cell(kind: str, value: Any) -> tuple[Any, str | None]:
+    if kind == "str":
+        return str(value), None
+    if kind == "gpu":
+        gpu = canonical_gpu(value)
+        if gpu is None:
+            return None, f"unknown GPU {value!r}; the runs dataset names {', '.join(GPU_SPLITS)}"
+        return gpu, None
+    if kind == "level":
+        level = parse_level(value)
+        if level is None:
+            return None, (f"level {value!r} is not a level number (1-4), 'levelN' or a category "
+                          f"({', '.join(CATEGORIES)})")
+        return level, None
+    if kind == "bool":
+        parsed = _parse_bool(value)
+        if parsed is None:
+            return None, f"{value!r} is not a boolean (True/False)"
+        return parsed, None
+    number = _parse_float(value)
+    if number is None:
+        return None, f"{value!r} is not a number"
+    if kind == "int":
+        if not number.is_integer():
+            return None, f"{value!r} is not a whole number"
+        if number < 0:
+            return None, f"{value!r} is negative"
+        return int(number), None
+    if not np.isfinite(number):
+        return None, f"{value!r} is not finite"
+    return number, None
+
+
+def _consistency_problems(typed: dict[str, list[Any]]) -> list[SchemaProblem]:
+    """Rows whose values contradict each other (a correct run that did not compile, ...)."""
+    problems = []
+    compiled, correct = typed.get("compiled", []), typed.get("correct", [])
+    for row, (ok_compile, ok) in enumerate(zip(compiled, correct)):
+        if ok and ok_compile is False:
+            problems.append(SchemaProblem(row, "correct", "is True but compiled is False"))
+    for column in ("speedup", "ref_ms", "sol_ms", "estimated_cost_usd"):
+        for row, value in enumerate(typed.get(column, [])):
+            if value is None:
+                continue
+            if column == "estimated_cost_usd" and value < 0:
+                problems.append(SchemaProblem(row, column, f"{value!r} is negative"))
+            elif column != "estimated_cost_usd" and value <= 0:
+                problems.append(SchemaProblem(row, column, f"{value!r} must be > 0"))
+    return problems
+
+
+# ---------------------------------------------------------------- normalisation
+
+
+def normalize_runs(runs: pd.DataFrame, problems: Iterable[Problem]) -> pd.DataFrame:
+    """Add `problem_file`, `problem_id`, `category` and `match` ("matched" or why not) per row.
+
+    Records that already carry a `problem_id` keep it when the catalog knows it.
+    """
+    catalog = list(problems)
+    by_file: dict[str, list[Problem]] = {}
+    for p in catalog:
+        by_file.setdefault(p.file_name, []).append(p)
+    known_ids = {p.problem_id: p for p in catalog}
+
+    out = runs.copy()
+    files = out["problem"].map(_problem_file)
+    given_ids = out["problem_id"] if "problem_id" in out.columns else pd.Series([None] * len(out))
+    keys = list(zip(files, out["category_hint"], out["level"].astype(object), out["split"],
+                    given_ids.astype(object)))
+    cache: dict[tuple, tuple[str | None, str]] = {}
+    ids, matches = [], []
+    for key in keys:
+        if key not in cache:
+            cache[key] = _match_one(*key, by_file=by_file, known_ids=known_ids)
+        problem_id, match = cache[key]
+        ids.append(problem_id)
+        matches.append(match)
+    out["problem_file"] = files
+    out["problem_id"] = pd.Series(ids, dtype=object)
+    out["category"] = out["problem_id"].map(lambda pid: known_ids[pid].category if pid else None)
+    out["match"] = matches
+    return out
+
+
+def _problem_file(problem: Any) -> str:
+    """The bare file name of a `problem` cell ("level1/40_LayerNorm" -> "40_LayerNorm.py")."""
+    name = str(problem).strip().replace("\\", "/").rsplit("/", 1)[-1]
+    return name if name.endswith(".py") else f"{name}.py"
+
+
+def _match_one(file_name: str, hint: Any, level: Any, split: str, given_id: Any, *,
+               by_file: dict[str, list[Problem]], known_ids: dict[str, Problem]) -> tuple[str | None, str]:
+    if isinstance(given_id, str) and given_id:
+        if given_id in known_ids:
+            return given_id, "matched"
+        return None, f"unknown problem_id {given_id!r}"
+    candidates = by_file.get(file_name, [])
+    if not candidates:
+        return None, f"no problem file named {file_name!r} in the catalog"
+    if isinstance(hint, str):
+        candidates = [p for p in candidates if p.category == hint]
+        if not candidates:
+            return None, f"no {file_name!r} in category {hint!r}"
+    in_split = [p for p in candidates if split in p.gpus]
+    if not in_split:
+        where = ", ".join(p.problem_id for p in candidates)
+        return None, f"{where} is not in the {split} split"
+    if len(in_split) > 1 and not _is_null(level):
+        by_level = [p for p in in_split if p.level == int(level)]
+        in_split = by_level or in_split
+    if len(in_split) > 1:
+        return None, "ambiguous: " + ", ".join(p.problem_id for p in in_split)
+    return in_split[0].problem_id, "matched"
+
+
+# ---------------------------------------------------------------- solutions
+
+
+def solution_file_name(model: str, gpu: str, problem: str) -> str:
+    """The published name of a winning solution: `<model>_<gpu>_<problem>.py.txt`."""
+    return f"{model}_{gpu}_{_problem_file(problem)}.txt"
+
+
+def parse_solution_name(name: str, known_problems: Iterable[str] | None = None) -> tuple[str, str, str]:
+    """`"<model>_<gpu>_<problem>.py.txt"` -> (model, GPU, problem file).
+
+    Model names may contain underscores (and problem names always do), so the name is split at
+    a `_<GPU>_` separator for a known GPU; when several separators fit, the one that leaves a
+    known problem file wins, else the last one. Raises ValueError when none fits.
+    """
+    base = Path(name).name
+    if not base.endswith(".py.txt"):
+        raise ValueError(f"solution file {name!r} does not end with .py.txt")
+    stem = base[: -len(".txt")]
+    known = set(known_problems or ())
+    splits = []
+    for gpu in GPU_SPLITS:
+        for match in re.finditer(re.escape(f"_{gpu}_"), stem):
+            model, problem = stem[: match.start()], stem[match.end():]
+            if model and problem:
+                splits.append((model, gpu, problem))
+    if not splits:
+        raise ValueError(f"solution file {name!r} has no _<GPU>_ separator for a known GPU "
+                         f"({', '.join(GPU_SPLITS)})")
+    fitting = [s for s in splits if s[2] in known]
+    return (fitting or splits)[-1]
+
+
+def attach_solutions(runs: pd.DataFrame, folder: Path | str | None) -> pd.DataFrame:
+    """Add `solution_file` and `solution_source` (None where no file exists).
+
+    Published rows are looked up as `<folder>/<model>_<gpu>_<problem>.py.txt`; evaluator
+    records use their own `solution_path`. Solution files matching no row are listed in
+    `attrs["orphan_solutions"]` as (file, model, gpu, problem).
+    """
+    out = runs.copy()
+    folder = Path(folder) if folder is not None else None
+    files, sources = [], []
+    for row in out.itertuples(index=False):
+        path = None
+        record_path = getattr(row, "solution_path", None)
+        if isinstance(record_path, str) and record_path:
+            path = Path(record_path)
+        elif folder is not None:
+            path = folder / solution_file_name(row.model, row.gpu, row.problem)
+        if path is not None and path.is_file():
+            files.append(path.name)
+            sources.append(path.read_text(encoding="utf-8", errors="replace"))
+        else:
+            files.append(None)
+            sources.append(None)
+    out["solution_file"] = pd.Series(files, dtype=object)
+    out["solution_source"] = pd.Series(sources, dtype=object)
+    orphans = []
+    if folder is not None and folder.is_dir():
+        used = {f for f in files if f}
+        known = set(out["problem_file"]) if "problem_file" in out.columns else set()
+        for path in sorted(folder.glob("*.py.txt")):
+            if path.name in used:
+                continue
+            try:
+                orphans.append((path.name, *parse_solution_name(path.name, known)))
+            except ValueError:
+                orphans.append((path.name, None, None, None))
+    out.attrs["orphan_solutions"] = orphans
+    return out
+
+
+# ---------------------------------------------------------------- joining
+
+
+def problem_table(problems: Iterable[Problem]) -> pd.DataFrame:
+    """One row per problem: the catalog columns the analysis needs, plus roofline FLOPs/bytes."""
+    from .roofline import DEFAULT_ROOFLINE
+
+    rows = []
+    for p in problems:
+        flops, nbytes = DEFAULT_ROOFLINE.get(p.problem_id, (None, None))
+        rows.append({
+            "problem_id": p.problem_id,
+            "problem_category": p.category,
+            "problem_level": p.level,
+            "problem_op_type": p.op_type,
+            "supported_precisions": ",".join(p.supported_precisions),
+            "problem_gpus": ",".join(p.gpus),
+            "flops": float(flops) if flops is not None else np.nan,
+            "bytes": float(nbytes) if nbytes is not None else np.nan,
+        })
+    columns = ["problem_id", "problem_category", "problem_level", "problem_op_type",
+               "supported_precisions", "problem_gpus", "flops", "bytes"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def join_runs(runs: pd.DataFrame, problems: Iterable[Problem] | pd.DataFrame,
+              facts: pd.DataFrame | None = None, *, warn: bool = True) -> pd.DataFrame:
+    """Every run with its problem's columns beside it; unmatched runs are kept and reported.
+
+    `problems`: the catalog (list of Problem) or a `problem_table`. `facts`: an optional
+    per-problem table (e.g. `problem_facts.facts_table`) merged on `problem_id` as well. Rows
+    whose problem is unknown keep nulls in the problem columns, `matched` False and the reason
+    in `match`; a warning names how many and which.
+    """
+    if isinstance(problems, pd.DataFrame):
+        table = problems
+    else:
+        catalog = list(problems)
+        table = problem_table(catalog)
+        if "match" not in runs.columns:
+            runs = normalize_runs(runs, catalog)
+    if "match" not in runs.columns:
+        raise ValueError("runs have no `match` column: load them with load_runs or normalize_runs first")
+    joined = runs.merge(table, on="problem_id", how="left", sort=False, validate="many_to_one")
+    if facts is not None:
+        joined = joined.merge(facts, on="problem_id", how="left", sort=False, validate="many_to_one")
+    joined.index = runs.index
+    joined["matched"] = joined["match"].eq("matched")
+    joined.attrs.update(runs.attrs)
+    missing = unmatched(joined)
+    joined.attrs["unmatched"] = len(missing)
+    if warn and len(missing):
+        examples = "; ".join(f"{r.model}/{r.gpu}/{r.problem}: {r.match}"
+                             for r in missing.head(5).itertuples(index=False))
+        warnings.warn(f"{len(missing)} run(s) match no problem of the catalog and keep null problem "
+                      f"columns (e.g. {examples})", UnmatchedRunsWarning, stacklevel=2)
+    return joined
+
+
+class UnmatchedRunsWarning(UserWarning):
+    """Some runs match no catalog problem; they are kept with null problem columns."""
+
+
+def unmatched(joined: pd.DataFrame) -> pd.DataFrame:
+    """The runs that match no catalog problem, with the reason in `match`."""
+    return joined.loc[joined["match"].ne("matched"), ["model", "gpu", "level", "problem", "match"]]
