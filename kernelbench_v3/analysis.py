@@ -6,7 +6,8 @@ The leaderboard counts like the runs card's table: per GPU and model, `correct` 
 distinct problems with a correct run and `total` the number of problems in that GPU's split (43,
 54, 58 for the full catalog), so a model that skipped problems is not flattered. The geometric
 mean speedup is over correct runs; cost per correct is the summed `estimated_cost_usd` of all the
-model's runs on that GPU divided by `correct`.
+model's runs on that GPU divided by `correct`. Without a catalog, `total` is the number of
+distinct problems anyone ran on that GPU.
 
 Anomaly flags (one row per run and flag, each with a reason a person can check):
 
@@ -26,6 +27,7 @@ Anomaly flags (one row per run and flag, each with a reason a person can check):
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterable
 
 import numpy as np
@@ -43,10 +45,17 @@ FLAGS = ("faster_than_light", "above_headroom", "lower_precision", "no_custom_ke
 FLAG_COLUMNS = ["run", "model", "gpu", "problem", "problem_id", "speedup", "flag", "reason"]
 
 
+def split_totals(problems: Iterable[Problem]) -> dict[str, int]:
+    """Problems per split, keyed by the runs dataset's GPU name ({"RTX3090": 43, ...})."""
+    problems = list(problems)
+    return {gpu: sum(split in p.gpus for p in problems) for gpu, split in GPU_SPLITS.items()}
+
+
 def _split_totals(problems: Iterable[Problem] | None, joined: pd.DataFrame) -> dict[str, int]:
     if problems is not None:
-        problems = list(problems)
-        return {gpu: sum(split in p.gpus for p in problems) for gpu, split in GPU_SPLITS.items()}
+        return split_totals(problems)
+    if "split_totals" in joined.attrs:
+        return dict(joined.attrs["split_totals"])
     # Without a catalog: the number of distinct problems anyone ran on that GPU.
     return joined.groupby("gpu")["problem_file"].nunique().to_dict()
 
@@ -264,3 +273,29 @@ def flagged_runs(joined: pd.DataFrame, flags: pd.DataFrame) -> pd.DataFrame:
                         "precision_used") if c in joined.columns]
     out = joined.loc[per_run.index, keep].join(per_run)
     return out.sort_values(["n_flags", "speedup"], ascending=[False, False])
+
+
+def analyze_runs(source=None, *, problems=None, solutions: bool = True, facts: bool = True,
+                 **flag_options) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Load -> join -> roofline -> flags in one call: (joined frame with roofline columns, flags).
+
+    `source`/`problems` as for `runs.load_runs`. Solutions are read where the source has them.
+    `facts=False` skips the per-problem CPU facts (reference precision and near-identity; the
+    first computation over the full catalog takes about a minute, then it is cached), and with
+    them the `lower_precision` and `near_identity` flags.
+    """
+    import warnings
+
+    from .catalog import discover
+    from .problem_facts import facts_table
+    from .runs import join_runs, load_runs
+
+    catalog = discover(problems) if problems is None or isinstance(problems, (str, Path)) else list(problems)
+    runs = load_runs(source, problems=catalog, solutions=solutions)
+    table = facts_table(catalog) if facts else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # unmatched rows are reported by the callers
+        joined = join_runs(runs, catalog, table)
+    joined = add_roofline(joined)
+    joined.attrs["split_totals"] = split_totals(catalog)
+    return joined, flag_anomalies(joined, **flag_options)

@@ -1,0 +1,111 @@
+"""Figures of joined runs (matplotlib, Agg backend): speedup vs roofline headroom, speedup by level.
+
+Each function takes the frame of `analysis.add_roofline` / `runs.join_runs` (and optionally the
+flags of `analysis.flag_anomalies`) and returns a matplotlib Figure; nothing is shown or saved
+here. The Agg backend is selected only when no backend was chosen yet, so notebooks keep theirs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .analysis import GPU_ORDER, level_group
+
+
+def _pyplot():
+    import os
+    import sys
+
+    import matplotlib
+    if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND") \
+            and "ipykernel" not in sys.modules:
+        matplotlib.use("Agg")  # headless (CLI, tests, CI); inside Jupyter the inline backend wins
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def speedup_vs_headroom(joined: pd.DataFrame, flags: pd.DataFrame | None = None):
+    """One panel per GPU: each correct run's speedup (y) against its roofline headroom (x),
+    log-log, with the y = x line above which a speedup is impossible at the reference's
+    precision. Flagged runs are drawn in red."""
+    plt = _pyplot()
+    good = joined[joined["correct"].fillna(False).astype(bool) & (joined["speedup"] > 0)
+                  & (joined["headroom"] > 0)]
+    gpus = [g for g in GPU_ORDER if g in set(joined["gpu"])] or list(GPU_ORDER)
+    fig, axes = plt.subplots(1, len(gpus), figsize=(5 * len(gpus), 4.5), squeeze=False, sharey=True)
+    flagged = set(flags["run"]) if flags is not None and len(flags) else set()
+    values = pd.concat([good["speedup"], good["headroom"]])
+    lo = float(values.min()) / 2 if len(values) else 0.1
+    hi = float(values.max()) * 2 if len(values) else 100.0
+    for ax, gpu in zip(axes[0], gpus):
+        sub = good[good["gpu"] == gpu]
+        is_flagged = sub.index.isin(list(flagged))
+        ax.scatter(sub.loc[~is_flagged, "headroom"], sub.loc[~is_flagged, "speedup"], s=22,
+                   alpha=0.7, color="tab:blue", label="correct run")
+        ax.scatter(sub.loc[is_flagged, "headroom"], sub.loc[is_flagged, "speedup"], s=40,
+                   alpha=0.9, color="tab:red", marker="D", label="flagged run")
+        ax.plot([lo, hi], [lo, hi], color="black", lw=1, ls="--", label="speedup = headroom")
+        ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+        ax.fill_between([lo, hi], [lo, hi], [hi, hi], color="tab:red", alpha=0.06)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_title(f"{gpu}: {len(sub)} correct runs, {int(is_flagged.sum())} flagged")
+        ax.set_xlabel("roofline headroom (ref_ms / speed of light)")
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0][0].set_ylabel("measured speedup")
+    axes[0][-1].legend(loc="lower right", fontsize=8)
+    fig.suptitle("Speedup against what the roofline allows (shaded: impossible at the reference's precision)")
+    fig.tight_layout()
+    return fig
+
+
+def speedup_by_level(joined: pd.DataFrame):
+    """Box plots of log speedup per level group, one panel per GPU, correct runs only."""
+    plt = _pyplot()
+    good = joined[joined["correct"].fillna(False).astype(bool) & (joined["speedup"] > 0)]
+    good = good.assign(level_group=level_group(good))
+    gpus = [g for g in GPU_ORDER if g in set(joined["gpu"])] or list(GPU_ORDER)
+    fig, axes = plt.subplots(1, len(gpus), figsize=(5 * len(gpus), 4.5), squeeze=False, sharey=True)
+    for ax, gpu in zip(axes[0], gpus):
+        sub = good[good["gpu"] == gpu]
+        groups = sorted(sub["level_group"].unique())
+        data = [sub.loc[sub["level_group"] == g, "speedup"].to_numpy() for g in groups]
+        if data:
+            ax.boxplot(data, showfliers=False)
+            ax.set_xticks(range(1, len(groups) + 1), groups, rotation=30, ha="right")
+            for i, values in enumerate(data, start=1):
+                jitter = np.random.default_rng(i).uniform(-0.15, 0.15, len(values))
+                ax.scatter(np.full(len(values), i) + jitter, values, s=12, alpha=0.6, color="tab:blue")
+        ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+        ax.set_yscale("log")
+        ax.set_title(f"{gpu}")
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("speedup over the baseline (correct runs)")
+    fig.suptitle("Speedup distribution by level")
+    fig.tight_layout()
+    return fig
+
+
+def flags_by_model(flags: pd.DataFrame):
+    """Stacked bars: how many runs of each model carry each flag."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    if flags.empty:
+        ax.text(0.5, 0.5, "no flagged runs", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    counts = flags.groupby(["model", "flag"], observed=True).size().unstack(fill_value=0)
+    counts = counts.loc[counts.sum(axis=1).sort_values(ascending=False).index]
+    bottom = np.zeros(len(counts))
+    for flag in counts.columns:
+        ax.bar(counts.index, counts[flag], bottom=bottom, label=str(flag))
+        bottom += counts[flag].to_numpy()
+    ax.set_ylabel("flagged runs")
+    ax.set_title("Anomaly flags per model")
+    ax.tick_params(axis="x", rotation=30)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
