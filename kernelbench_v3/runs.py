@@ -22,6 +22,7 @@ So problems are matched by file name first; a category written in `level` (`"lev
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from dataclasses import dataclass
@@ -102,23 +103,45 @@ def read_runs_table(path: Path | str) -> tuple[pd.DataFrame, str]:
     path = Path(path)
     if not path.is_file():
         raise RunsSourceError(f"runs file {path} does not exist")
-    suffix = "".join(path.suffixes[-2:]) if path.name.endswith(".jsonl.gz") else path.suffix
+    suffix = path.suffix
     try:
         if suffix == ".csv":
             # Strings only: types are checked by validate_runs, so a bad cell is reported, not guessed.
             frame = pd.read_csv(path, dtype=str, keep_default_na=False)
         elif suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path)
-        elif suffix in (".jsonl", ".json", ".jsonl.gz"):
-            frame = pd.read_json(path, lines=suffix != ".json", dtype=False)
+        elif suffix == ".jsonl":
+            frame = _read_jsonl(path)
+        elif suffix == ".json":
+            frame = pd.read_json(path, dtype=False)
         else:
             raise RunsSourceError(f"{path}: unsupported runs file type {suffix!r} (use .csv, .parquet or .jsonl)")
     except RunsSourceError:
         raise
     except Exception as exc:  # a parser error: say which file
         raise RunsSourceError(f"{path}: cannot be read as {suffix}: {exc}") from exc
-    kind = "records" if all(m in frame.columns for m in RECORD_MARKERS[:2]) else "runs"
+    kind = _kind_of(frame)
+    if kind == "records":
+        # A batch journal may hold retries: the last record of a (model, GPU, problem) wins.
+        keys = [c for c in ("model", "gpu", "problem", "problem_id") if c in frame.columns]
+        frame = frame.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)
     return frame, kind
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    """Records of a JSONL file; lines that are not runs (a batch journal's header) are skipped."""
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise RunsSourceError(f"{path} line {number}: not valid JSON ({exc})") from None
+            if isinstance(obj, dict) and "problem" in obj:
+                rows.append(obj)
+    return pd.DataFrame(rows)
 
 
 def _resolve_source(source: Path | str | None, repo_id: str, revision: str | None,
