@@ -168,20 +168,22 @@ null rather than guessed. Rows with a null value:
 
 ## Scoring
 
-A solution is correct when, for each of the seeds 42, 123, 456, 789 and 1337 (the generator is
-seeded before `get_inputs()`), its output has no NaN/Inf and
-`max|ref - sol| <= atol + rtol * max|ref|`, with the tolerance of the precision of the first tensor
-input (fp32 1e-3/1e-3, fp16/bf16 1e-2/1e-2, fp8 0.1/0.05, fp4 0.5/0.1 in the original harness),
-and two runs on the same inputs give bit-identical output. The reference runs in `eval()` mode
-under `torch.no_grad()`, and the solution gets the reference's state dict. Performance is
-`speedup = reference time / solution time` on the split's GPU, timing inputs drawn with seed 2026.
-The `kernelbench-v3` package's evaluator applies this rule locally.
+A solution runs on the split's GPU next to the reference (the reference in `eval()` mode under
+`torch.no_grad()`; the solution gets the reference's state dict). It is correct when, for each
+of the seeds 42, 123, 456, 789 and 1337 (the generator is seeded before `get_inputs()`), its
+output is within tolerance of the reference's and has no NaN/Inf, and two runs on the same inputs
+give bit-identical output. Performance is `speedup = reference time / solution time`, timed on
+inputs drawn with seed 2026. Tolerance rules of the `kernelbench-v3` evaluator: `v3` (its
+default) is `torch.allclose(out, ref, atol=1e-2, rtol=1e-2)`; `published` is the original
+harness's `max|ref - sol| < atol + rtol * max|ref|` with the tolerance of the first tensor input's
+precision (fp32 1e-3/1e-3, fp16/bf16 1e-2/1e-2, fp8 0.1/0.05, fp4 0.5/0.1); `strict` calibrates
+the tolerance from the reference's own error against float64.
 
 ## Turning a row into a running model
 
-`code` is the whole problem file. Write it to a file and import it (Triton reads kernel source
-through `inspect`, so never `exec` it from a string), or let the package do it; it checks
-`sha256` first and refuses altered code:
+`code` is the whole problem file. Write it to a `.py` file and import it (tracebacks and
+`inspect` need a real file), or let the package do it; it checks `sha256` first and refuses
+altered code:
 
 ```python
 from kernelbench_v3.hub import load_problems, materialize, instantiate
