@@ -8,6 +8,7 @@ neither recompiles nor re-times the reference. Timing runs in a child process (`
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -55,8 +56,26 @@ def choose(eager_ms: float | None, compiled_ms: float | None) -> tuple[float | N
     return eager_ms, "eager"
 
 
+@contextlib.contextmanager
+def timing_lock(path: str | None):
+    """Hold an exclusive lock on `path` (when given) so that several baseline processes sharing
+    one GPU compile concurrently but never time concurrently."""
+    if not path:
+        yield
+        return
+    import fcntl
+
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
-    """Time the reference eager and compiled on the evaluation's timing input sets."""
+    """Time the reference eager and compiled on the evaluation's timing input sets; compilation
+    (the first calls of the compiled model) happens outside the timing lock."""
     import torch
 
     from ..materialize import load_module, make_model
@@ -77,11 +96,17 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
                 stats, _ = timing.time_cpu(lambda a: fn(*a), sets[:2])
         return stats.to_dict()
 
-    result: dict[str, Any] = {"eager": timed(model)}
+    lock = spec.get("timing_lock")
+    with timing_lock(lock):
+        result: dict[str, Any] = {"eager": timed(model), "precision": C.precision_of(sets[0])}
     if spec.get("compile", True):
         try:
             compiled = torch.compile(model, mode="reduce-overhead")
-            result["compiled"] = timed(compiled)
+            with torch.no_grad():
+                for args in sets + sets:  # compile and record the CUDA graphs before timing
+                    compiled(*args)
+            with timing_lock(lock):
+                result["compiled"] = timed(compiled)
         except Exception as exc:  # compile failures leave eager as the baseline
             result["compile_error"] = f"{type(exc).__name__}: {exc}"[:500]
     return result
@@ -94,6 +119,7 @@ def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "eager_ms": eager, "compiled_ms": compiled, "baseline_ms": baseline_ms, "baseline_type": baseline_type,
         "compile_error": result.get("compile_error"), "eager": result.get("eager"), "compiled": result.get("compiled"),
+        "precision": result.get("precision"),
     }
 
 
@@ -108,7 +134,7 @@ def get_baseline(
     from .isolate import run_child
 
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    key = cache_key(problem_sha256, spec["sizes"], device_name, torch.__version__)
+    key = cache_key(problem_sha256, spec["sizes"], device_name + ("" if spec.get("compile", True) else ":eager-only"), torch.__version__)
     hit = load_cached(cache, key)
     if hit is not None:
         return {**hit, "cached": True}

@@ -63,6 +63,13 @@ def _aliases(out: torch.Tensor, others: dict[str, torch.Tensor]) -> list[str]:
     return hits
 
 
+def _held_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The parameters and buffers (persistent or not) the module holds."""
+    held = {f"parameter {k}": p for k, p in model.named_parameters()}
+    held.update({f"buffer {k}": b for k, b in model.named_buffers()})
+    return held
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
@@ -153,6 +160,7 @@ def main(spec: dict[str, Any], workdir: Path, nonce: str) -> dict[str, Any]:
 
         if spec.get("time_solution"):
             facts["stage"] = "timing"
+            facts.pop("_previous_output", None)
             untimed = facts.pop("_untimed", {})
             facts["timing"] = _time(models["main"], timing_sets, list(untimed.values())[: len(timing_sets)], device, spec)
         facts["tampered"] = guard.tampered(before)
@@ -162,6 +170,7 @@ def main(spec: dict[str, Any], workdir: Path, nonce: str) -> dict[str, Any]:
     except BaseException as exc:
         facts["failed_stage"], facts["error"] = facts["stage"], _error_text(exc)
     facts.pop("_untimed", None)
+    facts.pop("_previous_output", None)
     facts.pop("kernel_names_done", None)
     facts.setdefault("triton_launches", log.count)
     facts.setdefault("triton_kernels", list(log.names))
@@ -179,8 +188,6 @@ def _run_case(case, model, inputs, device, log, flags, workdir, facts) -> dict[s
                 if isinstance(dst, torch.Tensor):
                     dst.copy_(src)
     originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in args]
-    named = {f"input {i}": x for i, x in enumerate(args) if isinstance(x, torch.Tensor)}
-    named.update({f"parameter/buffer {k}": v for k, v in model.state_dict(keep_vars=True).items()})
     first = not facts.get("kernel_names_done")
     log.recording = True
     try:
@@ -208,7 +215,13 @@ def _run_case(case, model, inputs, device, log, flags, workdir, facts) -> dict[s
         fact["output_type"] = type(out).__name__
         return fact
     fact["output_type"] = "Tensor"
+    named = {f"input {i}": x for i, x in enumerate(args) if isinstance(x, torch.Tensor)}
+    named.update(_held_tensors(model))  # after the call: what the module holds now
+    previous = facts.get("_previous_output")
+    if previous is not None:  # still alive, so the allocator cannot have reused its memory
+        named["the previous call's output (a reused output buffer)"] = previous
     fact["aliases"] = _aliases(out, named)
+    facts["_previous_output"] = out
     torch.save({"output": out.detach().cpu().clone()}, workdir / f"out_{case.name}.pt")
     if case.group == C.CORRECTNESS:
         facts.setdefault("_untimed", {})[case.name] = out.detach().clone()

@@ -20,8 +20,8 @@ from .record import FAIL, PASS, SKIP
 # Reported in this order; the first failure becomes Record.failed_check.
 CHECK_ORDER: tuple[str, ...] = (
     "process", "import", "construct", "state_dict", "run", "global_state", "output_shape",
-    "output_dtype", "finite", "input_mutation", "output_aliasing", "correctness", "precision",
-    "stress", "other_shape", "recompute", "custom_kernel", "timed_outputs",
+    "output_dtype", "finite", "input_mutation", "output_aliasing", "correctness", "stress",
+    "other_shape", "recompute", "precision", "custom_kernel", "timed_outputs",
 )
 V3_TOLERANCE = (1e-2, 1e-2)
 PUBLISHED_TOLERANCES: dict[str, tuple[float, float]] = {

@@ -262,9 +262,9 @@ def _fill_timing(rec: Record, facts: dict[str, Any], base: dict[str, Any], reque
         rec.timing_details.update(stats.get("details") or {})
     if rec.correct and rec.sol_ms and rec.baseline_ms:
         rec.speedup = rec.baseline_ms / rec.sol_ms
-    if not rec.sizes or rec.sizes_note == "":
+    if not rec.sizes:  # the roofline figures are for the default shapes
         sol = speed_of_light_ms(rec.problem_id, request.gpu, rec.precision_used)
-        if sol is not None and not request.size_overrides:
+        if sol is not None:
             rec.sol_roofline_ms = sol
             if rec.correct and rec.sol_ms and request.device == "cuda":
                 rec.sol_fraction = sol / rec.sol_ms
