@@ -193,9 +193,9 @@ def _run_case(case, model, inputs, device, log, flags, workdir, facts) -> dict[s
     try:
         with torch.no_grad():
             if first and device == "cuda":
-                box: list[Any] = []
-                facts["cuda_kernels"] = kernels.cuda_kernel_names(lambda: box.append(model(*args)))
-                out = box[0]
+                out, names = kernels.profile_cuda_kernels(lambda: model(*args))
+                facts["cuda_kernels"] = names or []
+                facts["profiler_available"] = names is not None
             else:
                 out = model(*args)
             if device == "cuda":

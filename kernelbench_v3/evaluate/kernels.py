@@ -114,15 +114,29 @@ def install_triton_launch_counter(log: LaunchLog) -> list[str]:
     return wrapped
 
 
-def cuda_kernel_names(fn: Callable[[], Any]) -> list[str]:
-    """Names of the CUDA kernels launched while `fn()` runs (PyTorch profiler, in launch order,
-    de-duplicated)."""
+def profile_cuda_kernels(fn: Callable[[], Any]) -> tuple[Any, list[str] | None]:
+    """Run `fn()` under the PyTorch profiler; returns its result and the names of the CUDA
+    kernels launched meanwhile (launch order, de-duplicated), or None for the names when the
+    profiler itself is unavailable (then `fn` still runs, unprofiled). Exceptions from `fn`
+    propagate unchanged."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
+    try:
+        prof = profile(activities=[ProfilerActivity.CUDA])
+        prof.__enter__()
+    except Exception:
+        return fn(), None
+    try:
+        result = fn()
         torch.cuda.synchronize()
+    finally:
+        try:
+            prof.__exit__(None, None, None)
+        except Exception:
+            prof = None
+    if prof is None:
+        return result, None
     names: list[str] = []
     for event in prof.events():
         device_type = getattr(event, "device_type", None)
@@ -131,4 +145,4 @@ def cuda_kernel_names(fn: Callable[[], Any]) -> list[str]:
         name = event.name
         if name and name not in names:
             names.append(name)
-    return names
+    return result, names

@@ -238,6 +238,8 @@ def _kernel_check(out, facts, rec: Record, request) -> None:
         out["custom_kernel"] = (SKIP, f"relaxed by request; custom kernels seen: {custom or 'none'}")
         return
     where = "Triton launches" if request.device == "cpu" else "profiled CUDA kernels / Triton launches"
+    if request.device == "cuda" and facts.get("profiler_available") is False:
+        where = "Triton launches (the CUDA profiler was unavailable)"
     detail = f"custom kernels: {custom}" if custom else f"no custom kernel among the {where}: {rec.kernel_names or 'none'} (only PyTorch/library kernels)"
     K.merge(out, "custom_kernel", not custom, detail)
 
