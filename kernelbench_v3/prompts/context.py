@@ -130,12 +130,11 @@ def _specs(path: Path, sha256: str) -> dict[str, Any] | None:
     allocated); None when the problem cannot be traced that way."""
     import torch
 
-    from ..materialize import load_module
     from ..roofline import precision_of
-    from ..specs import problem_specs
+    from ..specs import specs_of_file
 
     try:
-        specs = problem_specs(load_module(path))
+        specs = specs_of_file(path, sha256)  # shared with the dataset build's tracing
     except Exception:  # noqa: BLE001 - e.g. an import only a GPU machine has; shapes are optional
         return None
     tensors = [s for s in specs.input_specs or [] if s["kind"] == "tensor"]
@@ -196,7 +195,7 @@ def build_context(problem: Problem, split: str, one_shot: dict[str, str] | None 
         constructor = constructor_signature(source)
     except (SyntaxError, ValueError) as exc:
         raise ValueError(f"{problem.path}: cannot read the reference's constructor: {exc}") from None
-    specs = _specs(problem.path.resolve(), problem.sha256)
+    specs = _specs(problem.path, problem.sha256)
     return {
         "problem": {
             "problem_id": problem.problem_id,
