@@ -13,11 +13,13 @@ nothing from the first but the operating system's file cache (a warm-up import o
 either run evens that out). Reported: wall time of each run, records and their statuses, the
 summed evaluation time, and the speedup of two GPUs over one (target >= 1.8x).
 
-To fit about 9 minutes in all, evaluations are lightened, not skipped: one correctness seed and
-no second-shape check (`--seeds`, `--no-other-shape`), and `--timeout` caps every child process
-of an evaluation. Each run also has a wall-clock budget (`--run-budget`); a run that exceeds it
-is stopped with SIGTERM (the batch then writes what it finished) and the table says so and
-compares throughput (evaluations per minute) instead of wall time. `--budget` (default 520 s)
+To fit about 9 minutes in all, evaluations are lightened, not skipped: one correctness seed, no
+second-shape check and no reference timing (the torch.compile baseline alone would take most of
+the budget for 54 cold problems; `--baseline`, `--other-shape`, `--seeds ''` restore them), and
+`--timeout` caps every child process of an evaluation. Each run also has a wall-clock budget (`--run-budget`); a run that exceeds it
+is stopped with SIGTERM (the batch then writes what it finished) and the table says so; the
+equal-work line then compares the two runs on the evaluations both finished (both runs hand out
+work in the same catalog order), from each run's start to the last of those finishing. `--budget` (default 520 s)
 covers both runs: the one-GPU run may use 62% of it, the two-GPU run the rest.
 """
 
@@ -32,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -80,7 +83,10 @@ def run_once(gpus: str, args: argparse.Namespace, solutions: Path, work: Path,
         command += ["--seeds", args.seeds]
     if not args.other_shape:
         command.append("--no-other-shape")
+    if not args.baseline:
+        command.append("--no-baseline")
     print(f"[{tag}] {' '.join(command[1:])}", flush=True)
+    started_epoch = time.time()
     started = time.monotonic()
     process = subprocess.Popen(command, env=env, start_new_session=True)
     stopped = False
@@ -100,7 +106,10 @@ def run_once(gpus: str, args: argparse.Namespace, solutions: Path, work: Path,
     busy = sum(r.get("duration_s") or 0.0 for r in records)
     longest = max((r.get("duration_s") or 0.0 for r in records), default=0.0)
     print(f"[{tag}] {len(records)} records in {wall:.1f}s: {dict(statuses)}", flush=True)
-    return {"gpus": gpus, "n_gpus": len(gpus.split(",")), "wall_s": wall, "records": len(records),
+    # When each evaluation finished, in seconds since the run started (for equal-work speedups).
+    finished = {r["problem_id"]: datetime.fromisoformat(r["started_at"]).timestamp()
+                + (r.get("duration_s") or 0.0) - started_epoch for r in records if r.get("started_at")}
+    return {"finished": finished, "gpus": gpus, "n_gpus": len(gpus.split(",")), "wall_s": wall, "records": len(records),
             "statuses": statuses, "busy_s": busy, "longest_s": longest, "stopped": stopped,
             "returncode": process.returncode}
 
@@ -120,7 +129,7 @@ def table(results: list[dict], expected: int, args: argparse.Namespace, device: 
         "solutions)",
         "",
         f"Device: {device}. Settings: sizes={args.sizes}, seeds={args.seeds or 'all five'}, "
-        f"second shape={'yes' if args.other_shape else 'no'}, child timeout {args.timeout:.0f}s, "
+        f"second shape={'yes' if args.other_shape else 'no'}, baseline timing={'yes' if args.baseline else 'no'}, child timeout {args.timeout:.0f}s, "
         "custom-kernel check relaxed, each run cold (own baseline/Inductor/Triton caches).",
         "",
         "| GPUs | wall (s) | records | statuses | evals/min | summed evaluation time (s) | "
@@ -145,6 +154,13 @@ def table(results: list[dict], expected: int, args: argparse.Namespace, device: 
         )
     if len(results) > 1:
         best = results[-1]
+        common = set(one["finished"]) & set(best["finished"])
+        if common:
+            t1 = max(one["finished"][p] for p in common)
+            tn = max(best["finished"][p] for p in common)
+            lines += ["", f"Equal work: the {len(common)} evaluations both runs finished took "
+                      f"{t1:.1f}s on 1 GPU and {tn:.1f}s on {best['n_gpus']} (from each run's start "
+                      f"to the last of them finishing): speedup {t1 / tn:.2f}x."]
         # With n workers, wall time can't drop below max(total/n, longest single evaluation).
         bound = best["busy_s"] / max(best["busy_s"] / best["n_gpus"], best["longest_s"] or 1e-9)
         lines += ["", f"Ideal speedup for this workload on {best['n_gpus']} GPUs (summed work over "
@@ -160,6 +176,8 @@ def main() -> int:
     parser.add_argument("--sizes", default="default", choices=["default", "reduced"])
     parser.add_argument("--seeds", default="42", help="correctness seeds ('' for the evaluator's five)")
     parser.add_argument("--other-shape", action="store_true", help="also check the second shape")
+    parser.add_argument("--baseline", action="store_true",
+                        help="also time the reference (eager + torch.compile, once per problem)")
     parser.add_argument("--budget", type=float, default=520.0,
                         help="wall seconds for both runs; the one-GPU run may use 62%% of it")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
