@@ -11,9 +11,7 @@ does not count either.
 
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -30,6 +28,11 @@ KERNEL_MARKERS: dict[str, str] = {
     "jiterator": r"\bjiterator\b",
 }
 _KERNEL_RE = {name: re.compile(pattern) for name, pattern in KERNEL_MARKERS.items()}
+# Literal text each marker needs; a plain `in` test skips most regex searches (3-10x faster).
+_HINTS = {"triton.jit": ("jit", "autotune"), "load_inline": ("load_inline", "cpp_extension"),
+          "cuda source": ("__global__",), "cupy raw kernel": ("Raw", "ElementwiseKernel"),
+          "cutlass": ("cutlass", "cute"), "cutile": ("cuda.tile", "ct.kernel"), "tilelang": ("tilelang",),
+          "numba cuda": ("cuda.jit",), "jiterator": ("jiterator",)}
 _ANY_KERNEL = re.compile("|".join(f"(?:{p})" for p in KERNEL_MARKERS.values()))
 
 # Library calls a solution without kernels typically consists of (shown as evidence).
@@ -52,15 +55,16 @@ class KernelScan:
     reason: str
 
 
+# A string literal (kept: it may hold CUDA source) or a `#` comment (dropped). One C-level regex
+# pass; tokenize is ~10x slower and gives up on sources that do not parse.
+_STRING_OR_COMMENT = re.compile(
+    r"(\"\"\"[\s\S]*?\"\"\"|'\'\'[\s\S]*?'\'\'|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*')|(#[^\n]*)"
+)
+
+
 def strip_comments(source: str) -> str:
-    """The source without `#` comments (strings, which may hold CUDA code, are kept)."""
-    try:
-        tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline)
-                  if t.type != tokenize.COMMENT]
-        return tokenize.untokenize(tokens)
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        # Not valid Python: drop whole-line comments only.
-        return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+    """The source without `#` comments; strings, which may hold CUDA code, are kept."""
+    return _STRING_OR_COMMENT.sub(lambda m: m.group(1) or "", source)
 
 
 @lru_cache(maxsize=8192)
@@ -70,7 +74,8 @@ def scan_source(source: str) -> KernelScan:
     if not _ANY_KERNEL.search(source):  # fast path: no marker anywhere, comments included
         return KernelScan(False, (), calls, _no_kernel_reason(calls))
     code = strip_comments(source)
-    markers = tuple(name for name, rx in _KERNEL_RE.items() if rx.search(code))
+    markers = tuple(name for name, rx in _KERNEL_RE.items()
+                    if any(h in code for h in _HINTS[name]) and rx.search(code))
     calls = tuple(sorted(set(TORCH_CALLS.findall(code))))
     if not markers:
         return KernelScan(False, (), calls, "kernel markers appear only in comments; " + _no_kernel_reason(calls))

@@ -1,0 +1,72 @@
+"""The anomalies notebook runs top to bottom against the fixture (nbclient, no Jupyter server)
+and its figures are really produced (image/png outputs)."""
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK = REPO / "notebooks" / "speedup_anomalies.ipynb"
+PUBLISHED = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
+FIXTURE_PROBLEMS = ("level1/2_Standard_matrix_multiplication_", "level1/23_Softmax", "level1/40_LayerNorm",
+                    "graphics/bloom", "tile_specialized/gemv_bf16", "cutile/stream_k_gemm")
+
+
+def _kernel_name() -> str:
+    """python3 when its kernelspec runs this interpreter's environment, else install one for
+    this interpreter into a private folder (never touching the user's Jupyter setup)."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec("python3")
+        if Path(spec.argv[0]).resolve() == Path(sys.executable).resolve() or spec.argv[0] in ("python", "python3"):
+            return "python3"
+    except NoSuchKernel:
+        pass
+    return ""
+
+
+def test_notebook_executes_and_draws(tmp_path, monkeypatch):
+    root = tmp_path / "problems"
+    for pid in FIXTURE_PROBLEMS:
+        source = REPO / "problems" / f"{pid}.py"
+        if not source.is_file():
+            pytest.skip(f"problem file {pid} not written yet")
+        (root / pid).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, root / f"{pid}.py")
+    monkeypatch.setenv("KBV3_RUNS_SOURCE", str(PUBLISHED))
+    monkeypatch.setenv("KBV3_PROBLEMS_DIR", str(root))
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    kernel = _kernel_name()
+    if not kernel:  # run the kernel with this very interpreter
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        kernel_dir = tmp_path / "kernels" / "kbv3-test"
+        kernel_dir.mkdir(parents=True)
+        (kernel_dir / "kernel.json").write_text(
+            '{"argv": [%r, "-m", "ipykernel_launcher", "-f", "{connection_file}"], '
+            '"display_name": "kbv3 test", "language": "python"}' % sys.executable)
+        monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+        kernel = "kbv3-test"
+        assert "kbv3-test" in KernelSpecManager().find_kernel_specs()
+    client = nbclient.NotebookClient(notebook, kernel_name=kernel, timeout=300,
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError on any failing cell
+
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) >= 3  # headroom scatter, level boxes, flags per model
+    assert all(len(o["data"]["image/png"]) > 5000 for o in images)
+    text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert "21 runs from" in text
+    assert "3/4" in text  # the card table
+    assert "faster_than_light" in text and "near_identity" in text
+    assert "99_Unknown_problem.py" in text  # unmatched runs shown, not dropped
