@@ -91,6 +91,7 @@ class TimingPlan:
     less than `stable_rel` or `max_reps` / `max_seconds` is reached."""
 
     warmup: int = 5
+    warmup_seconds: float = 0.5  # CUDA only: keep calling for at least this long before timing
     min_reps: int = 30
     max_reps: int = 2000
     batch: int = 10
@@ -163,8 +164,13 @@ def time_cuda(
     of the last timed output of each set."""
     Event, perf, sync = torch.cuda.Event, time.perf_counter, torch.cuda.synchronize
     flush = torch.empty(l2_flush_bytes() // 4, dtype=torch.float32, device="cuda")
-    for i in range(plan.warmup):
+    # Warm up for a while, not a few calls: an idle GPU needs time to reach its clocks.
+    warm_start, i = perf(), 0
+    while i < plan.warmup or (perf() - warm_start < plan.warmup_seconds and i < 100_000):
         call(sets[i % len(sets)])
+        i += 1
+        if i % 10 == 0:
+            sync()
     enqueue_ms = host_enqueue_ms(call, sets[0])
     busy_ms = 2.0 * enqueue_ms + 0.05
     sleep_cycles = int(busy_ms * _sleep_cycles_per_ms())

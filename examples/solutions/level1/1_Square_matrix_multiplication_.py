@@ -1,4 +1,8 @@
-"""C = A @ B with a tiled Triton GEMM (fp32 accumulation, masked edges, grouped tile order)."""
+"""C = A @ B with a tiled Triton GEMM (fp32 accumulation, masked edges, grouped tile order).
+
+The operands are fp32 and the reference does not use TF32, so the dot uses "tf32x3" (three TF32
+products, about fp32 accuracy, still on tensor cores): plain TF32 errs ~1e-3 relative, which on
+these randn x randn products (outputs ~45) exceeds the evaluator's allclose(1e-2, 1e-2)."""
 import torch
 import torch.nn as nn
 import triton
@@ -25,7 +29,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
                     mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
         b = tl.load(b_ptr + (k0 + rk)[:, None] * sbk + rn[None, :] * sbn,
                     mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc += tl.dot(a, b)
+        acc += tl.dot(a, b, input_precision="tf32x3")
     tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
