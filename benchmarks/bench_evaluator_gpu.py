@@ -150,7 +150,7 @@ def run_fidelity(args, journal: Journal, deadline: float) -> None:
             key = f"{problem_id}:{run}"
             if journal.done("fidelity", key) or time.monotonic() > deadline:
                 continue
-            rec = evaluate(_request(args, problem_id, path, seeds=(42,), other_shape=False, baseline=False),
+            rec = evaluate(_request(args, problem_id, path, seeds=(42, 123, 456, 789), other_shape=False, baseline=False),
                            cache_dir=args.cache)
             journal.add({"part": "fidelity", "key": key, "problem": problem_id, "run": run, "sol_ms": rec.sol_ms,
                          "cv": rec.sol_cv, "reps": rec.sol_reps, "status": rec.status, "flags": rec.timing_flags})
