@@ -121,8 +121,9 @@ BODY = """\
 # KernelBench-v3 problems
 
 The problems of KernelBench-v3, a benchmark of GPU kernel writing: each row is one PyTorch
-reference problem (a `Model`, `get_inputs()` and `get_init_inputs()`), and a solution is a faster
-`ModelNew` computing the same function on the split's GPU.
+reference problem (a `Model`, `get_inputs()` and `get_init_inputs()`), and a solution is a file
+defining a faster `Model` (the v3 convention; `ModelNew`, the original KernelBench name, is also
+accepted) computing the same function on the split's GPU.
 
 ```python
 from datasets import load_dataset
