@@ -111,7 +111,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--problem", required=True, help="problem id, e.g. level1/23_Softmax")
     p.add_argument("--solution", required=True, type=Path, help="solution file")
     p.add_argument("--gpu", default="h100", help="GPU the result is reported for (speed of light)")
-    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available, else cpu")
     p.add_argument("--sizes", help="size overrides NAME=VALUE,... (CPU default: REDUCED_SIZES)")
     p.add_argument("--tolerance", choices=["v3", "published", "strict"], default="v3")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per child process")
@@ -120,6 +120,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", help="correctness seeds, e.g. 42,123 (default: 42,123,456,789,1337)")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
     p.add_argument("--no-baseline", action="store_true", help="do not time the reference")
+    p.add_argument("--retry-failed-baseline", action="store_true",
+                   help="re-time the baseline even if the cache holds a failure for it")
     p.add_argument("--model", default="", help="model name recorded with the result")
     p.add_argument("--problems", type=Path, help="problems folder (default: the bundled one)")
     p.add_argument("--cache", type=Path, help="baseline cache folder (default: ~/.cache/kbv3)")
@@ -134,11 +136,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     try:
         request = EvalRequest(
-            problem_id=args.problem, solution_path=args.solution, gpu=args.gpu, device=args.device,
+            problem_id=args.problem, solution_path=args.solution, gpu=args.gpu,
+            device=args.device or default_device(),
             sizes=parse_sizes(args.sizes), timeout_s=args.timeout, tolerance=args.tolerance,
             require_custom_kernel=not args.relax_kernel_check, model=args.model,
             seeds=tuple(int(s) for s in args.seeds.split(",") if s.strip()) if args.seeds else DEFAULT_SEEDS,
             time_solution=not args.no_timing, baseline=not args.no_baseline,
+            retry_failed_baseline=args.retry_failed_baseline,
         )
         record = evaluate(request, problems_dir=args.problems, cache_dir=args.cache)
     except (KeyError, ValueError, FileNotFoundError) as exc:
@@ -162,7 +166,7 @@ def _add_eval_batch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("solutions", type=Path, help="folder of solution files")
     p.add_argument("--split", required=True, choices=["rtx3090", "h100", "b200"])
     p.add_argument("--out", required=True, type=Path, help="Parquet file of records to write")
-    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available, else cpu")
     p.add_argument("--gpus", help="GPU indices for the workers, e.g. 0,1 (default: all visible)")
     p.add_argument("--workers", type=int, default=1, help="worker processes on --device cpu")
     p.add_argument("--executor", choices=["local", "ray"], default="local")
@@ -207,7 +211,7 @@ def _cmd_eval_batch(args: argparse.Namespace) -> int:
     if args.no_baseline:
         options["baseline"] = False
     settings = BatchSettings(
-        split=args.split, device=args.device, sizes=args.sizes, timeout_s=args.timeout,
+        split=args.split, device=args.device or default_device(), sizes=args.sizes, timeout_s=args.timeout,
         problems_root=str(args.problems.resolve()) if args.problems else None,
         evaluator_options=tuple(sorted(options.items())),
     )
@@ -337,6 +341,12 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 def _records(frame) -> list:
     """A frame as JSON-safe records (NaN/NA -> null)."""
     return json.loads(frame.to_json(orient="records"))
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 VERBS = [_add_ls, _add_validate, _add_prompts, _add_extract, _add_eval, _add_eval_batch, _add_build, _add_demo, _add_runs]
