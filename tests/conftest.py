@@ -15,6 +15,9 @@ os.environ["HF_HOME"] = str(_TMP / "hf_home")
 os.environ["HF_DATASETS_CACHE"] = str(_TMP / "hf_datasets")
 os.environ["KBV3_MODULE_DIR"] = str(_TMP / "modules")
 os.environ["KBV3_CACHE_DIR"] = str(_TMP / "cache")
+os.environ["TRITON_CACHE_DIR"] = str(_TMP / "triton")
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(_TMP / "inductor")
+os.environ["MPLCONFIGDIR"] = str(_TMP / "matplotlib")
 os.environ["TRITON_INTERPRET"] = "1"
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
