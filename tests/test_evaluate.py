@@ -206,3 +206,57 @@ def test_unknown_problem_and_missing_solution_raise(tmp_path):
         evaluate(EvalRequest("level1/does_not_exist", EXAMPLES / "level1/23_Softmax.py", device="cpu"))
     with pytest.raises(FileNotFoundError):
         evaluate(EvalRequest("level1/23_Softmax", tmp_path / "missing.py", device="cpu"))
+
+
+def _children_running(parent: int, role: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == parent and f"kernelbench_v3.evaluate.child {role}" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")  # a zombie has exited; only its reaping is left
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_children_die_when_the_evaluating_process_is_sigkilled(tmp_path):
+    script = (
+        "from kernelbench_v3.evaluate import EvalRequest, evaluate\n"
+        f"evaluate(EvalRequest('level1/23_Softmax', {str(BROKEN / 'hang.py')!r}, device='cpu', timeout_s=300,"
+        " sizes={'batch_size': 4, 'dim': 96}, baseline=False, time_solution=False, seeds=(42,)),"
+        f" cache_dir={str(tmp_path)!r})\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    candidate: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not candidate and time.monotonic() < deadline and parent.poll() is None:
+            time.sleep(0.2)
+            candidate = _children_running(parent.pid, "candidate")
+        assert candidate, "the candidate child never started"
+        time.sleep(1.0)  # let it reach the hanging forward
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while _alive(candidate[0]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(candidate[0]), "the hanging candidate outlived its SIGKILLed parent"
+    finally:
+        parent.kill()
+        for pid in candidate:
+            if _alive(pid):
+                os.kill(pid, 9)

@@ -5,7 +5,8 @@ group), so a timeout kills it and everything it spawned. Its stdout and stderr a
 thread that keeps only the last `max_log_bytes` and kills the child when it writes more than
 `flood_bytes` in total. The result is the JSON file the child writes into DIR, a private
 folder the parent made; for the candidate it must carry the nonce the parent sent on stdin.
-A crash, hang, `sys.exit`, signal or output flood becomes a `ChildOutcome` with a reason; this
+The child learns the parent's pid (KBV3_PARENT_PID) and exits when this process dies, also by
+SIGKILL (see `child.die_with_parent`). A crash, hang, `sys.exit`, signal or output flood becomes a `ChildOutcome` with a reason; this
 module never raises for what a child does.
 """
 
@@ -98,7 +99,7 @@ def run_child(
     (workdir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
     result_path = workdir / f"result_{role}.json"
     result_path.unlink(missing_ok=True)
-    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {}), "KBV3_PARENT_PID": str(os.getpid())}
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernelbench_v3.evaluate.child", role, str(workdir)],
