@@ -1,8 +1,8 @@
 """Batch evaluation: many solutions, durably recorded and resumable.
 
 Owns what a batch is and how its results survive: finding the solutions of a batch in either
-folder layout, the batch key `(model, gpu, problem_id, solution_sha256)`, the JSONL journal (one
-fsync'd record per line, the source of truth), resuming from it, ordering the work so that each
+folder layout, the batch key `(model, gpu, problem_id, solution_sha256)`, resuming from the
+journal (the durable JSONL file of records, owned by `journal`), ordering the work so that each
 (problem, GPU) baseline is computed by one evaluation before others of that problem start (they
 then find it in the evaluator's on-disk cache), and writing the Parquet output from the journal.
 Running evaluations belongs to `executors` (local worker processes, one per GPU, or Ray tasks);
@@ -23,24 +23,20 @@ This module and everything it imports stay free of `datasets` (the GPU hosts lac
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import hashlib
 import json
 import os
 import time
-import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from .catalog import KNOWN_HARDWARE, SPLITS, Problem, discover
+from .journal import Journal, JournalError, Key, latest_records, read_journal, record_key  # noqa: F401
 
-JOURNAL_FORMAT = 1
 RUNS_SUFFIX = ".py.txt"
 SIZE_MODES = ("default", "reduced")
-
-Key = tuple[str, str, str, str]  # (model, gpu, problem_id, solution_sha256)
 
 
 class BatchError(ValueError):
@@ -205,134 +201,6 @@ def parse_runs_name(
     return matches[0]
 
 
-# ----------------------------------------------------------------------------- journal
-
-
-def record_key(record: dict[str, Any]) -> Key:
-    return (record["model"], record["gpu"], record["problem_id"], record["solution_sha256"])
-
-
-class Journal:
-    """An append-only JSONL file: a header line with the batch settings, then one record a line.
-
-    Each append is flushed and fsync'd before it returns, so a record that was reported as done
-    survives a SIGKILL or power loss. A torn last line (the process died mid-write) is cut off
-    when the journal is reopened. An exclusive lock keeps two batches from writing one journal.
-    """
-
-    def __init__(self, path: Path | str, settings: BatchSettings):
-        self.path = Path(path)
-        self.settings = settings
-        self._file = None
-        self._lock = None
-        self.existing: list[dict[str, Any]] = []  # records found when opened
-
-    def __enter__(self) -> "Journal":
-        self.open()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def open(self) -> list[dict[str, Any]]:
-        """Lock, check or write the header, repair a torn tail; return the records so far."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = open(self.path.with_name(self.path.name + ".lock"), "a")
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock.close()
-            self._lock = None
-            raise BatchError(f"journal {self.path} is in use by another running batch") from None
-        header, records, good_bytes = read_journal(self.path)
-        wanted = json.loads(json.dumps(self.settings.to_dict()))  # as it reads back
-        if header is not None and header["settings"] != wanted:
-            self.close()
-            diff = {k: (header["settings"].get(k), v) for k, v in wanted.items()
-                    if header["settings"].get(k) != v}
-            raise BatchError(
-                f"journal {self.path} was started with other settings "
-                f"(field: (journal, now)) {diff}; use another --out/--journal or the same settings"
-            )
-        fresh = not self.path.exists()
-        self._file = open(self.path, "ab")
-        if self._file.tell() != good_bytes:  # torn last line from a killed run
-            self._file.truncate(good_bytes)
-            self._file.seek(good_bytes)
-        if header is None:
-            self._write_line({"kbv3_batch_journal": JOURNAL_FORMAT, "settings": wanted})
-            if fresh:
-                _fsync_dir(self.path.parent)
-        self.existing = records
-        return records
-
-    def append(self, record: dict[str, Any]) -> None:
-        if self._file is None:
-            raise RuntimeError("journal is not open")
-        self._write_line(record)
-
-    def _write_line(self, obj: dict[str, Any]) -> None:
-        self._file.write((json.dumps(obj, allow_nan=False) + "\n").encode("utf-8"))
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        if self._lock is not None:
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
-            self._lock.close()
-            self._lock = None
-
-
-def read_journal(path: Path | str) -> tuple[dict[str, Any] | None, list[dict[str, Any]], int]:
-    """(header, records, bytes of complete lines). A torn final line is ignored; a corrupt line
-    elsewhere is an error naming its line number."""
-    path = Path(path)
-    if not path.exists():
-        return None, [], 0
-    data = path.read_bytes()
-    header: dict[str, Any] | None = None
-    records: list[dict[str, Any]] = []
-    good = 0
-    lines = data.split(b"\n")
-    for number, line in enumerate(lines, start=1):
-        last = number == len(lines)
-        if last:  # text after the final newline: empty, or a line torn by a kill
-            break
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == len(lines) - 1 and not data.endswith(b"\n"):
-                break
-            raise BatchError(f"{path}:{number}: corrupt journal line ({exc})") from None
-        if number == 1:
-            if not isinstance(obj, dict) or obj.get("kbv3_batch_journal") != JOURNAL_FORMAT:
-                raise BatchError(f"{path}:1: not a kbv3 batch journal (header line missing)")
-            header = obj
-        else:
-            records.append(obj)
-        good += len(line) + 1
-    return header, records, good
-
-
-def latest_records(records: Iterable[dict[str, Any]]) -> dict[Key, dict[str, Any]]:
-    """One record per key, the last journaled one winning (a retried error replaces its first)."""
-    latest: dict[Key, dict[str, Any]] = {}
-    for record in records:
-        latest[record_key(record)] = record
-    return latest
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # ----------------------------------------------------------------------------- output
 
 
@@ -480,7 +348,12 @@ def run_batch(
     started = time.monotonic()
     found = discover_solutions(solutions, settings.split, settings.problems_root, model)
     journal_path = Path(journal) if journal is not None else default_journal(out)
-    with Journal(journal_path, settings) as book:
+    book = Journal(journal_path, settings)
+    try:
+        book.open()
+    except JournalError as exc:  # a batch that cannot start, like a bad solutions folder
+        raise BatchError(str(exc)) from None
+    try:
         done = latest_records(book.existing)
         redo = {k for k, r in done.items() if retry_errors and r.get("status") == "error"}
         todo = [it for it in found.items if it.key not in done or it.key in redo]
@@ -509,6 +382,8 @@ def run_batch(
             if bar is not None:
                 bar.close()
             write_parquet(latest_records(read_journal(journal_path)[1]).values(), out)
+    finally:
+        book.close()
     records = [done[it.key] for it in found.items if it.key in done]
     return BatchResult(
         out=Path(out), journal=journal_path, records=records, ran=sum(statuses.values()),

@@ -24,17 +24,15 @@ from kernelbench_v3.batch import (
     BatchError,
     BatchItem,
     BatchSettings,
-    Journal,
     WorkQueue,
     discover_solutions,
-    latest_records,
-    read_journal,
     read_results,
     run_batch,
     write_parquet,
 )
 from kernelbench_v3.catalog import discover
 from kernelbench_v3.executors import failure_record
+from kernelbench_v3.journal import Journal, JournalError, latest_records, read_journal
 
 REPO = Path(__file__).resolve().parent.parent
 PROBLEMS = REPO / "problems"
@@ -125,20 +123,27 @@ def test_journal_is_durable_line_by_line_and_repairs_a_torn_tail(tmp_path):
 
     # corruption anywhere but the tail is reported with its line number
     path.write_text(lines[0] + "\nnot json\n" + lines[2] + "\n")
-    with pytest.raises(BatchError, match=r"j.jsonl:2: corrupt"):
+    with pytest.raises(JournalError, match=r"j.jsonl:2: corrupt"):
         read_journal(path)
 
 
 def test_journal_refuses_other_settings_and_a_second_writer(tmp_path):
     path = tmp_path / "j.jsonl"
     with Journal(path, SETTINGS):
-        with pytest.raises(BatchError, match="in use by another running batch"):
+        with pytest.raises(JournalError, match="in use by another running batch"):
             Journal(path, SETTINGS).open()
     other = BatchSettings(split="h100", device="cpu", sizes="default", timeout_s=5.0,
                           problems_root=str(PROBLEMS))
-    with pytest.raises(BatchError, match="other settings.*sizes"):
+    with pytest.raises(JournalError, match="other settings.*sizes"):
         Journal(path, other).open()
     Journal(path, SETTINGS).open()  # the refused attempts released the lock
+
+    # run_batch reports an unusable journal as a batch that cannot start (the CLI prints it)
+    folder = tmp_path / "solutions"
+    _touch(folder / "level1" / "23_Softmax.py")
+    with Journal(path, SETTINGS):
+        with pytest.raises(BatchError, match="in use by another running batch"):
+            run_batch(folder, tmp_path / "out.parquet", SETTINGS, journal=path, progress=False)
 
 
 def test_parquet_round_trip_and_last_record_per_key_wins(tmp_path):
