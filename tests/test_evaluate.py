@@ -30,6 +30,7 @@ LAYERNORM = {"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8}
 # Large enough rows that LayerNorm(x) ~ x on N(0,1) inputs, so only stress inputs expose it.
 LAYERNORM_LARGE = {"batch_size": 2, "features": 16, "dim1": 128, "dim2": 128}
 FAST = {"baseline": False, "time_solution": False, "seeds": (42, 123)}
+CONTENT_CACHE_OPTIONS = {"sizes": SOFTMAX, "time_solution": True, "other_shape": False}
 
 HONEST = {
     "softmax": ("level1/23_Softmax", EXAMPLES / "level1/23_Softmax.py", {"baseline": False}),
@@ -53,6 +54,10 @@ CHEATING = {
     "returns_input": ("level1/26_GELU_", "returns_input.py", {"sizes": GELU}, "input_mutation"),
     "returns_buffer": ("level1/23_Softmax", "returns_buffer.py", {"sizes": SOFTMAX}, "output_aliasing"),
     "pointer_cache": ("level1/23_Softmax", "pointer_cache.py", {"sizes": SOFTMAX}, "recompute"),
+    # Caches keyed on input values: a weak key (sampled elements + sum) collides on a near-duplicate
+    # input; an exact key (hash of the bytes) is only fast on the repeated timing sets.
+    "content_cache": ("level1/23_Softmax", "content_cache.py", CONTENT_CACHE_OPTIONS, "input_reuse"),
+    "content_hash_cache": ("level1/23_Softmax", "content_hash_cache.py", CONTENT_CACHE_OPTIONS, "input_reuse"),
     "pure_torch": ("level1/23_Softmax", "pure_torch.py", {"sizes": SOFTMAX}, "custom_kernel"),
     "monkeypatch": ("level1/23_Softmax", "monkeypatch_torch.py", {"sizes": SOFTMAX}, "global_state"),
     "wrong_dtype": ("level1/23_Softmax", "wrong_dtype.py", {"sizes": SOFTMAX}, "output_dtype"),
@@ -153,6 +158,23 @@ def test_monkeypatching_names_what_was_replaced_and_the_verdict_stands(records):
     detail = record.check_details["global_state"]
     assert "torch.allclose" in detail and "torch.Tensor.__sub__" in detail
     assert record.checks["correctness"] == "fail"  # judged in the parent, unaffected
+
+
+def test_content_caches_are_caught_and_timed_on_fresh_inputs(records):
+    weak, _ = records["content_cache"]
+    # Its key misses the swapped pair, so the near-duplicate set gets the stale answer.
+    assert "near_duplicate_seed42" in weak.check_details["input_reuse"]
+    exact, _ = records["content_hash_cache"]
+    for check in ("correctness", "stress", "recompute", "custom_kernel", "timed_outputs"):
+        assert exact.checks[check] == "pass", check  # every checked output is right...
+    reuse = exact.timing_details["input_reuse"]  # ...but repeats are answered from the cache
+    assert reuse["faster_on_repeated_inputs"] and reuse["fresh_over_repeated"] > 5
+    assert "faster on repeated input sets" in exact.check_details["input_reuse"]
+    assert "faster_on_repeated_inputs" in exact.timing_flags
+    assert exact.sol_ms == reuse["fresh_median_ms"]  # the reported time is the honest one
+    honest, _ = records["softmax"]
+    assert honest.checks["input_reuse"] == "pass"
+    assert not honest.timing_details["input_reuse"]["faster_on_repeated_inputs"]
 
 
 def test_pure_torch_names_the_library_kernels_it_ran(records):
@@ -260,3 +282,55 @@ def test_children_die_when_the_evaluating_process_is_sigkilled(tmp_path):
         for pid in candidate:
             if _alive(pid):
                 os.kill(pid, 9)
+
+
+# A reference that works everywhere except in the baseline's timing process (its argv names
+# the role), standing in for a reference that crashes or hangs under timing/torch.compile.
+FLAKY_BASELINE_PROBLEM = '''"""Adds one; raises when the evaluator times it as the baseline."""
+import sys
+
+import torch
+import torch.nn as nn
+
+OP_TYPE = "elementwise"
+SUPPORTED_PRECISIONS = ["fp32"]
+HARDWARE_REQUIRED = ["RTX3090", "H100", "B200"]
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        if "baseline" in sys.argv[1:2]:
+            raise RuntimeError("the reference cannot be timed here")
+        return x + 1.0
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_failed_baseline_is_cached_reported_and_retried_on_request(tmp_path):
+    root = tmp_path / "problems"
+    (root / "level1").mkdir(parents=True)
+    (root / "level1" / "1_FlakyBaseline.py").write_text(FLAKY_BASELINE_PROBLEM)
+    solution = tmp_path / "solution.py"
+    solution.write_text(FLAKY_BASELINE_PROBLEM.replace('if "baseline"', 'if "never"'))
+    options = dict(device="cpu", timeout_s=120.0, seeds=(42,), other_shape=False, require_custom_kernel=False)
+
+    def run(**extra):
+        request = EvalRequest("level1/1_FlakyBaseline", solution, **options, **extra)
+        return evaluate(request, problems_dir=root, cache_dir=tmp_path / "cache")
+
+    first = run()
+    assert first.correct and first.sol_ms and first.speedup is None and first.baseline_ms is None
+    assert "the reference cannot be timed here" in first.baseline_error and first.baseline_cached is False
+    assert "baseline_failed" in first.timing_flags
+    second = run()
+    assert second.baseline_cached is True and "cached failure" in second.baseline_error
+    assert second.speedup is None and "the reference cannot be timed here" in second.baseline_error
+    third = run(retry_failed_baseline=True)
+    assert third.baseline_cached is False and third.baseline_error

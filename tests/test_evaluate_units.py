@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import torch
 from kernelbench_v3.catalog import get_problem
 from kernelbench_v3.evaluate import EvalRequest, Record
 from kernelbench_v3.evaluate import baseline, cases, checks, guard, kernels, timing
+from kernelbench_v3.evaluate import fresh as F
 from kernelbench_v3.evaluate.isolate import run_child
 from kernelbench_v3.evaluate.reference import _round_tf32
 
@@ -102,6 +104,54 @@ def test_cpu_timing_rotates_sets_and_returns_each_sets_last_output():
     assert [float(t[0]) for t in last] == [0.0, 2.0, 4.0]
 
 
+def test_near_duplicate_swaps_two_elements_and_blends_keep_shared_structure():
+    x = torch.randn(6, 10)
+    near = [x.clone(), torch.arange(4)]
+    cases.swap_two(near, 42)
+    changed = (near[0] != x).nonzero()
+    assert len(changed) == 2 and changed[0, 0] == changed[1, 0]  # one row, two elements
+    assert near[0].sum() == x.sum() and torch.equal(near[0].sort().values, x.sort().values)
+    # Blends keep what all sets share (zeros, -inf, nonnegativity) and change every other value.
+    mask = torch.tensor([[0.0, float("-inf")] * 5] * 6)
+    a, b = [torch.rand(6, 10) + mask, torch.arange(4)], [torch.rand(6, 10) + mask, torch.arange(4) + 9]
+    fresh = F.FreshInputs([a], b, a)
+    seen = set()
+    for _ in range(50):
+        y = fresh.next()
+        assert torch.equal(y[1], a[1]) and torch.isneginf(y[0][:, 1::2]).all() and (y[0][:, ::2] >= 0).all()
+        key = y[0][:, ::2].numpy().tobytes()
+        assert key not in seen and not torch.equal(y[0], a[0])
+        seen.add(key)
+    assert all(w != cases.FRESH_CHECK_WEIGHT and 0.2 <= w <= 0.8 for w in map(fresh.weight, range(1000)))
+
+
+def test_cpu_timing_on_fresh_inputs_exposes_a_content_cache():
+    sets = [[torch.randn(64)] for _ in range(2)]
+    fresh = F.FreshInputs(sets, [torch.randn(64)], [torch.randn(64)])
+    cache = {}
+
+    def content_cached(args):
+        key = args[0].numpy().tobytes()
+        if key not in cache:
+            deadline = time.perf_counter() + 0.004  # the "work"
+            while time.perf_counter() < deadline:
+                pass
+            cache[key] = args[0] * 2
+        return cache[key].clone()
+
+    plan = timing.TimingPlan(warmup=1, min_reps=6, max_reps=10, batch=1, stable_rel=0.0, max_seconds=5, wall_reps=0)
+    stats, last = timing.time_cpu(content_cached, sets, plan, fresh=fresh)
+    verdict = stats.details["input_reuse"]
+    assert verdict["faster_on_repeated_inputs"] and "faster_on_repeated_inputs" in stats.flags
+    assert stats.median_ms >= 4.0 and verdict["repeated_median_ms"] < 1.0  # reported: the fresh time
+    assert torch.equal(fresh.final_output, fresh.final[0] * 2) and torch.equal(last[1], sets[1][0] * 2)
+    honest, _ = timing.time_cpu(lambda a: a[0] * 2, sets, plan, fresh=F.FreshInputs(sets, sets[0], sets[1]))
+    ok = F.reuse_verdict([1.0, 1.1, 0.9, 1.2], [1.0, 0.95, 1.05])
+    assert not ok["faster_on_repeated_inputs"] and "input_reuse" in honest.details
+    noisy = F.reuse_verdict([3.0, 3.1, 0.9, 0.95, 3.2], [1.0, 1.05, 1.1])  # slower median, but overlapping
+    assert not noisy["faster_on_repeated_inputs"]
+
+
 def test_rerandomize_changes_constant_and_random_tensors_keeps_counters():
     model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.LayerNorm(4), torch.nn.BatchNorm1d(4))
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -120,8 +170,11 @@ def test_rerandomize_changes_constant_and_random_tensors_keeps_counters():
 def test_plan_inputs_transforms_and_precision():
     plan = cases.plan_cases((42, 123, 456), other_shape=True)
     groups = [c.group for c in plan]
-    assert groups == ["correctness"] * 3 + ["stress", "stress", "recompute", "other_shape"]
-    assert [c.float64 for c in plan] == [True, True, False, True, True, False, True]
+    assert groups == ["correctness"] * 3 + ["input_reuse", "stress", "stress", "recompute", "other_shape"]
+    assert [c.float64 for c in plan] == [True, True, False, False, True, True, False, True]
+    timed = cases.plan_cases((42,), other_shape=False, timed=True)
+    assert [c.group for c in timed][-1] == "timed_fresh" and timed[-1].blend == (cases.FRESH_SEED, 0.5)
+    assert cases.Case.from_dict(json.loads(json.dumps(timed[-1].to_dict()))) == timed[-1]
     x = torch.randn(4, 4)
     scaled, idx = cases.apply_transform([x, torch.arange(3)], (3.0, 0.0))
     assert torch.allclose(scaled, 3 * x) and torch.equal(idx, torch.arange(3))
@@ -254,3 +307,30 @@ def test_bench_script_rehearses_on_cpu(tmp_path):
     assert "| level1/26_GELU_ |" in text and "eager" in text
     rows = [json.loads(line) for line in (tmp_path / "bench.md.jsonl").read_text().splitlines()]
     assert rows[0]["part"] == "baselines" and rows[0]["eager_ms"] > 0
+
+
+def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_path, monkeypatch):
+    from kernelbench_v3.evaluate import isolate
+
+    calls = []
+
+    def failing_child(role, workdir, spec, **kwargs):
+        calls.append(role)
+        return isolate.ChildOutcome(None, None, True, False, "still compiling...", 30.0)
+
+    monkeypatch.setattr(isolate, "run_child", failing_child)
+    spec = {"device": "cpu", "problem_path": "p.py", "sizes": {"n": 4}, "seeds": [42]}
+    args = {"problem_sha256": "sha", "device_name": "cpu:test", "cache_dir": tmp_path, "timeout_s": 30}
+    first = baseline.get_baseline(spec, **args)
+    assert first["failed"] and not first["cached"] and "timed out" in first["error"] and calls == ["baseline"]
+    again = baseline.get_baseline(spec, **args)
+    assert again["failed"] and again["cached"] and again["error"] == first["error"] and len(calls) == 1
+    assert again["baseline_ms"] is None if "baseline_ms" in again else True
+    # Same problem, other sizes: another key, timed afresh.
+    baseline.get_baseline({**spec, "sizes": {"n": 8}}, **args)
+    assert len(calls) == 2
+    baseline.get_baseline(spec, **args, retry_failed=True)
+    assert len(calls) == 3
+    monkeypatch.setenv(baseline.RETRY_FAILED_ENV, "1")
+    baseline.get_baseline(spec, **args)
+    assert len(calls) == 4

@@ -4,6 +4,10 @@ timed exactly as solutions are; the faster one is `baseline_ms` and `baseline_ty
 Baselines are cached on disk (one JSON file per key) keyed by the problem file's sha256, the
 sizes, the device name, the torch version and the timing method, so evaluating many solutions
 neither recompiles nor re-times the reference. Timing runs in a child process (`child_main`).
+
+Failures are cached too (the entry has `failed: true` and the `error`), so a problem whose
+reference crashes or times out under timing costs its timeout once, not once per solution.
+`get_baseline(..., retry_failed=True)` or `KBV3_RETRY_FAILED_BASELINE=1` times it again.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 TIMING_VERSION = 1  # bump when the timing method changes, so old cache entries are not reused
+RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
 
 
 def default_cache_dir() -> Path:
@@ -123,12 +128,18 @@ def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def retry_failed_from_env() -> bool:
+    return os.environ.get(RETRY_FAILED_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
 def get_baseline(
     spec: Mapping[str, Any], *, problem_sha256: str, device_name: str, cache_dir: Path | None,
-    timeout_s: float, env: Mapping[str, str] | None = None,
+    timeout_s: float, env: Mapping[str, str] | None = None, retry_failed: bool = False,
 ) -> dict[str, Any]:
     """The baseline for `spec` (device, problem_path, sizes, seeds): from the cache, or timed in a
-    child and cached. Returns summarize()'s dict plus `cached` and, on failure, `error`."""
+    child and cached. Returns summarize()'s dict plus `cached`; a failure (cached or new) is
+    `{"failed": True, "error": ..., "cached": ...}`. A cached failure is reused unless
+    `retry_failed` (or the KBV3_RETRY_FAILED_BASELINE environment variable) asks to re-time."""
     import torch
 
     from .isolate import run_child
@@ -136,14 +147,19 @@ def get_baseline(
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key = cache_key(problem_sha256, spec["sizes"], device_name + ("" if spec.get("compile", True) else ":eager-only"), torch.__version__)
     hit = load_cached(cache, key)
-    if hit is not None:
+    if hit is not None and not (hit.get("failed") and (retry_failed or retry_failed_from_env())):
         return {**hit, "cached": True}
     with tempfile.TemporaryDirectory(prefix="kbv3-baseline-") as tmp:
         outcome = run_child("baseline", Path(tmp), dict(spec), timeout_s=timeout_s, env=env)
     result = outcome.result
     if result is None or not result.get("ok"):
         reason = outcome.reason or (result or {}).get("error", "unknown error")
-        return {"error": f"baseline failed: {reason}", "cached": False, "log_tail": outcome.log_tail[-2000:]}
+        failure = {
+            "failed": True, "error": f"baseline failed: {reason}", "log_tail": outcome.log_tail[-2000:],
+            "key": key, "device_name": device_name, "torch": torch.__version__,
+        }
+        store_cached(cache, key, failure)
+        return {**failure, "cached": False}
     entry = summarize(result)
     entry.update(key=key, device_name=device_name, torch=torch.__version__)
     store_cached(cache, key, entry)

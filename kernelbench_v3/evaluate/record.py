@@ -86,6 +86,7 @@ class Record:
     compiled_ms: float | None = None
     baseline_ms: float | None = None
     baseline_cached: bool | None = None
+    baseline_error: str | None = None  # why there is no baseline (then speedup is None); may be a cached failure
     sol_p10_ms: float | None = None
     sol_p90_ms: float | None = None
     sol_cv: float | None = None

@@ -32,6 +32,8 @@ class EvalRequest:
     - `require_custom_kernel`: when False, a solution without a custom kernel may still pass;
       the record says the check was relaxed.
     - `timeout_s`: wall-clock limit for each child process of the evaluation.
+    - `retry_failed_baseline`: re-time the baseline even when the cache holds a failure for it
+      (failures are cached like successes; KBV3_RETRY_FAILED_BASELINE=1 does the same).
     """
 
     problem_id: str
@@ -48,6 +50,7 @@ class EvalRequest:
     baseline: bool = True  # False: do not time the reference (no speedup)
     other_shape: bool = True  # also check at a second shape when the problem has size variables
     max_log_bytes: int = 64_000  # how much child output is kept (the rest is dropped)
+    retry_failed_baseline: bool = False
     extra: tuple[tuple[str, Any], ...] = field(default=())  # free-form tags copied to nothing; for callers
 
     def __post_init__(self) -> None:

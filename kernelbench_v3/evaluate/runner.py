@@ -88,7 +88,7 @@ def _evaluate_in(work, request, problem, root, solution, sizes, rec, cache_dir) 
     ref_dir, cand_dir = work / "reference", work / "candidate"
     ref_dir.mkdir(mode=0o700)
     cand_dir.mkdir(mode=0o700)
-    plan = C.plan_cases(request.seeds, request.other_shape)
+    plan = C.plan_cases(request.seeds, request.other_shape, timed=request.time_solution)
     spec = {
         "device": request.device, "problem_path": str(problem.path), "problems_root": str(root),
         "sizes": sizes, "cases": [c.to_dict() for c in plan],
@@ -151,6 +151,7 @@ def _baseline(request, problem, sizes, env, cache_dir, seconds) -> dict[str, Any
     return get_baseline(
         spec, problem_sha256=problem.sha256, device_name=device_name(request.device),
         cache_dir=Path(cache_dir) if cache_dir is not None else None, timeout_s=request.timeout_s, env=env,
+        retry_failed=request.retry_failed_baseline,
     )
 
 
@@ -187,7 +188,7 @@ def _judge(rec: Record, facts: dict[str, Any], reference: dict[str, Any], expect
             continue
         K.merge(out, "output_aliasing", bool(fact.get("aliases")),
                 f"{name}: the output shares memory with {', '.join(fact['aliases'])}" if fact.get("aliases") else "")
-        if group == C.STRESS and not entry["finite"]:
+        if group in (C.STRESS, C.INPUT_REUSE) and not entry["finite"]:
             out.setdefault(group, (SKIP, f"{name}: the reference itself overflows"))
             continue
         got = torch.load(cand_dir / f"out_{name}.pt", weights_only=True)["output"]
@@ -213,6 +214,7 @@ def _judge(rec: Record, facts: dict[str, Any], reference: dict[str, Any], expect
     if timing:
         bad = timing.get("recheck_mismatched_sets") or []
         K.merge(out, "timed_outputs", bool(bad), f"timed outputs of input set(s) {bad} differ from the untimed ones" if bad else "")
+        _judge_fresh_timing(out, timing, reference, expected, cand_dir, request, rec.precision_used, calibrated)
     for name, outcome, detail in K.ordered_outcomes(out):
         rec.check(name, outcome, detail)
     failed = [n for n, (o, _) in out.items() if o == FAIL]
@@ -222,6 +224,26 @@ def _judge(rec: Record, facts: dict[str, Any], reference: dict[str, Any], expect
         rec.status = "failed" if not rec.compiled else "incorrect"
         rec.correct = False
         rec.error = rec.check_details.get(rec.failed_check or "", facts.get("error") or "incomplete evaluation")[:2000]
+
+
+def _judge_fresh_timing(out, timing, reference, expected, cand_dir: Path, request, precision, calibrated) -> None:
+    """`input_reuse` from the fresh-vs-repeated timing; `timed_outputs` also covers the output
+    timed on the checked fresh set (compared with the reference like any case)."""
+    reuse = (timing.get("stats") or {}).get("details", {}).get("input_reuse")
+    if reuse:
+        K.merge(out, "input_reuse", reuse["faster_on_repeated_inputs"], (
+            f"{reuse['fresh_over_repeated']:.3g}x faster on repeated input sets than on fresh ones "
+            f"(median {reuse['repeated_median_ms']:.4g} vs {reuse['fresh_median_ms']:.4g} ms; p90 "
+            f"{reuse['repeated_p90_ms']:.4g} < fresh p10 {reuse['fresh_p10_ms']:.4g} ms): outputs cached by input content"
+        ) if reuse["faster_on_repeated_inputs"] else "")
+    name = next((n for n in reference["case_order"] if reference["cases"][n]["case"]["group"] == C.TIMED_FRESH), None)
+    if name is None or "fresh_output_type" not in timing:
+        return
+    path = cand_dir / "out_timed_fresh.pt"
+    got = torch.load(path, weights_only=True)["output"] if path.exists() else None
+    verdict = K.compare_case(name, "timed_outputs", got, expected[name], reference["cases"][name], request.tolerance, precision, calibrated)
+    bad = "; ".join(verdict.failures.values())
+    K.merge(out, "timed_outputs", bool(bad), f"output timed on fresh inputs is wrong: {bad}" if bad else "")
 
 
 def _kernel_check(out, facts, rec: Record, request) -> None:
@@ -252,8 +274,9 @@ def _fill_timing(rec: Record, facts: dict[str, Any], base: dict[str, Any], reque
         rec.baseline_cached = base.get("cached")
         rec.ref_ms = rec.baseline_ms
         if base.get("error"):
+            rec.baseline_error = base["error"] + (" (cached failure; retry_failed_baseline re-times it)" if base.get("cached") else "")
             rec.timing_flags.append("baseline_failed")
-            rec.timing_details["baseline_error"] = base["error"]
+            rec.timing_details["baseline_error"] = rec.baseline_error
         if base.get("compile_error"):
             rec.timing_details["compile_error"] = base["compile_error"]
     if stats:
