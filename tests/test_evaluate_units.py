@@ -110,7 +110,7 @@ def test_near_duplicate_swaps_two_elements_and_blends_keep_shared_structure():
     cases.swap_two(near, 42)
     changed = (near[0] != x).nonzero()
     assert len(changed) == 2 and changed[0, 0] == changed[1, 0]  # one row, two elements
-    assert near[0].sum() == x.sum() and torch.equal(near[0].sort().values, x.sort().values)
+    assert abs(float(near[0].double().sum() - x.double().sum())) < 1e-9 and torch.equal(near[0].sort().values, x.sort().values)
     # Blends keep what all sets share (zeros, -inf, nonnegativity) and change every other value.
     mask = torch.tensor([[0.0, float("-inf")] * 5] * 6)
     a, b = [torch.rand(6, 10) + mask, torch.arange(4)], [torch.rand(6, 10) + mask, torch.arange(4) + 9]
@@ -222,7 +222,7 @@ def test_compare_case_tolerance_rules_and_precision():
     shape = checks.compare_case("c", "correctness", ref[:2], _saved(ref), {}, "v3", "fp32", None)
     assert "output_shape" in shape.failures
     # Small outputs pass allclose(1e-2) whatever they are; the norm-wise bound does not.
-    probs = torch.softmax(torch.randn(4, 4096), dim=1)
+    probs = torch.softmax(torch.randn(4, 4096, generator=torch.Generator().manual_seed(1)), dim=1)  # max|p - 1/4096| = 0.0064
     uniform = torch.full_like(probs, 1 / 4096)
     garbage = checks.compare_case("c", "recompute", uniform, _saved(probs), {}, "v3", "fp32", None)
     assert "recompute" in garbage.failures and "relative error" in garbage.failures["recompute"]
