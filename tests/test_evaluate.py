@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "solutions"
 CHEATS = ROOT / "tests" / "solutions" / "cheats"
 BROKEN = ROOT / "tests" / "solutions" / "broken"
+SOLUTIONS = ROOT / "tests" / "solutions"
 
 SOFTMAX = {"batch_size": 4, "dim": 96}
 GELU = {"batch_size": 4, "dim": 200}
@@ -42,6 +43,8 @@ HONEST = {
                    {**FAST, "sizes": {"batch_size": 8, "input_size": 96, "output_size": 80}}),
     "tile_gemm": ("tile_specialized/gemm_bias_relu", EXAMPLES / "tile_specialized/gemm_bias_relu.py",
                   {**FAST, "sizes": {"m": 32, "n": 64, "k": 48}}),
+    # deep-copies/pickles tensors and calls torch.compile at import: runtime caches, no monkeypatch
+    "runtime_caches": ("level1/23_Softmax", SOLUTIONS / "runtime_caches_softmax.py", {**FAST, "sizes": SOFTMAX}),
 }
 # (problem, solution, options, the check that must be named as failing)
 CHEATING = {

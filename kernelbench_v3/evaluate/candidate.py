@@ -12,7 +12,6 @@ timed outputs against the untimed ones.
 
 from __future__ import annotations
 
-import importlib
 import traceback
 from pathlib import Path
 from typing import Any
@@ -127,10 +126,9 @@ def main(spec: dict[str, Any], workdir: Path, nonce: str) -> dict[str, Any]:
             raise RuntimeError(f"case {case.name}: inputs differ from the reference child's")
         inputs[case.name] = built
     timing_sets = [C.build_inputs(shapes["main"]["module"], c, device) for c in order if c.group == C.CORRECTNESS][:4]
-    # Modules torch imports lazily and that rebind torch attributes when first imported
-    # (torch._dynamo wraps torch.manual_seed): import them now, not during the solution's run.
-    for name in ("torch._dynamo", "torch.profiler"):
-        importlib.import_module(name)
+    # Patches torch makes lazily (on import of torch._dynamo, on the first torch.compile call):
+    # make them now, so they are not taken for the solution's monkeypatching.
+    guard.settle_lazy_torch_patches()
 
     flags = guard.read_flags()
     rng = guard.save_rng()

@@ -146,26 +146,57 @@ def tampered(before: dict[str, dict[str, int]]) -> list[str]:
         if ns is None:
             changes.append(f"{label} (removed from sys.modules)")
             continue
-        now = {k: id(v) for k, v in list(vars(ns).items())}
+        values = dict(vars(ns))
         for key, ident in ids.items():
             if key in ("__dict__", "__weakref__"):
                 continue
-            if key not in now:
+            if key not in values:
                 changes.append(f"{label}.{key} (deleted)")
-            elif now[key] != ident and not _benign(label, key):
+            elif id(values[key]) != ident and not _benign(label, key, values[key]):
                 changes.append(f"{label}.{key}")
         if isinstance(ns, type):
-            changes.extend(f"{label}.{k} (added)" for k in now if k not in ids and not _benign(label, k))
+            changes.extend(f"{label}.{k} (added)" for k, v in values.items() if k not in ids and not _benign(label, k, v))
     return changes
 
 
-def _benign(label: str, key: str) -> bool:
-    """Attributes that legitimately change identity (caches, counters, lazily bound state)."""
+# Dunder attributes the Python runtime itself writes into a class lazily, as data caches:
+# copyreg caches `__slotnames__` the first time an instance is pickled or deep-copied, class
+# `__annotations__` appear on first access, ABCs and typing Protocols cache their member sets.
+RUNTIME_CACHE_DUNDERS: frozenset[str] = frozenset({
+    "__slotnames__", "__annotations__", "__annotate__", "__abstractmethods__", "__warningregistry__",
+    "__protocol_attrs__", "__non_callable_proto_members__", "__callable_proto_members_only__",
+})
+
+
+def _is_data(value: Any) -> bool:
+    """A plain data value: neither callable nor a descriptor, so it cannot replace behaviour."""
+    return not callable(value) and not hasattr(type(value), "__get__")
+
+
+def _benign(label: str, key: str, value: Any = None) -> bool:
+    """Attributes that legitimately change identity (caches, counters, lazily bound state).
+    A dunder is benign only when the runtime writes it as a data cache and it still holds data:
+    an added or replaced `__eq__`, `__torch_function__`, ... is always reported."""
     if key.startswith("__") and key.endswith("__"):
-        return key in ("__annotations__", "__slotnames__", "__abstractmethods__", "_abc_impl")
+        return key in RUNTIME_CACHE_DUNDERS and _is_data(value)
     lowered = key.lower()
     return (
         "cache" in lowered or "_initialized" in lowered or "lock" in lowered
         or lowered in ("_tls", "_queued_calls", "_lazy_seed_tracker", "_default_dtype")
         or (label.startswith("kernelbench_v3.") and key.isupper())
     )
+
+
+def settle_lazy_torch_patches() -> None:
+    """Let torch make the global patches it makes lazily, before the namespaces are snapshot,
+    so they are not blamed on the solution: importing torch._dynamo rebinds torch.manual_seed,
+    and the first torch.compile call wraps nn.Module.__init__/__setstate__ (generation tagging)."""
+    import importlib
+
+    for name in ("torch._dynamo", "torch.profiler"):
+        importlib.import_module(name)
+    try:
+        from torch._dynamo.mutation_guard import install_generation_tagging_init
+    except ImportError:  # a torch without it patches nothing there
+        return
+    install_generation_tagging_init()
