@@ -58,6 +58,28 @@ def test_library_and_custom_kernel_names():
     assert kernels.is_inductor_kernel("triton_red_fused_sum_1") and not kernels.is_inductor_kernel("triton_matmul")
 
 
+SOLUTION_CUTLASS = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
+                    "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<4, "
+                    "cute::tuple<cute::C<1>, cute::C<1>, cute::C<1>>>, cute::bfloat16_t>>>(...)")
+CUBLAS_HOPPER = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+CUBLAS_AMPERE = "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)"
+ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(...)::{lambda(float)#1}, std::array<char*, 2ul> >(int, ...)"
+
+
+def test_cutlass_kernels_are_custom_unless_cublas_or_the_reference_launches_them():
+    library = [CUBLAS_HOPPER, CUBLAS_AMPERE, ELEMENTWISE, "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x128x64_1x1x1_0_tnn_align8",
+               "triton_poi_fused_add_mul_0", "triton_red_fused__softmax_1", "triton_per_fused_native_layer_norm_0",
+               "triton_tem_fused_mm_0", "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float>::Params)",
+               "void cutlass::device_kernel<at::cuda::detail::enable_3x_kernel_for_sm9x<cutlass::gemm::kernel::GemmUniversal<>>>"]
+    assert all(kernels.is_library_kernel(n) for n in library), [n for n in library if not kernels.is_library_kernel(n)]
+    # Inductor's kernels (torch.compile inside a solution) are not the solution's own.
+    assert all(kernels.is_inductor_kernel(n) for n in library[4:8])
+    solution = [SOLUTION_CUTLASS, "matmul_kernel", "_fused_epilogue_kernel", "triton_matmul_kernel"]
+    assert kernels.custom_kernels(library + solution) == solution
+    # The same CUTLASS kernel launched by the reference itself (torch calling CUTLASS) is library.
+    assert kernels.custom_kernels(library + solution, reference_names=[SOLUTION_CUTLASS, CUBLAS_HOPPER]) == solution[1:]
+
+
 def test_triton_launch_counter_counts_interpreted_launches():
     pytest.importorskip("triton")
     from triton.runtime.interpreter import InterpretedFunction

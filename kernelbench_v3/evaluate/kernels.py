@@ -7,7 +7,12 @@ Two sources, both observed while the solution's forward runs (never read from it
 - On CUDA, the kernel names the PyTorch profiler saw on the device.
 
 A kernel is "library" when PyTorch, cuBLAS(Lt), cuDNN, CUTLASS-in-torch or torch.compile's
-Inductor generated it; `custom_kernels` are the rest. The library name patterns live here.
+Inductor generated it: when its name matches a library pattern (which live here), or when the
+reference itself launched a kernel of that name on the same device and inputs (the reference
+child profiles its own forward). `custom_kernels` are the rest. CUTLASS needs the second rule:
+cuBLAS ships CUTLASS-built kernels (`cutlass_80_tensorop_*`, `cutlass3x_sm90_*`, matched by
+pattern), but a CUTLASS/CuTe kernel the solution compiled itself (`cutlass::device_kernel<...>`)
+is custom unless the reference launches it too.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 # Kernel names that come from PyTorch itself or the libraries it calls, or from Inductor
 # (torch.compile) - running one of these is not a custom kernel.
@@ -23,12 +28,13 @@ LIBRARY_KERNEL_PATTERNS: tuple[str, ...] = (
     r"^void at::", r"^at::", r"at::native", r"^void \(anonymous namespace\)::", r"c10::",
     r"cublas", r"cublasLt", r"^(?:void )?gemmk\d", r"^(?:void )?gemmSN", r"^(?:void )?gemv2[NT]_",
     r"^(?:void )?gemvx?_kernel<", r"^sm\d+_xmma", r"xmma_", r"^ampere_",
-    r"^volta_", r"^turing_", r"^sm80_", r"^sm90_", r"^sm100_", r"^hopper_", r"cutlass", r"cudnn",
+    r"^volta_", r"^turing_", r"^sm80_", r"^sm90_", r"^sm100_", r"^hopper_", r"cutlass_\d+_", r"cutlass3x_",
+    r"at::cuda::", r"cudnn",
     r"^cudnn", r"implicit_convolve", r"^fft", r"^vector_fft", r"^regular_fft", r"nchwToNhwc",
     r"nhwcToNchw", r"^Memcpy", r"^Memset", r"^memcpy", r"^memset", r"^void cub::", r"^cub::",
     r"flash_fwd", r"flash_bwd", r"fmha", r"pytorch_flash", r"mem_efficient", r"^void splitKreduce",
     r"splitKreduce", r"^nvjet", r"^Kernel2?$", r"^(?:void )?dot_kernel<", r"^(?:void )?scal_kernel<",
-    r"^(?:void )?reduce_1Block_kernel<", r"^void (?:cutlass|cudnn|cublas)", r"^triton_(?:poi|red|per|tem|for|mm|bmm|sort|scan|unk)_",
+    r"^(?:void )?reduce_1Block_kernel<", r"^void (?:cudnn|cublas)", r"^triton_(?:poi|red|per|tem|for|mm|bmm|sort|scan|unk)_",
     r"^cudaGraph", r"^nccl",
 )
 _LIBRARY_RE = re.compile("|".join(f"(?:{p})" for p in LIBRARY_KERNEL_PATTERNS), re.IGNORECASE)
@@ -46,8 +52,10 @@ def is_inductor_kernel(name: str) -> bool:
     return bool(_INDUCTOR_RE.match(name.strip()))
 
 
-def custom_kernels(names: list[str]) -> list[str]:
-    return [n for n in names if not is_library_kernel(n)]
+def custom_kernels(names: list[str], reference_names: Iterable[str] = ()) -> list[str]:
+    """The names that are neither library kernels nor kernels the reference launched itself."""
+    launched_by_reference = set(reference_names)
+    return [n for n in names if n not in launched_by_reference and not is_library_kernel(n)]
 
 
 @dataclass

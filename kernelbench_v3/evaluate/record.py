@@ -79,6 +79,7 @@ class Record:
     custom_kernel_required: bool = True
     kernel_names: list[str] = field(default_factory=list)  # kernels the solution launched
     triton_launches: int | None = None
+    reference_kernel_names: list[str] = field(default_factory=list)  # CUDA kernels the reference launched
 
     # --- timing ---
     timing_method: str = ""  # "cuda_events" | "cpu_wall_clock" | "" (not timed)

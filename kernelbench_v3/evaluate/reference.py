@@ -2,7 +2,8 @@
 
 Runs in its own process before the candidate exists. For every planned case it builds the
 reference model (parameters and buffers re-randomized) and the inputs, runs the model, and
-writes for the parent only: the expected output, and for the cases marked float64 the residual
+writes for the parent only: on CUDA, the names of the kernels the reference launches (so the
+same kernels in a solution do not count as custom); the expected output, and for the cases marked float64 the residual
 of a float64 run (so the parent can compare against float64 without storing it twice) plus the
 reference's own error against float64 and the error an fp32 computation with TF32-rounded
 inputs and weights would have (the precision floor for fp32 problems). For the candidate child
@@ -95,7 +96,14 @@ def main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     main_inputs = C.build_inputs(module, cases[0], device)
     result["precision"] = C.precision_of(main_inputs)
     with torch.no_grad():
-        main_out = _as_tensor(model(*main_inputs), problem.problem_id)
+        if device == "cuda":  # what the reference launches is library code, whatever its name
+            from .kernels import profile_cuda_kernels
+
+            raw_out, names = profile_cuda_kernels(lambda: model(*main_inputs))
+            result["kernel_names"] = names or []
+        else:
+            raw_out = model(*main_inputs)
+        main_out = _as_tensor(raw_out, problem.problem_id)
     if any(c.shape == "other" for c in cases):
         chosen = _choose_other_shape(problem, sizes, device, tuple(main_out.shape), cases)
         if chosen is None:

@@ -209,7 +209,7 @@ def _judge(rec: Record, facts: dict[str, Any], reference: dict[str, Any], expect
         out["other_shape"] = (SKIP, "; ".join(reference.get("notes", [])) or "not requested")
     if "precision" not in out:
         out["precision"] = (SKIP, "no float64 reference for this problem")
-    _kernel_check(out, facts, rec, request)
+    _kernel_check(out, facts, rec, request, reference.get("kernel_names") or [])
     timing = facts.get("timing") or {}
     if timing:
         bad = timing.get("recheck_mismatched_sets") or []
@@ -246,14 +246,15 @@ def _judge_fresh_timing(out, timing, reference, expected, cand_dir: Path, reques
     K.merge(out, "timed_outputs", bool(bad), f"output timed on fresh inputs is wrong: {bad}" if bad else "")
 
 
-def _kernel_check(out, facts, rec: Record, request) -> None:
-    from .kernels import custom_kernels, is_inductor_kernel
+def _kernel_check(out, facts, rec: Record, request, reference_names: list[str]) -> None:
+    from .kernels import custom_kernels
 
-    triton_names = [n for n in facts.get("triton_kernels") or [] if not is_inductor_kernel(n)]
+    launched = list(facts.get("triton_kernels") or [])
     cuda_names = facts.get("cuda_kernels") or []
     rec.triton_launches = facts.get("triton_launches")
-    rec.kernel_names = list(dict.fromkeys(list(facts.get("triton_kernels") or []) + cuda_names))
-    custom = list(dict.fromkeys(triton_names + [n for n in custom_kernels(cuda_names) if n not in triton_names]))
+    rec.reference_kernel_names = list(reference_names)
+    rec.kernel_names = list(dict.fromkeys(launched + cuda_names))
+    custom = custom_kernels(rec.kernel_names, reference_names)
     if not facts.get("cases"):
         return
     if not request.require_custom_kernel:
