@@ -80,6 +80,38 @@ def test_cutlass_kernels_are_custom_unless_cublas_or_the_reference_launches_them
     assert kernels.custom_kernels(library + solution, reference_names=[SOLUTION_CUTLASS, CUBLAS_HOPPER]) == solution[1:]
 
 
+def test_custom_kernel_time_fraction_from_profiled_kernel_times():
+    # The known hole: the reference's math in PyTorch plus a token Triton kernel.
+    token = [(CUBLAS_HOPPER, 950.0), (ELEMENTWISE, 40.0), ("noop_kernel", 2.0), ("Memset (Device)", 8.0)]
+    assert kernels.custom_time_fraction(token) == pytest.approx(0.002)
+    # cuBLAS for the GEMM, the solution's own fused epilogue: an honest but modest share.
+    epilogue = [(CUBLAS_HOPPER, 800.0), ("fused_bias_gelu_kernel", 200.0)]
+    assert kernels.custom_time_fraction(epilogue) == pytest.approx(0.2)
+    own_cutlass = [(SOLUTION_CUTLASS, 300.0), ("triton_poi_fused_relu_0", 100.0)]
+    assert kernels.custom_time_fraction(own_cutlass) == pytest.approx(0.75)
+    assert kernels.custom_time_fraction(own_cutlass, reference_names=[SOLUTION_CUTLASS]) == 0.0
+    assert kernels.custom_time_fraction([]) is None and kernels.custom_time_fraction([("k", 0.0)]) is None
+
+
+def test_low_custom_kernel_time_is_a_named_warning_not_a_failure():
+    from kernelbench_v3.evaluate.runner import _kernel_check
+
+    request = EvalRequest("level1/23_Softmax", "x.py", device="cuda")
+    facts = {"cases": {"seed42": {}}, "triton_kernels": ["noop_kernel"], "triton_launches": 1,
+             "cuda_kernels": [CUBLAS_HOPPER, "noop_kernel"], "cuda_kernel_times": [[CUBLAS_HOPPER, 990.0], ["noop_kernel", 10.0]]}
+    out, rec = {}, Record()
+    _kernel_check(out, facts, rec, request, reference_names=[CUBLAS_HOPPER])
+    assert out["custom_kernel"] == ("pass", "custom kernels: ['noop_kernel']")
+    assert rec.custom_kernel_time_fraction == pytest.approx(0.01)
+    assert rec.warnings == ["low_custom_kernel_time: custom kernels take 1.0% of device time (< 10%); "
+                            "the rest is PyTorch/library kernels"]
+    assert rec.reference_kernel_names == [CUBLAS_HOPPER]
+    cpu, out = Record(), {}
+    _kernel_check(out, {**facts, "cuda_kernels": [], "cuda_kernel_times": []}, cpu,
+                  EvalRequest("level1/23_Softmax", "x.py", device="cpu"), [])
+    assert cpu.custom_kernel_time_fraction is None and cpu.warnings == [] and out["custom_kernel"][0] == "pass"
+
+
 def test_triton_launch_counter_counts_interpreted_launches():
     pytest.importorskip("triton")
     from triton.runtime.interpreter import InterpretedFunction

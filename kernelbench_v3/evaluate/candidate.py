@@ -197,9 +197,10 @@ def _run_case(case, model, inputs, device, log, flags, workdir, facts) -> dict[s
     try:
         with torch.no_grad():
             if first and device == "cuda":
-                out, names = kernels.profile_cuda_kernels(lambda: model(*args))
-                facts["cuda_kernels"] = names or []
-                facts["profiler_available"] = names is not None
+                out, times = kernels.profile_cuda(lambda: model(*args))
+                facts["cuda_kernels"] = [name for name, _ in times or []]
+                facts["cuda_kernel_times"] = [[name, us] for name, us in times or []]
+                facts["profiler_available"] = times is not None
             else:
                 out = model(*args)
             if device == "cuda":

@@ -13,6 +13,9 @@ child profiles its own forward). `custom_kernels` are the rest. CUTLASS needs th
 cuBLAS ships CUTLASS-built kernels (`cutlass_80_tensorop_*`, `cutlass3x_sm90_*`, matched by
 pattern), but a CUTLASS/CuTe kernel the solution compiled itself (`cutlass::device_kernel<...>`)
 is custom unless the reference launches it too.
+
+`custom_time_fraction` is the share of the profiled device time spent in custom kernels: a
+solution that runs the reference's math in PyTorch plus a token Triton kernel has a tiny one.
 """
 
 from __future__ import annotations
@@ -56,6 +59,19 @@ def custom_kernels(names: list[str], reference_names: Iterable[str] = ()) -> lis
     """The names that are neither library kernels nor kernels the reference launched itself."""
     launched_by_reference = set(reference_names)
     return [n for n in names if n not in launched_by_reference and not is_library_kernel(n)]
+
+
+def custom_time_fraction(
+    kernel_times: Iterable[tuple[str, float]], reference_names: Iterable[str] = ()
+) -> float | None:
+    """Share of the device time (all profiled kernels, copies and sets) spent in custom kernels;
+    None when nothing took measurable time."""
+    times = [(name, float(t)) for name, t in kernel_times]
+    total = sum(t for _, t in times)
+    if total <= 0:
+        return None
+    custom = set(custom_kernels([n for n, _ in times], reference_names))
+    return sum(t for n, t in times if n in custom) / total
 
 
 @dataclass
@@ -122,9 +138,16 @@ def install_triton_launch_counter(log: LaunchLog) -> list[str]:
     return wrapped
 
 
-def profile_cuda_kernels(fn: Callable[[], Any]) -> tuple[Any, list[str] | None]:
-    """Run `fn()` under the PyTorch profiler; returns its result and the names of the CUDA
-    kernels launched meanwhile (launch order, de-duplicated), or None for the names when the
+def _device_us(event: Any) -> float:
+    time_range = getattr(event, "time_range", None)
+    if time_range is not None:
+        return float(time_range.elapsed_us())
+    return float(getattr(event, "device_time", 0.0) or 0.0)
+
+
+def profile_cuda(fn: Callable[[], Any]) -> tuple[Any, list[tuple[str, float]] | None]:
+    """Run `fn()` under the PyTorch profiler; returns its result and, per CUDA kernel name (in
+    launch order), the device time in microseconds summed over its launches - or None when the
     profiler itself is unavailable (then `fn` still runs, unprofiled). Exceptions from `fn`
     propagate unchanged."""
     import torch
@@ -145,12 +168,17 @@ def profile_cuda_kernels(fn: Callable[[], Any]) -> tuple[Any, list[str] | None]:
             prof = None
     if prof is None:
         return result, None
-    names: list[str] = []
+    times: dict[str, float] = {}
     for event in prof.events():
         device_type = getattr(event, "device_type", None)
         if device_type is not None and "CUDA" not in str(device_type):
             continue
-        name = event.name
-        if name and name not in names:
-            names.append(name)
-    return result, names
+        if event.name:
+            times[event.name] = times.get(event.name, 0.0) + _device_us(event)
+    return result, list(times.items())
+
+
+def profile_cuda_kernels(fn: Callable[[], Any]) -> tuple[Any, list[str] | None]:
+    """`profile_cuda` with the kernel names only."""
+    result, times = profile_cuda(fn)
+    return result, None if times is None else [name for name, _ in times]

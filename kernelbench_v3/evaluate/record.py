@@ -80,6 +80,8 @@ class Record:
     kernel_names: list[str] = field(default_factory=list)  # kernels the solution launched
     triton_launches: int | None = None
     reference_kernel_names: list[str] = field(default_factory=list)  # CUDA kernels the reference launched
+    custom_kernel_time_fraction: float | None = None  # share of profiled device time in custom kernels (CUDA)
+    warnings: list[str] = field(default_factory=list)  # "name: detail" notes that do not fail the solution
 
     # --- timing ---
     timing_method: str = ""  # "cuda_events" | "cpu_wall_clock" | "" (not timed)

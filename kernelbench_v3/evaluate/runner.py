@@ -246,8 +246,11 @@ def _judge_fresh_timing(out, timing, reference, expected, cand_dir: Path, reques
     K.merge(out, "timed_outputs", bool(bad), f"output timed on fresh inputs is wrong: {bad}" if bad else "")
 
 
+LOW_CUSTOM_TIME = 0.10  # below this share of device time in custom kernels, the record warns
+
+
 def _kernel_check(out, facts, rec: Record, request, reference_names: list[str]) -> None:
-    from .kernels import custom_kernels
+    from .kernels import custom_kernels, custom_time_fraction
 
     launched = list(facts.get("triton_kernels") or [])
     cuda_names = facts.get("cuda_kernels") or []
@@ -255,6 +258,14 @@ def _kernel_check(out, facts, rec: Record, request, reference_names: list[str]) 
     rec.reference_kernel_names = list(reference_names)
     rec.kernel_names = list(dict.fromkeys(launched + cuda_names))
     custom = custom_kernels(rec.kernel_names, reference_names)
+    if request.device == "cuda" and facts.get("cuda_kernel_times"):
+        fraction = custom_time_fraction(facts["cuda_kernel_times"], reference_names)
+        rec.custom_kernel_time_fraction = fraction
+        if fraction is not None and fraction < LOW_CUSTOM_TIME:
+            rec.warnings.append(
+                f"low_custom_kernel_time: custom kernels take {100 * fraction:.1f}% of device time "
+                f"(< {100 * LOW_CUSTOM_TIME:.0f}%); the rest is PyTorch/library kernels"
+            )
     if not facts.get("cases"):
         return
     if not request.require_custom_kernel:
