@@ -13,9 +13,10 @@ Two solution layouts are understood:
 - like `problems/`: `<SOLUTIONS>/level1/40_LayerNorm.py` solves `level1/40_LayerNorm`; the model
   name is `--model`, else the folder's name;
 - like the runs dataset's `solutions/`: `<model>_<GPU>_<problem file stem>.py.txt`, e.g.
-  `claude-opus-4_H100_40_LayerNorm.py.txt`. Model names may contain `_`, so the name is split at
-  a known GPU token whose remainder names a catalog problem; files for other GPUs than the
-  split's are skipped.
+  `claude-opus-4_H100_40_LayerNorm.py.txt`, parsed by the runs dataset's own
+  `runs.parse_solution_name` (model names may contain `_`: the name is split at the `_<GPU>_`
+  whose remainder is a catalog problem file); files for other GPUs than the split's are
+  skipped.
 
 This module and everything it imports stay free of `datasets` (the GPU hosts lack it).
 """
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from .catalog import KNOWN_HARDWARE, SPLITS, Problem, discover
+from .catalog import SPLITS, Problem, discover
 from .journal import Journal, JournalError, Key, latest_records, read_journal, record_key  # noqa: F401
 
 RUNS_SUFFIX = ".py.txt"
@@ -121,9 +122,9 @@ def discover_solutions(
     catalog = discover(problems_root)
     in_split = {p.problem_id for p in catalog if split in p.gpus}
     order = {p.problem_id: i for i, p in enumerate(catalog)}
-    by_stem: dict[str, list[Problem]] = {}
+    by_file: dict[str, list[Problem]] = {}
     for p in catalog:
-        by_stem.setdefault(p.name, []).append(p)
+        by_file.setdefault(p.file_name, []).append(p)
 
     items: list[BatchItem] = []
     skipped: list[Skipped] = []
@@ -131,7 +132,7 @@ def discover_solutions(
     layout_model = model or folder.resolve().name
 
     for path in sorted(folder.glob(f"*{RUNS_SUFFIX}")):
-        parsed = parse_runs_name(path.name, by_stem, in_split)
+        parsed = parse_runs_name(path.name, by_file, in_split)
         if isinstance(parsed, str):
             errors.append(f"{path}: {parsed}")
             continue
@@ -169,36 +170,27 @@ def discover_solutions(
 
 
 def parse_runs_name(
-    name: str, by_stem: dict[str, list[Problem]], in_split: set[str]
+    name: str, by_file: dict[str, list[Problem]], in_split: set[str]
 ) -> tuple[str, str, str] | str:
-    """`<model>_<GPU>_<stem>.py.txt` -> (model, GPU, problem_id), or the reason it does not parse.
+    """`<model>_<GPU>_<problem file>.txt` -> (model, GPU, problem_id), or why it does not parse.
 
-    Every `_<GPU>_` occurrence is tried; the one whose remainder is a known problem file wins.
-    A file name matching problems in several folders resolves to the one in the split.
+    The name is split by the runs dataset's own parser (`runs.parse_solution_name`: at a
+    `_<GPU>_` separator whose remainder is a known problem file). A problem file name found in
+    several folders resolves to the one in the split.
     """
-    base = name[: -len(RUNS_SUFFIX)]
-    matches: list[tuple[str, str, str]] = []
-    for token in sorted(KNOWN_HARDWARE):
-        marker = f"_{token}_"
-        start = base.find(marker)
-        while start > 0:
-            stem = base[start + len(marker):]
-            candidates = by_stem.get(stem, [])
-            preferred = [p for p in candidates if p.problem_id in in_split] or candidates
-            if len(preferred) > 1:
-                ids = ", ".join(p.problem_id for p in preferred)
-                return f"problem file {stem}.py is ambiguous ({ids})"
-            if preferred:
-                matches.append((base[:start], token, preferred[0].problem_id))
-            start = base.find(marker, start + 1)
-    if not matches:
-        return (
-            f"not <model>_<GPU>_<problem>{RUNS_SUFFIX} with a known GPU "
-            f"({', '.join(sorted(KNOWN_HARDWARE))}) and a known problem file name"
-        )
-    if len(set(matches)) > 1:
-        return f"ambiguous name, could be any of {sorted(set(matches))}"
-    return matches[0]
+    from .runs import parse_solution_name  # lazily: runs imports pandas
+
+    try:
+        model, gpu, file_name = parse_solution_name(name, by_file)
+    except ValueError as exc:
+        return str(exc)
+    candidates = by_file.get(file_name, [])
+    if not candidates:
+        return f"names no known problem file ({file_name!r} is not in the catalog)"
+    preferred = [p for p in candidates if p.problem_id in in_split] or candidates
+    if len(preferred) > 1:
+        return f"problem file {file_name} is ambiguous ({', '.join(p.problem_id for p in preferred)})"
+    return model, gpu, preferred[0].problem_id
 
 
 # ----------------------------------------------------------------------------- output
