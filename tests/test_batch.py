@@ -3,7 +3,8 @@
 The machinery tests run in well under a second each. The batch tests run the real evaluator on
 CPU over small problems at reduced sizes: a batch of honest, cheating, crashing and hanging
 solutions is started as `kbv3 eval-batch`, SIGKILLed (with its whole process group) after a few
-records are journaled, and rerun; every record must then be there exactly once with the right
+records are journaled while an evaluation is running (no evaluator process may outlive it), and
+rerun; every record must then be there exactly once with the right
 verdict. The Ray executor (in-process, CPU) must give the same verdicts as the local one.
 """
 
@@ -346,21 +347,20 @@ def _command(solutions: Path, out: Path) -> list[str]:
             "--seeds", "42", "--no-other-shape", "--no-baseline"]  # the batch is under test
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (the evaluator's children run in their own sessions, so a
-    SIGKILL to the batch's process group leaves them behind; the test cleans them up)."""
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+EVALUATOR_CHILD = "kernelbench_v3.evaluate.child"
+
+
+def _batch_processes(cache_dir: str) -> dict[int, str]:
+    """Live processes of the batch under test (the batch, its workers, the evaluator's children),
+    recognised by the KBV3_CACHE_DIR they inherited: pid -> command line."""
+    marker = f"KBV3_CACHE_DIR={cache_dir}".encode()
+    found = {}
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
+            if marker in (proc / "environ").read_bytes().split(b"\0"):  # empty for zombies
+                found[int(proc.name)] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, UnicodeDecodeError):
             continue
-        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
     return found
 
 
@@ -381,15 +381,25 @@ def killed_and_resumed(batch_env):
     _build_runs_folder(solutions)
     process = subprocess.Popen(_command(solutions, out), env=env, start_new_session=True,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 240
+    cache = env["KBV3_CACHE_DIR"]
+    in_flight: list[str] = []
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
-        if len(read_journal(journal)[1]) >= KILL_AFTER:
+        # Kill while an evaluator child runs, so the kill also tests that none outlives it.
+        in_flight = [cmd for cmd in _batch_processes(cache).values() if EVALUATOR_CHILD in cmd]
+        if len(read_journal(journal)[1]) >= KILL_AFTER and in_flight:
             break
         time.sleep(0.2)
-    leftovers = _descendants(process.pid)
+    # The batch and its workers share the batch's process group; the evaluator's children run in
+    # sessions of their own and must die with their parent worker (PR_SET_PDEATHSIG).
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    for pid in leftovers:
+    survivors = _batch_processes(cache)
+    gone_by = time.monotonic() + 10
+    while survivors and time.monotonic() < gone_by:
+        time.sleep(0.2)
+        survivors = _batch_processes(cache)
+    for pid in survivors:  # only on failure: keep the rerun below undisturbed
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -398,7 +408,8 @@ def killed_and_resumed(batch_env):
     resumed = subprocess.run(_command(solutions, out), env=env, capture_output=True, text=True,
                              timeout=900)
     return {"before": before, "resumed": resumed, "journal": journal, "out": out,
-            "solutions": solutions, "output": process.stdout.read().decode(errors="replace")}
+            "solutions": solutions, "output": process.stdout.read().decode(errors="replace"),
+            "in_flight": in_flight, "survivors": survivors}
 
 
 def _expected_kind(record: dict) -> str:
@@ -419,6 +430,12 @@ def test_killed_batch_resumes_with_every_record_exactly_once(killed_and_resumed)
         (m, f"level1/{s}") for m, s in CASES)
     assert f"ran {len(CASES) - len(run['before'])} now, {len(run['before'])} already" \
         in run["resumed"].stdout
+
+
+def test_sigkilled_batch_leaves_no_evaluator_process_behind(killed_and_resumed):
+    run = killed_and_resumed
+    assert run["in_flight"], "the batch was not killed mid-evaluation"
+    assert run["survivors"] == {}, "processes outlived the SIGKILLed batch (killed by the test)"
 
 
 def test_batch_records_have_the_right_verdicts(killed_and_resumed):
