@@ -55,6 +55,8 @@ CHEATING = [
     ("level1/23_Softmax", CHEATS / "pure_torch.py"),
     ("level2/86_Matmul_Divide_GELU", CHEATS / "precision_downcast.py"),
     ("level1/23_Softmax", CHEATS / "pointer_cache.py"),
+    ("level1/23_Softmax", CHEATS / "content_cache.py"),
+    ("level1/23_Softmax", CHEATS / "content_hash_cache.py"),
     ("level1/23_Softmax", CHEATS / "monkeypatch_torch.py"),
 ]
 FIDELITY = [HONEST[0], HONEST[1], HONEST[2]]

@@ -7,7 +7,8 @@ the namespaces a cheat would monkeypatch. The solution never sees an expected ou
 outputs go to files the parent compares. Facts reported: state-dict compatibility, input
 mutation, output aliasing of inputs/parameters, flag changes during forward, tampered
 namespaces, Triton launches and (CUDA) profiler kernel names, timing with a re-check of the
-timed outputs against the untimed ones.
+timed outputs against the untimed ones, and timing on fresh inputs (`fresh`): the `timed_fresh`
+case is never run untimed; its output from the last fresh timed call goes to the parent.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 
 from . import cases as C
+from . import fresh as F
 from . import guard, kernels, timing
 
 
@@ -126,6 +128,7 @@ def main(spec: dict[str, Any], workdir: Path, nonce: str) -> dict[str, Any]:
             raise RuntimeError(f"case {case.name}: inputs differ from the reference child's")
         inputs[case.name] = built
     timing_sets = [C.build_inputs(shapes["main"]["module"], c, device) for c in order if c.group == C.CORRECTNESS][:4]
+    partner = C.build_inputs(shapes["main"]["module"], C.Case("fresh_partner", C.TIMED_FRESH, "main", C.FRESH_SEED), device)
     # Patches torch makes lazily (on import of torch._dynamo, on the first torch.compile call):
     # make them now, so they are not taken for the solution's monkeypatching.
     guard.settle_lazy_torch_patches()
@@ -158,7 +161,7 @@ def main(spec: dict[str, Any], workdir: Path, nonce: str) -> dict[str, Any]:
             models[name] = model
 
         facts["stage"] = "run"
-        for case in order:
+        for case in (c for c in order if c.group != C.TIMED_FRESH):
             facts["cases"][case.name] = _run_case(case, models[case.shape], inputs, device, log, flags, workdir, facts)
         facts["triton_launches"], facts["triton_kernels"] = log.count, list(log.names)
 
@@ -166,7 +169,11 @@ def main(spec: dict[str, Any], workdir: Path, nonce: str) -> dict[str, Any]:
             facts["stage"] = "timing"
             facts.pop("_previous_output", None)
             untimed = facts.pop("_untimed", {})
-            facts["timing"] = _time(models["main"], timing_sets, list(untimed.values())[: len(timing_sets)], device, spec)
+            final = next((inputs[c.name] for c in order if c.group == C.TIMED_FRESH), None)
+            fresh = F.FreshInputs(timing_sets[: 2 if device == "cpu" else 4], partner, final) if final else None
+            facts["timing"] = _time(models["main"], timing_sets, list(untimed.values())[: len(timing_sets)], device, spec, fresh)
+            if fresh is not None:
+                _save_timed_fresh(fresh, workdir, facts["timing"])
         facts["tampered"] = guard.tampered(before)
         facts["stage"] = "done"
     except Stop as stop:
@@ -233,7 +240,16 @@ def _run_case(case, model, inputs, device, log, flags, workdir, facts) -> dict[s
     return fact
 
 
-def _time(model, sets, untimed, device, spec) -> dict[str, Any]:
+def _save_timed_fresh(fresh: F.FreshInputs, workdir: Path, timing_facts: dict[str, Any]) -> None:
+    out = fresh.final_output
+    if isinstance(out, (list, tuple)) and len(out) == 1:
+        out = out[0]
+    timing_facts["fresh_output_type"] = type(out).__name__ if not isinstance(out, torch.Tensor) else "Tensor"
+    if isinstance(out, torch.Tensor):
+        torch.save({"output": out.detach().cpu()}, workdir / "out_timed_fresh.pt")
+
+
+def _time(model, sets, untimed, device, spec, fresh=None) -> dict[str, Any]:
     """Time the solution over rotating input sets; re-check each set's last timed output
     against the untimed output of the same inputs (which the parent checked)."""
     def call(args):
@@ -242,10 +258,10 @@ def _time(model, sets, untimed, device, spec) -> dict[str, Any]:
     with torch.no_grad():
         if device == "cuda":
             plan = timing.TimingPlan(max_seconds=float(spec.get("timing_seconds", 20.0)))
-            stats, last = timing.time_cuda(call, sets, plan)
+            stats, last = timing.time_cuda(call, sets, plan, fresh=fresh)
         else:
             sets = sets[:2]  # the interpreter is slow; two sets still rotate
-            stats, last = timing.time_cpu(call, sets)
+            stats, last = timing.time_cpu(call, sets, fresh=fresh)
     mismatched = []
     for k, (timed, ref) in enumerate(zip(last, untimed)):
         if isinstance(timed, (list, tuple)) and len(timed) == 1:

@@ -21,7 +21,7 @@ from .record import FAIL, PASS, SKIP
 CHECK_ORDER: tuple[str, ...] = (
     "process", "import", "construct", "state_dict", "run", "global_state", "output_shape",
     "output_dtype", "finite", "input_mutation", "output_aliasing", "correctness", "stress",
-    "other_shape", "recompute", "precision", "custom_kernel", "timed_outputs",
+    "other_shape", "recompute", "input_reuse", "precision", "custom_kernel", "timed_outputs",
 )
 V3_TOLERANCE = (1e-2, 1e-2)
 PUBLISHED_TOLERANCES: dict[str, tuple[float, float]] = {

@@ -11,6 +11,12 @@ work) shows up as wall time far above the event time and is flagged.
 
 CPU (`time_cpu`): `time.perf_counter` around each call, the same rotation and stability rule,
 and the method recorded as "cpu_wall_clock".
+
+Both accept `fresh` (a `fresh.FreshInputs`): then every call on a rotating (repeated) set is
+followed by one on inputs never seen before, made outside the timed region. The reported stats
+(median, stability) are those of the fresh calls; the repeated ones only feed the comparison in
+`details["input_reuse"]` (a solution caching by input content is fast on repeats only) and the
+flag "faster_on_repeated_inputs". The last fresh call is on `fresh.final`, its output kept.
 """
 
 from __future__ import annotations
@@ -103,28 +109,52 @@ class TimingPlan:
 CPU_PLAN = TimingPlan(warmup=1, min_reps=3, max_reps=50, batch=1, stable_rel=0.02, max_seconds=3.0, wall_reps=0)
 
 
-def time_cpu(call: Call, sets: Sequence[Sequence[Any]], plan: TimingPlan = CPU_PLAN) -> tuple[TimingStats, list[Any]]:
+def time_cpu(
+    call: Call, sets: Sequence[Sequence[Any]], plan: TimingPlan = CPU_PLAN, fresh: Any = None
+) -> tuple[TimingStats, list[Any]]:
     """Wall-clock timing on the CPU; returns the stats and the last output of each input set."""
     perf = time.perf_counter
     last: list[Any] = [None] * len(sets)
     for i in range(plan.warmup):
         call(sets[i % len(sets)])
     samples: list[float] = []
+    repeated: list[float] = []
     started = perf()
     i = 0
     while True:
         k = i % len(sets)
         t0 = perf()
         out = call(sets[k])
-        samples.append((perf() - t0) * 1e3)
+        (samples if fresh is None else repeated).append((perf() - t0) * 1e3)
         last[k] = _clone_output(out)
+        if fresh is not None:
+            args = fresh.next()
+            t0 = perf()
+            call(args)
+            samples.append((perf() - t0) * 1e3)
         i += 1
         done = len(samples) >= plan.min_reps and is_stable(samples, plan.batch, plan.stable_rel)
         if i >= len(sets) and (done or len(samples) >= plan.max_reps or perf() - started > plan.max_seconds):
             break
+    if fresh is not None:
+        t0 = perf()
+        out = call(fresh.final)
+        samples.append((perf() - t0) * 1e3)
+        fresh.final_output = _clone_output(out)
     stats = summarize(samples, "cpu_wall_clock")
     stats.details["note"] = "wall clock of the CPU process; under TRITON_INTERPRET=1 not a GPU-speed figure"
+    if fresh is not None:
+        _compare_reuse(stats, samples, repeated)
     return stats, last
+
+
+def _compare_reuse(stats: TimingStats, fresh_ms: list[float], repeated_ms: list[float]) -> None:
+    from .fresh import reuse_verdict
+
+    stats.details["timed_inputs"] = "fresh (a never-seen blend before each call); repeated sets in input_reuse"
+    stats.details["input_reuse"] = verdict = reuse_verdict(fresh_ms, repeated_ms)
+    if verdict["faster_on_repeated_inputs"]:
+        stats.flags.append("faster_on_repeated_inputs")
 
 
 def l2_flush_bytes(device: torch.device | int | None = None) -> int:
@@ -158,7 +188,7 @@ def host_enqueue_ms(call: Call, args: Sequence[Any], reps: int = 5) -> float:
 
 
 def time_cuda(
-    call: Call, sets: Sequence[Sequence[Any]], plan: TimingPlan = TimingPlan()
+    call: Call, sets: Sequence[Sequence[Any]], plan: TimingPlan = TimingPlan(), fresh: Any = None
 ) -> tuple[TimingStats, list[Any]]:
     """CUDA-event timing of `call(inputs)` rotating over `sets`; returns the stats and a copy
     of the last timed output of each set."""
@@ -176,27 +206,46 @@ def time_cuda(
     sleep_cycles = int(busy_ms * _sleep_cycles_per_ms())
     last: list[Any] = [None] * len(sets)
     samples: list[float] = []
+    repeated: list[float] = []
+
+    def timed(args: Sequence[Any]) -> tuple[Any, Any, Any]:
+        flush.zero_()
+        torch.cuda._sleep(sleep_cycles)
+        start, end = Event(enable_timing=True), Event(enable_timing=True)
+        start.record()
+        result = call(args)
+        end.record()
+        return result, start, end
+
     started = perf()
     i = 0
     while True:
-        pairs = []
+        pairs, fresh_pairs = [], []
         for _ in range(plan.batch):
             k = i % len(sets)
-            flush.zero_()
-            torch.cuda._sleep(sleep_cycles)
-            start, end = Event(enable_timing=True), Event(enable_timing=True)
-            start.record()
-            out = call(sets[k])
-            end.record()
+            out, start, end = timed(sets[k])
             last[k] = _clone_output(out)
             pairs.append((start, end))
+            if fresh is not None:  # new inputs are written before the flush: outside the timing
+                fresh_pairs.append(timed(fresh.next())[1:])
             i += 1
         sync()
-        samples.extend(s.elapsed_time(e) for s, e in pairs)
+        if fresh is None:
+            samples.extend(s.elapsed_time(e) for s, e in pairs)
+        else:
+            repeated.extend(s.elapsed_time(e) for s, e in pairs)
+            samples.extend(s.elapsed_time(e) for s, e in fresh_pairs)
         stable = len(samples) >= plan.min_reps and is_stable(samples, plan.batch, plan.stable_rel)
         if i >= len(sets) and (stable or len(samples) >= plan.max_reps or perf() - started > plan.max_seconds):
             break
+    if fresh is not None:
+        out, start, end = timed(fresh.final)
+        fresh.final_output = _clone_output(out)
+        sync()
+        samples.append(start.elapsed_time(end))
     stats = summarize(samples, "cuda_events")
+    if fresh is not None:
+        _compare_reuse(stats, samples, repeated)
     stats.details.update(
         l2_flush_bytes=flush.numel() * 4, busy_wait_ms=round(busy_ms, 4),
         host_enqueue_ms=round(enqueue_ms, 4), stable=stable, sets=len(sets),
