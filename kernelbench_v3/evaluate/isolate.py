@@ -83,6 +83,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
+
+
 def run_child(
     role: str,
     workdir: Path,
@@ -100,6 +103,11 @@ def run_child(
     result_path = workdir / f"result_{role}.json"
     result_path.unlink(missing_ok=True)
     child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {}), "KBV3_PARENT_PID": str(os.getpid())}
+    # The child must import this same kernelbench_v3, also when it is used from a checkout
+    # that is not installed (e.g. `python benchmarks/...` on a GPU machine).
+    child_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(PACKAGE_PARENT), child_env.get("PYTHONPATH", "")) if p
+    )
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernelbench_v3.evaluate.child", role, str(workdir)],
