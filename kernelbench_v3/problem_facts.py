@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
 
 from .catalog import Problem
+from .paths import cache_root
 
 # Harness tolerances (atol, rtol) by reference precision (shared/problem-spec.md, harness context).
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -43,8 +43,7 @@ _CACHE_VERSION = 1
 
 
 def cache_path() -> Path:
-    root = Path(os.environ.get("KBV3_CACHE_DIR") or Path.home() / ".cache" / "kbv3")
-    return root / "problem_facts.json"
+    return cache_root() / "problem_facts.json"
 
 
 def compute_facts(problem: Problem, max_elements: int = MAX_CHECK_ELEMENTS,

@@ -20,12 +20,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..paths import cache_root
+
 TIMING_VERSION = 1  # bump when the timing method changes, so old cache entries are not reused
 RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("KBV3_CACHE_DIR") or Path.home() / ".cache" / "kbv3")
+    return cache_root()
 
 
 def cache_key(problem_sha256: str, sizes: Mapping[str, Any], device_name: str, torch_version: str) -> str:
