@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 from .catalog import SPLITS, Problem, discover
 from .journal import Journal, JournalError, Key, latest_records, read_journal, record_key  # noqa: F401

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import os
 import secrets
 import shutil
 import tempfile
@@ -24,7 +23,7 @@ import torch
 from . import cases as C
 from . import checks as K
 from .fingerprint import device_name, software
-from .record import FAIL, PASS, SKIP, Record
+from .record import FAIL, SKIP, Record
 from .request import EvalRequest
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
