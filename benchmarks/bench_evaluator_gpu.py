@@ -1,7 +1,7 @@
 """GPU benchmark of the evaluator: baselines for a whole split, honest and cheating solutions
 through the real evaluator, and timing fidelity across separate evaluator runs.
 
-Parts (`--part`, default all, in this order):
+Parts (`--part`: all (default), report (tables only), or a comma list; run in this order):
   baselines  eager ms, torch.compile(mode="reduce-overhead") ms, baseline (the faster), the
              roofline speed-of-light ms on --gpu and baseline/SOL, for every problem of --split
              at default shapes (each problem capped by --cap seconds);
@@ -210,10 +210,26 @@ def _write_report(args, journal: Journal) -> str:
     return text
 
 
+PARTS = ("baselines", "solutions", "fidelity")
+
+
+def _parts(text: str) -> tuple[str, ...]:
+    if text == "all":
+        return PARTS
+    if text == "report":
+        return ()
+    parts = tuple(p for p in text.split(",") if p)
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown or not parts:
+        raise argparse.ArgumentTypeError(f"unknown part(s) {unknown or text!r}: use all, report or {','.join(PARTS)}")
+    return parts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="markdown file (journal: <out>.jsonl)")
-    parser.add_argument("--part", choices=["all", "baselines", "solutions", "fidelity", "report"], default="all")
+    parser.add_argument("--part", default="all", type=_parts,
+                        help="all, report, or a comma list of baselines,solutions,fidelity")
     parser.add_argument("--split", default="h100")
     parser.add_argument("--gpu", default="h100", help="GPU for the speed-of-light figures")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
@@ -230,11 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     journal = Journal(Path(str(args.out) + ".jsonl"))
     deadline = time.monotonic() + args.budget
-    if args.part in ("all", "baselines"):
+    if "baselines" in args.part:
         run_baselines(args, journal, deadline)
-    if args.part in ("all", "solutions"):
+    if "solutions" in args.part:
         run_solutions(args, journal, deadline)
-    if args.part in ("all", "fidelity"):
+    if "fidelity" in args.part:
         run_fidelity(args, journal, deadline)
     print(write_report(args, journal))
     pending = time.monotonic() > deadline

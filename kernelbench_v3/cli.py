@@ -119,6 +119,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
                    help="let a solution without a custom kernel pass (the record says so)")
     p.add_argument("--seeds", help="correctness seeds, e.g. 42,123 (default: 42,123,456,789,1337)")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
+    p.add_argument("--timing-seconds", type=float,
+                   help="timing budget per timed function (default: 15 on CUDA, 4 on CPU)")
     p.add_argument("--no-baseline", action="store_true", help="do not time the reference")
     p.add_argument("--retry-failed-baseline", action="store_true",
                    help="re-time the baseline even if the cache holds a failure for it")
@@ -142,7 +144,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             require_custom_kernel=not args.relax_kernel_check, model=args.model,
             seeds=tuple(int(s) for s in args.seeds.split(",") if s.strip()) if args.seeds else DEFAULT_SEEDS,
             time_solution=not args.no_timing, baseline=not args.no_baseline,
-            retry_failed_baseline=args.retry_failed_baseline,
+            retry_failed_baseline=args.retry_failed_baseline, timing_seconds=args.timing_seconds,
         )
         record = evaluate(request, problems_dir=args.problems, cache_dir=args.cache)
     except (KeyError, ValueError, FileNotFoundError) as exc:
@@ -183,6 +185,8 @@ def _add_eval_batch(sub: argparse._SubParsersAction) -> None:
                    help="do not time the reference (no ref_ms / speedup): correctness screening")
     p.add_argument("--no-other-shape", action="store_true",
                    help="check correctness at the batch's shapes only (no second shape)")
+    p.add_argument("--timing-seconds", type=float,
+                   help="timing budget per timed function (default: the evaluator's, 15 on CUDA)")
     p.add_argument("--problems", type=Path, help="problems folder (default: the bundled one)")
     p.add_argument("--model", help="model name for a problems/-style folder (default: its name)")
     p.add_argument("--journal", type=Path, help="journal path (default: <out>.journal.jsonl)")
@@ -210,6 +214,8 @@ def _cmd_eval_batch(args: argparse.Namespace) -> int:
         options["other_shape"] = False
     if args.no_baseline:
         options["baseline"] = False
+    if args.timing_seconds:
+        options["timing_seconds"] = args.timing_seconds
     settings = BatchSettings(
         split=args.split, device=args.device or default_device(), sizes=args.sizes, timeout_s=args.timeout,
         problems_root=str(args.problems.resolve()) if args.problems else None,

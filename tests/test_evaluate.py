@@ -137,6 +137,9 @@ def test_cpu_timing_is_wall_clock_and_marked(records):
     assert record.sol_reps >= 2 and record.checks["timed_outputs"] == "pass"
     assert record.speedup is None  # no baseline was requested
     assert "REDUCED_SIZES" in record.sizes_note and record.sizes == {"batch_size": 16, "dim": 1024}
+    # Where the time went: one figure per child process, together within the whole evaluation.
+    assert set(record.phase_s) == {"reference", "candidate"}
+    assert all(s > 0 for s in record.phase_s.values()) and sum(record.phase_s.values()) <= record.duration_s
 
 
 @pytest.mark.parametrize("key", sorted(CHEATING))
@@ -231,6 +234,8 @@ def test_unknown_problem_and_missing_solution_raise(tmp_path):
         evaluate(EvalRequest("level1/does_not_exist", EXAMPLES / "level1/23_Softmax.py", device="cpu"))
     with pytest.raises(FileNotFoundError):
         evaluate(EvalRequest("level1/23_Softmax", tmp_path / "missing.py", device="cpu"))
+    with pytest.raises(ValueError, match="timing_seconds"):
+        EvalRequest("level1/23_Softmax", EXAMPLES / "level1/23_Softmax.py", device="cpu", timing_seconds=0)
 
 
 def _children_running(parent: int, role: str) -> list[int]:

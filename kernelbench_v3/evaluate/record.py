@@ -106,6 +106,7 @@ class Record:
     fingerprint: dict[str, Any] = field(default_factory=dict)
     started_at: str = ""
     duration_s: float | None = None
+    phase_s: dict[str, float] = field(default_factory=dict)  # seconds per phase: reference, baseline, candidate
     evaluator_version: int = SCHEMA_VERSION
     log_tail: str = ""  # last lines the child wrote to stdout/stderr (never parsed)
 

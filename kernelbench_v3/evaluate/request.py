@@ -32,6 +32,9 @@ class EvalRequest:
     - `require_custom_kernel`: when False, a solution without a custom kernel may still pass;
       the record says the check was relaxed.
     - `timeout_s`: wall-clock limit for each child process of the evaluation.
+    - `timing_seconds`: the timing budget of each timed function (solution, eager and compiled
+      baseline); None means the evaluator's default (15 s on CUDA, 4 s on CPU). Repetitions stop
+      earlier once the median is stable; a smaller budget trades precision for throughput.
     - `retry_failed_baseline`: re-time the baseline even when the cache holds a failure for it
       (failures are cached like successes; KBV3_RETRY_FAILED_BASELINE=1 does the same).
     """
@@ -51,6 +54,7 @@ class EvalRequest:
     other_shape: bool = True  # also check at a second shape when the problem has size variables
     max_log_bytes: int = 64_000  # how much child output is kept (the rest is dropped)
     retry_failed_baseline: bool = False
+    timing_seconds: float | None = None
     extra: tuple[tuple[str, Any], ...] = field(default=())  # free-form tags copied to nothing; for callers
 
     def __post_init__(self) -> None:
@@ -67,6 +71,8 @@ class EvalRequest:
             )
         if not self.seeds:
             raise ValueError("EvalRequest.seeds must not be empty")
+        if self.timing_seconds is not None and self.timing_seconds <= 0:
+            raise ValueError(f"EvalRequest.timing_seconds must be positive, got {self.timing_seconds}")
         if self.timeout_s <= 0:
             raise ValueError(f"EvalRequest.timeout_s must be positive, got {self.timeout_s}")
 

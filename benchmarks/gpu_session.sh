@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# One device session for the evaluator and batch benchmarks on a 2-GPU host, as a background job
+# that outlives the 10-minute calls of the device tool, with calls that only watch it.
+#
+#   bash benchmarks/gpu_session.sh start        # launch the job (setsid) and return
+#   bash benchmarks/gpu_session.sh poll SECONDS # wait until it is done or SECONDS pass, then copy
+#                                               # the tables, journals and logs to $OUT
+#
+# The job, in order (state under $KB, default /tmp/kbv3-session; every step is resumable, so a
+# `start` after a lost machine continues where the journals stop):
+#   1. bench_evaluator_gpu.py: GPU 1 times every h100 baseline (3 s per timed function, four
+#      problems compiling at once) while GPU 0 runs the honest/cheat solutions and then the
+#      timing-fidelity runs (evaluator defaults). The fidelity runs share the host with the
+#      baseline compiles, so their spread is, if anything, an overestimate.
+#   2. bench_batch_gpu.py --runs single: the whole split on GPU 0 alone (nothing else running).
+#   3. bench_batch_gpu.py --runs multi: the whole split on GPUs 0 and 1.
+set -u
+KB=${KB:-/tmp/kbv3-session}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$KB/cache"
+
+job() {
+  cd "$REPO"
+  export PYTHONPATH=$REPO KBV3_CACHE_DIR=$KB/cache PYTHONUNBUFFERED=1
+  local bench=benchmarks/bench_evaluator_gpu.py
+  CUDA_VISIBLE_DEVICES=1 python3 $bench --part baselines --out "$KB/baselines.md" --cache "$KB/cache" \
+    --budget 1200 --timing-seconds 3 --workers 4 --cap 200 >>"$KB/baselines.log" 2>&1 &
+  CUDA_VISIBLE_DEVICES=0 python3 $bench --part solutions,fidelity --out "$KB/solutions.md" --cache "$KB/cache" \
+    --budget 1200 --cap 200 >>"$KB/solutions.log" 2>&1 &
+  wait
+  echo "evaluator benchmark done $(date -u +%T)"
+  python3 benchmarks/bench_batch_gpu.py --runs single --work "$KB/batch" --budget 900 \
+    --out "$KB/bench_batch_gpu.md" >>"$KB/batch.log" 2>&1
+  echo "single-GPU batch done $(date -u +%T)"
+  python3 benchmarks/bench_batch_gpu.py --runs multi --work "$KB/batch" --budget 600 \
+    --out "$KB/bench_batch_gpu.md" >>"$KB/batch.log" 2>&1
+  echo "two-GPU batch done $(date -u +%T)"
+  touch "$KB/done"
+}
+
+collect() {
+  cd "$REPO"
+  cat "$KB"/baselines.md.jsonl "$KB"/solutions.md.jsonl > "$KB/evaluator_gpu.md.jsonl" 2>/dev/null
+  PYTHONPATH=$REPO python3 benchmarks/bench_evaluator_gpu.py --part report --out "$KB/evaluator_gpu.md" >/dev/null 2>&1
+  tar -czf "$KB/logs.tar.gz" -C "$KB" $(cd "$KB" && ls *.log 2>/dev/null) 2>/dev/null
+  for f in evaluator_gpu.md evaluator_gpu.md.jsonl bench_batch_gpu.md logs.tar.gz session.log; do
+    [ -f "$KB/$f" ] && cp "$KB/$f" "${OUT:-.}/"
+  done
+  [ -d "$KB/batch" ] && tar -czf "${OUT:-.}/batch_summaries.tar.gz" -C "$KB" $(cd "$KB" && ls -d batch/gpus_*/summary.json batch/gpus_*/results.parquet.journal.jsonl 2>/dev/null)
+  wc -l "$KB"/*.jsonl "$KB"/batch/gpus_*/results.parquet.journal.jsonl 2>/dev/null
+  tail -n 5 "$KB/session.log" 2>/dev/null
+}
+
+case "${1:-}" in
+  start)
+    [ -f "$KB/done" ] && { echo "already done"; exit 0; }
+    echo "started $(date -u +%T)" >>"$KB/session.log"
+    setsid bash "$0" job >>"$KB/session.log" 2>&1 < /dev/null &
+    echo "job started";;
+  job) job;;
+  poll)
+    end=$(( $(date +%s) + ${2:-560} ))
+    while [ ! -f "$KB/done" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
+    collect;;
+  *) echo "usage: $0 start | poll SECONDS" >&2; exit 2;;
+esac
