@@ -11,9 +11,10 @@
 #   1. bench_evaluator_gpu.py: GPU 1 times every h100 baseline (3 s per timed function, four
 #      problems compiling at once) while GPU 0 runs the honest/cheat solutions and then the
 #      timing-fidelity runs (evaluator defaults). The fidelity runs share the host with the
-#      baseline compiles, so their spread is, if anything, an overestimate.
-#   2. bench_batch_gpu.py --runs single: the whole split on GPU 0 alone (nothing else running).
-#   3. bench_batch_gpu.py --runs multi: the whole split on GPUs 0 and 1.
+#      baseline compiles, so their spread is, if anything, an overestimate. On a one-GPU host
+#      the baselines run first and the solutions after them, never at once.
+#   2. (two GPUs or more) bench_batch_gpu.py --runs single: the whole split on GPU 0 alone.
+#   3. (two GPUs or more) bench_batch_gpu.py --runs multi: the whole split on GPUs 0 and 1.
 set -u
 KB=${KB:-/tmp/kbv3-session}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,12 +24,24 @@ job() {
   cd "$REPO"
   export PYTHONPATH=$REPO KBV3_CACHE_DIR=$KB/cache PYTHONUNBUFFERED=1
   local bench=benchmarks/bench_evaluator_gpu.py
-  CUDA_VISIBLE_DEVICES=1 python3 $bench --part baselines --out "$KB/baselines.md" --cache "$KB/cache" \
-    --budget 1200 --timing-seconds 3 --workers 4 --cap 200 >>"$KB/baselines.log" 2>&1 &
+  local gpus
+  gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
+  echo "$gpus GPU(s) $(date -u +%T)"
+  local second=1
+  [ "$gpus" -ge 2 ] || second=0  # one GPU: the baselines first, then the solutions (no overlap)
+  CUDA_VISIBLE_DEVICES=$second python3 $bench --part baselines --out "$KB/baselines.md" --cache "$KB/cache" \
+    --budget 1500 --timing-seconds 3 --workers 4 --cap 200 >>"$KB/baselines.log" 2>&1 &
+  [ "$gpus" -ge 2 ] || wait
+  echo "baselines started/done $(date -u +%T)"
   CUDA_VISIBLE_DEVICES=0 python3 $bench --part solutions,fidelity --out "$KB/solutions.md" --cache "$KB/cache" \
-    --budget 1200 --cap 200 >>"$KB/solutions.log" 2>&1 &
+    --budget 1500 --cap 200 >>"$KB/solutions.log" 2>&1 &
   wait
   echo "evaluator benchmark done $(date -u +%T)"
+  if [ "$gpus" -lt 2 ]; then
+    echo "one GPU: the batch benchmark (1 vs 2 GPUs) needs two; skipped"
+    touch "$KB/done"
+    return
+  fi
   python3 benchmarks/bench_batch_gpu.py --runs single --work "$KB/batch" --budget 900 \
     --out "$KB/bench_batch_gpu.md" >>"$KB/batch.log" 2>&1
   echo "single-GPU batch done $(date -u +%T)"
