@@ -59,7 +59,7 @@ CHEATING = [
     ("level1/23_Softmax", CHEATS / "content_hash_cache.py"),
     ("level1/23_Softmax", CHEATS / "monkeypatch_torch.py"),
 ]
-FIDELITY = [HONEST[0], HONEST[1], HONEST[2]]
+FIDELITY = [HONEST[0], HONEST[1], HONEST[2], HONEST[4]]
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -155,7 +155,9 @@ def run_fidelity(args, journal: Journal, deadline: float) -> None:
             rec = evaluate(_request(args, problem_id, path, seeds=(42, 123, 456, 789), other_shape=False, baseline=False),
                            cache_dir=args.cache)
             journal.add({"part": "fidelity", "key": key, "problem": problem_id, "run": run, "sol_ms": rec.sol_ms,
-                         "cv": rec.sol_cv, "reps": rec.sol_reps, "status": rec.status, "flags": rec.timing_flags})
+                         "cv": rec.sol_cv, "reps": rec.sol_reps, "status": rec.status, "flags": rec.timing_flags,
+                         "median_ci_rel": rec.timing_details.get("median_ci_rel"),
+                         "fresh_buffers": rec.timing_details.get("fresh_buffers")})
             write_report(args, journal)
 
 
@@ -192,14 +194,16 @@ def _write_report(args, journal: Journal) -> str:
     rows = journal.part("fidelity")
     if rows:
         lines += ["## Timing fidelity (separate evaluator runs of the same solution)", "",
-                  "| problem | runs | median ms per run | spread (max-min)/min |", "|---|---|---|---|"]
+                  "| problem | runs | median ms per run | samples per run | spread (max-min)/min |",
+                  "|---|---|---|---|---|"]
         spreads = []
         for problem in dict.fromkeys(r["problem"] for r in rows):
             times = [r["sol_ms"] for r in rows if r["problem"] == problem and r["sol_ms"]]
             spread = (max(times) - min(times)) / min(times) if len(times) > 1 else None
             if spread is not None:
                 spreads.append(spread)
-            lines.append(f"| {problem} | {len(times)} | {', '.join(_fmt(t) for t in times)} | "
+            reps = [str(r.get("reps")) for r in rows if r["problem"] == problem and r["sol_ms"]]
+            lines.append(f"| {problem} | {len(times)} | {', '.join(_fmt(t) for t in times)} | {', '.join(reps)} | "
                          f"{'-' if spread is None else f'{spread:.2%}'} |")
         if spreads:
             lines += ["", f"Max spread across problems: **{max(spreads):.2%}** "

@@ -144,6 +144,20 @@ def test_summary_statistics_and_stability_rule():
     assert not timing.is_stable([1.0] * 10, batch=10, rel=0.002)
 
 
+def test_cuda_stopping_rule_wants_a_narrow_confidence_interval_not_a_still_median():
+    import random
+
+    rng = random.Random(0)
+    # Timer ticks: a median stuck on one tick looks "still" to the CPU rule, yet half the samples
+    # lie 5% away; the confidence interval says the median is not known to 0.3%.
+    ticky = [16.0 + 0.8 * rng.randint(-1, 1) for _ in range(40)]
+    assert timing.median_ci_rel(ticky) > 0.003
+    tight = [16.0 * (1 + rng.gauss(0, 0.01)) for _ in range(4000)]
+    assert timing.median_ci_rel(tight) < 0.002  # ~1% noise, 4000 samples: known to ~0.04%
+    assert timing.median_ci_rel(tight[:100]) > timing.median_ci_rel(tight)
+    assert timing.median_ci_rel([1.0] * 5) == float("inf")  # too few samples to say
+
+
 def test_cpu_timing_rotates_sets_and_returns_each_sets_last_output():
     sets = [[torch.full((3,), float(i))] for i in range(3)]
     calls = []
@@ -178,6 +192,18 @@ def test_near_duplicate_swaps_two_elements_and_blends_keep_shared_structure():
         assert key not in seen and not torch.equal(y[0], a[0])
         seen.add(key)
     assert all(w != cases.FRESH_CHECK_WEIGHT and 0.2 <= w <= 0.8 for w in map(fresh.weight, range(1000)))
+
+
+def test_fresh_inputs_rotate_over_buffer_sets_within_a_memory_cap():
+    a, b = [torch.rand(8, 4)], [torch.rand(8, 4)]
+    fresh = F.FreshInputs([a], b, a, buffers=3)
+    used = [fresh.next()[0].data_ptr() for _ in range(6)]
+    assert len(set(used)) == 3 and used[:3] == used[3:] and a[0].data_ptr() not in used
+    assert F.buffer_count([torch.empty(1024)]) == F.MAX_FRESH_BUFFERS  # small inputs: the most sets
+    assert F.buffer_count([torch.empty(F.FRESH_BUFFER_BYTES // 4 // 3)]) == 3  # within the memory cap
+    assert F.buffer_count([torch.empty(F.FRESH_BUFFER_BYTES // 2)]) == 1  # big inputs: one set
+    with pytest.raises(ValueError, match="buffer"):
+        F.FreshInputs([a], b, a, buffers=0)
 
 
 def test_cpu_timing_on_fresh_inputs_exposes_a_content_cache():

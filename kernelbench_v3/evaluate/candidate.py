@@ -170,7 +170,8 @@ def main(spec: dict[str, Any], workdir: Path, nonce: str) -> dict[str, Any]:
             facts.pop("_previous_output", None)
             untimed = facts.pop("_untimed", {})
             final = next((inputs[c.name] for c in order if c.group == C.TIMED_FRESH), None)
-            fresh = F.FreshInputs(timing_sets[: 2 if device == "cpu" else 4], partner, final) if final else None
+            buffers = 1 if device == "cpu" else F.buffer_count(timing_sets[0])
+            fresh = F.FreshInputs(timing_sets[: 2 if device == "cpu" else 4], partner, final, buffers) if final else None
             facts["timing"] = _time(models["main"], timing_sets, list(untimed.values())[: len(timing_sets)], device, spec, fresh)
             if fresh is not None:
                 _save_timed_fresh(fresh, workdir, facts["timing"])

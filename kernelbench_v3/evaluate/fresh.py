@@ -27,6 +27,14 @@ import torch
 from . import cases as C
 
 REUSE_RATIO = 1.5
+FRESH_BUFFER_BYTES = 256 << 20  # at most this much memory for the rotating fresh buffer sets
+MAX_FRESH_BUFFERS = 8
+
+
+def buffer_count(inputs: Sequence[Any]) -> int:
+    """How many fresh buffer sets to rotate: up to MAX_FRESH_BUFFERS within FRESH_BUFFER_BYTES."""
+    size = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+    return max(1, min(MAX_FRESH_BUFFERS, FRESH_BUFFER_BYTES // max(size, 1)))
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
@@ -34,14 +42,20 @@ class FreshInputs:
     """Never-repeating input sets: call `next()` outside the timed region before each fresh call;
     `final` is the checked fresh set (used once, last) and `final_output` its timed output."""
 
-    def __init__(self, rotating: Sequence[Sequence[Any]], partner: Sequence[Any], final: Sequence[Any]):
+    def __init__(self, rotating: Sequence[Sequence[Any]], partner: Sequence[Any], final: Sequence[Any],
+                 buffers: int = 1):
         if not rotating:
             raise ValueError("FreshInputs needs at least one rotating input set")
+        if buffers < 1:
+            raise ValueError(f"FreshInputs needs at least one buffer set, got {buffers}")
         self.rotating = [list(s) for s in rotating]
         self.partner = list(partner)
         self.final = list(final)
         self.final_output: Any = None
-        self.buffer = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.rotating[0]]
+        # Several buffer sets in turn: on a GPU, where one buffer happens to sit in memory
+        # changes a small kernel's time by a few percent; rotating averages that out within a run.
+        self.buffers = [[x.clone() if isinstance(x, torch.Tensor) else x for x in self.rotating[0]]
+                        for _ in range(buffers)]
         self.count = 0
 
     def weight(self, t: int) -> float:
@@ -53,7 +67,7 @@ class FreshInputs:
         t = self.count
         self.count += 1
         base = self.rotating[t % len(self.rotating)]
-        return C.blend_into(self.buffer, base, self.partner, self.weight(t))
+        return C.blend_into(self.buffers[t % len(self.buffers)], base, self.partner, self.weight(t))
 
 
 def reuse_verdict(fresh_ms: Sequence[float], repeated_ms: Sequence[float], ratio: float = REUSE_RATIO) -> dict[str, Any]:

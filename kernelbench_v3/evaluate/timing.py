@@ -5,7 +5,8 @@ least twice the device's L2 size, then a spin kernel keeps the GPU busy long eno
 to enqueue the start event, the call and the end event, so host launch gaps are not timed. After
 warm-up, inputs rotate among several sets made outside the timed region, and the output of every
 timed call is copied aside (after the end event) so the caller can re-check what was timed.
-Repetitions grow in batches until the median is stable. A device-synchronized wall clock over a
+Repetitions grow in batches until the median's confidence interval is narrow
+(`median_ci_rel`). A device-synchronized wall clock over a
 back-to-back loop cross-checks the events: work that escapes the timed stream (side streams, CPU
 work) shows up as wall time far above the event time and is flagged.
 
@@ -83,6 +84,23 @@ def is_stable(samples: Sequence[float], batch: int, rel: float) -> bool:
     return abs(m_all - m_1) <= rel * m_all and abs(m_1 - m_2) <= rel * m_1
 
 
+def median_ci_rel(samples: Sequence[float], z: float = 1.96) -> float:
+    """Half the width of a distribution-free ~95% confidence interval of the median (order
+    statistics n/2 -+ z*sqrt(n)/2), relative to the median; inf for too few samples.
+
+    Unlike "the median stopped moving", this cannot be fooled by timer ticks: event times come
+    in 32 ns steps, so the median of a 15 us kernel can sit still for batches while the
+    distribution around it is still several percent wide."""
+    n = len(samples)
+    if n < 8:
+        return math.inf
+    ordered = sorted(samples)
+    lo = max(0, math.floor(n / 2 - z * math.sqrt(n) / 2))
+    hi = min(n - 1, math.ceil(n / 2 + z * math.sqrt(n) / 2))
+    median = statistics.median(ordered)
+    return (ordered[hi] - ordered[lo]) / (2 * median) if median > 0 else math.inf
+
+
 def _clone_output(out: Any) -> Any:
     if isinstance(out, torch.Tensor):
         return out.detach().clone()
@@ -93,17 +111,20 @@ def _clone_output(out: Any) -> Any:
 
 @dataclass(frozen=True)
 class TimingPlan:
-    """How hard to try: repetitions grow in `batch`es from `min_reps` until the median moves by
-    less than `stable_rel` or `max_reps` / `max_seconds` is reached."""
+    """How hard to try: repetitions grow in `batch`es from `min_reps` until `max_reps` /
+    `max_seconds` is reached or the median is known well enough: on CUDA, its ~95% confidence
+    interval is within -+`stable_rel` of it and `min_seconds` have passed (so cheap kernels get
+    hundreds of samples); on CPU, it moved by less than `stable_rel` over the last two batches."""
 
     warmup: int = 5
     warmup_seconds: float = 0.5  # CUDA only: keep calling for at least this long before timing
     min_reps: int = 30
-    max_reps: int = 2000
+    max_reps: int = 10_000
     batch: int = 10
-    stable_rel: float = 0.002
+    stable_rel: float = 0.003
     max_seconds: float = 20.0
     wall_reps: int = 20
+    min_seconds: float = 1.0  # CUDA only
 
 
 CPU_PLAN = TimingPlan(warmup=1, min_reps=3, max_reps=50, batch=1, stable_rel=0.02, max_seconds=3.0, wall_reps=0)
@@ -241,8 +262,10 @@ def time_cuda(
         else:
             repeated.extend(s.elapsed_time(e) for s, e in pairs)
             samples.extend(s.elapsed_time(e) for s, e in fresh_pairs)
-        stable = len(samples) >= plan.min_reps and is_stable(samples, plan.batch, plan.stable_rel)
-        if i >= len(sets) and (stable or len(samples) >= plan.max_reps or perf() - started > plan.max_seconds):
+        elapsed = perf() - started
+        stable = (len(samples) >= plan.min_reps and elapsed >= plan.min_seconds
+                  and median_ci_rel(samples) <= plan.stable_rel)
+        if i >= len(sets) and (stable or len(samples) >= plan.max_reps or elapsed > plan.max_seconds):
             break
     if fresh is not None:
         out, start, end = timed(fresh.final)
@@ -252,9 +275,11 @@ def time_cuda(
     stats = summarize(samples, "cuda_events")
     if fresh is not None:
         _compare_reuse(stats, samples, repeated)
+        stats.details["fresh_buffers"] = len(fresh.buffers)
     stats.details.update(
         l2_flush_bytes=flush.numel() * 4, busy_wait_ms=round(busy_ms, 4),
         host_enqueue_ms=round(enqueue_ms, 4), stable=stable, sets=len(sets),
+        median_ci_rel=round(median_ci_rel(samples), 5),
     )
     if plan.wall_reps:
         sync()
