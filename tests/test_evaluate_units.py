@@ -194,6 +194,17 @@ def test_near_duplicate_swaps_two_elements_and_blends_keep_shared_structure():
     assert all(w != cases.FRESH_CHECK_WEIGHT and 0.2 <= w <= 0.8 for w in map(fresh.weight, range(1000)))
 
 
+def test_clock_settling_waits_for_the_clock_to_stop_rising_within_a_time_limit():
+    readings = iter([400.0, 900.0, 1500.0, 1960.0, 1980.0, 1000.0])
+    busy = []
+    assert timing.settle_clock(lambda: next(readings), lambda: busy.append(1), max_seconds=10) == 1980.0
+    assert len(busy) == 4  # the first reading, then one busy spell before each later reading
+    rising = iter(range(1, 10**6))
+    started = time.perf_counter()
+    assert timing.settle_clock(lambda: float(next(rising)) ** 2, lambda: time.sleep(0.01), max_seconds=0.1) > 1
+    assert time.perf_counter() - started < 1.0  # gives up at the limit, returning the last reading
+
+
 def test_fresh_inputs_rotate_over_buffer_sets_within_a_memory_cap():
     a, b = [torch.rand(8, 4)], [torch.rand(8, 4)]
     fresh = F.FreshInputs([a], b, a, buffers=3)

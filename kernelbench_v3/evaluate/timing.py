@@ -1,6 +1,8 @@
 """Timing a callable the way the evaluator trusts: CUDA events on a busy GPU, or honest wall clock.
 
-CUDA (`time_cuda`): before every timed call the L2 cache is flushed by writing a buffer of at
+CUDA (`time_cuda`): after a time-based warm-up, the GPU is kept busy until its SM clock (read
+from a spin kernel) stops rising, so an idle GPU's low clocks are not timed; the clock before
+and after timing goes into the details, and a change of more than 10% is flagged. Before every timed call the L2 cache is flushed by writing a buffer of at
 least twice the device's L2 size, then a spin kernel keeps the GPU busy long enough for the host
 to enqueue the start event, the call and the end event, so host launch gaps are not timed. After
 warm-up, inputs rotate among several sets made outside the timed region, and the output of every
@@ -125,6 +127,7 @@ class TimingPlan:
     max_seconds: float = 20.0
     wall_reps: int = 20
     min_seconds: float = 1.0  # CUDA only
+    clock_settle_seconds: float = 5.0  # CUDA only: the most spent waiting for the clock to settle
 
 
 CPU_PLAN = TimingPlan(warmup=1, min_reps=3, max_reps=50, batch=1, stable_rel=0.02, max_seconds=3.0, wall_reps=0)
@@ -173,6 +176,7 @@ def time_cpu(
 # kernel was once timed 2x slower on fresh inputs; a content cache is faster by orders of
 # magnitude, so the CPU threshold is wider than the CUDA one (fresh.REUSE_RATIO).
 CPU_REUSE_RATIO = 5.0
+CLOCK_CHANGE_REL = 0.10  # the SM clock after timing differs from before by more: flag the timing
 
 
 def _compare_reuse(stats: TimingStats, fresh_ms: list[float], repeated_ms: list[float], ratio: float | None = None) -> None:
@@ -202,6 +206,22 @@ def _sleep_cycles_per_ms() -> float:
     return cycles / max(start.elapsed_time(end), 1e-3)
 
 
+def settle_clock(measure: Callable[[], float], keep_busy: Callable[[], None], max_seconds: float,
+                 rel: float = 0.02) -> float:
+    """Keep the GPU busy until the clock `measure()` reports stops rising by more than `rel`
+    between two looks, or `max_seconds` pass; returns the last reading. A GPU that was idle can
+    sit at a fraction of its clock for a while, and everything timed then is slow by that factor."""
+    deadline = time.perf_counter() + max_seconds
+    clock = measure()
+    while time.perf_counter() < deadline:
+        keep_busy()
+        again = measure()
+        if again <= clock * (1.0 + rel):
+            return again
+        clock = again
+    return clock
+
+
 def host_enqueue_ms(call: Call, args: Sequence[Any], reps: int = 5) -> float:
     """How long the host takes to enqueue one call (the GPU must stay busy at least this long)."""
     times = []
@@ -228,9 +248,20 @@ def time_cuda(
         i += 1
         if i % 10 == 0:
             sync()
+
+    def keep_busy() -> None:  # about 50 ms of the solution's own work
+        t0, j = perf(), 0
+        while perf() - t0 < 0.05:
+            call(sets[j % len(sets)])
+            j += 1
+            if j % 10 == 0:
+                sync()
+
+    # _sleep spins for SM clock cycles, so its cycles per ms is the SM clock in kHz.
+    clock_before = settle_clock(_sleep_cycles_per_ms, keep_busy, plan.clock_settle_seconds) / 1e3
     enqueue_ms = host_enqueue_ms(call, sets[0])
     busy_ms = 2.0 * enqueue_ms + 0.05
-    sleep_cycles = int(busy_ms * _sleep_cycles_per_ms())
+    sleep_cycles = int(busy_ms * clock_before * 1e3)
     last: list[Any] = [None] * len(sets)
     samples: list[float] = []
     repeated: list[float] = []
@@ -293,6 +324,10 @@ def time_cuda(
         # timed stream (another stream, the CPU) and the event figure is not the whole cost.
         if stats.wall_ms > 1.5 * stats.median_ms + max(enqueue_ms, 0.02):
             stats.flags.append("wall_clock_exceeds_events")
+    clock_after = _sleep_cycles_per_ms() / 1e3
+    stats.details.update(sm_clock_mhz_before=round(clock_before, 1), sm_clock_mhz_after=round(clock_after, 1))
+    if abs(clock_after - clock_before) > CLOCK_CHANGE_REL * clock_before:
+        stats.flags.append("sm_clock_changed")
     if not stable:
         stats.flags.append("median_not_stable")
     return stats, last
