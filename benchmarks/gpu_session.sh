@@ -2,7 +2,8 @@
 # One device session for the evaluator and batch benchmarks on a 2-GPU host, as a background job
 # that outlives the 10-minute calls of the device tool, with calls that only watch it.
 #
-#   bash benchmarks/gpu_session.sh start        # launch the job (setsid) and return
+#   bash benchmarks/gpu_session.sh start [STEPS] # launch the job (setsid) and return; STEPS is
+#                                               # all (default), evaluator or batch
 #   bash benchmarks/gpu_session.sh poll SECONDS # wait until it is done or SECONDS pass, then copy
 #                                               # the tables, journals and logs to $OUT
 #
@@ -21,12 +22,19 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$KB/cache"
 
 job() {
+  local steps=${1:-all}
   cd "$REPO"
   export PYTHONPATH=$REPO KBV3_CACHE_DIR=$KB/cache PYTHONUNBUFFERED=1
-  local bench=benchmarks/bench_evaluator_gpu.py
   local gpus
   gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
-  echo "$gpus GPU(s) $(date -u +%T)"
+  echo "$gpus GPU(s), steps: $steps $(date -u +%T)"
+  [ "$steps" = batch ] || evaluator_step "$gpus"
+  [ "$steps" = evaluator ] || batch_step "$gpus"
+  touch "$KB/done"
+}
+
+evaluator_step() {
+  local gpus=$1 bench=benchmarks/bench_evaluator_gpu.py
   local second=1
   [ "$gpus" -ge 2 ] || second=0  # one GPU: the baselines first, then the solutions (no overlap)
   CUDA_VISIBLE_DEVICES=$second python3 $bench --part baselines --out "$KB/baselines.md" --cache "$KB/cache" \
@@ -37,24 +45,27 @@ job() {
     --budget 1500 --cap 200 >>"$KB/solutions.log" 2>&1 &
   wait
   echo "evaluator benchmark done $(date -u +%T)"
-  if [ "$gpus" -lt 2 ]; then
+}
+
+batch_step() {
+  if [ "$1" -lt 2 ]; then
     echo "one GPU: the batch benchmark (1 vs 2 GPUs) needs two; skipped"
-    touch "$KB/done"
     return
   fi
-  python3 benchmarks/bench_batch_gpu.py --runs single --work "$KB/batch" --budget 900 \
+  python3 benchmarks/bench_batch_gpu.py --runs single --work "$KB/batch" --budget 1300 \
     --out "$KB/bench_batch_gpu.md" >>"$KB/batch.log" 2>&1
   echo "single-GPU batch done $(date -u +%T)"
-  python3 benchmarks/bench_batch_gpu.py --runs multi --work "$KB/batch" --budget 600 \
+  python3 benchmarks/bench_batch_gpu.py --runs multi --work "$KB/batch" --budget 900 \
     --out "$KB/bench_batch_gpu.md" >>"$KB/batch.log" 2>&1
   echo "two-GPU batch done $(date -u +%T)"
-  touch "$KB/done"
 }
 
 collect() {
   cd "$REPO"
-  cat "$KB"/baselines.md.jsonl "$KB"/solutions.md.jsonl > "$KB/evaluator_gpu.md.jsonl" 2>/dev/null
-  PYTHONPATH=$REPO python3 benchmarks/bench_evaluator_gpu.py --part report --out "$KB/evaluator_gpu.md" >/dev/null 2>&1
+  if ls "$KB"/baselines.md.jsonl "$KB"/solutions.md.jsonl >/dev/null 2>&1; then
+    cat "$KB"/baselines.md.jsonl "$KB"/solutions.md.jsonl > "$KB/evaluator_gpu.md.jsonl" 2>/dev/null
+    PYTHONPATH=$REPO python3 benchmarks/bench_evaluator_gpu.py --part report --out "$KB/evaluator_gpu.md" >/dev/null 2>&1
+  fi
   tar -czf "$KB/logs.tar.gz" -C "$KB" $(cd "$KB" && ls *.log 2>/dev/null) 2>/dev/null
   for f in evaluator_gpu.md evaluator_gpu.md.jsonl bench_batch_gpu.md logs.tar.gz session.log; do
     [ -f "$KB/$f" ] && cp "$KB/$f" "${OUT:-.}/"
@@ -68,12 +79,12 @@ case "${1:-}" in
   start)
     [ -f "$KB/done" ] && { echo "already done"; exit 0; }
     echo "started $(date -u +%T)" >>"$KB/session.log"
-    setsid bash "$0" job >>"$KB/session.log" 2>&1 < /dev/null &
+    setsid bash "$0" job "${2:-all}" >>"$KB/session.log" 2>&1 < /dev/null &
     echo "job started";;
-  job) job;;
+  job) job "${2:-all}";;
   poll)
     end=$(( $(date +%s) + ${2:-560} ))
     while [ ! -f "$KB/done" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
     collect;;
-  *) echo "usage: $0 start | poll SECONDS" >&2; exit 2;;
+  *) echo "usage: $0 start [all|evaluator|batch] | poll SECONDS" >&2; exit 2;;
 esac
