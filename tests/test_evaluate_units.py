@@ -454,3 +454,17 @@ def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_p
     monkeypatch.setenv(baseline.RETRY_FAILED_ENV, "1")
     baseline.get_baseline(spec, **args)
     assert len(calls) == 4
+
+
+def test_the_readable_report_gives_timing_precision_clock_and_phases():
+    from kernelbench_v3.evaluate.report import describe
+
+    record = Record(problem_id="level1/23_Softmax", status="correct", timing_method="cuda_events", sol_ms=0.016,
+                    sol_p10_ms=0.015, sol_p90_ms=0.017, sol_cv=0.3, sol_reps=1911,
+                    timing_details={"median_ci_rel": 0.002, "sm_clock_mhz_before": 1924.6, "sm_clock_mhz_after": 1943.3},
+                    phase_s={"reference": 9.6, "candidate": 14.1})
+    text = describe(record)
+    assert "median within +-0.20% (95% CI); SM clock 1924.6 -> 1943.3 MHz" in text
+    assert "phases: reference 9.6s, candidate 14.1s" in text
+    assert "timing precision" not in describe(Record(problem_id="x", timing_method="cpu_wall_clock", sol_ms=1.0,
+                                                     sol_p10_ms=1.0, sol_p90_ms=1.0, sol_cv=0.0, sol_reps=3))

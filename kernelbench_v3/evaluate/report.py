@@ -32,6 +32,14 @@ def describe(record: Record) -> str:
             f"p90 {_ms(record.sol_p90_ms)}, CV {record.sol_cv:.3g}, {record.sol_reps} reps"
             + (f", flags {record.timing_flags}" if record.timing_flags else "")
         )
+        details = record.timing_details
+        if "median_ci_rel" in details or "sm_clock_mhz_before" in details:
+            lines.append(
+                f"timing precision: median within +-{details.get('median_ci_rel', float('nan')):.2%} (95% CI); "
+                f"SM clock {details.get('sm_clock_mhz_before', '?')} -> {details.get('sm_clock_mhz_after', '?')} MHz"
+            )
+    if record.phase_s:
+        lines.append("phases: " + ", ".join(f"{name} {sec:.1f}s" for name, sec in record.phase_s.items()))
     if record.baseline_ms is not None:
         lines.append(
             f"baseline: {_ms(record.baseline_ms)} ({record.baseline_type}); eager {_ms(record.eager_ms)}, "
