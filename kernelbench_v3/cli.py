@@ -100,6 +100,16 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
 def _add_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval",
@@ -119,7 +129,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
                    help="let a solution without a custom kernel pass (the record says so)")
     p.add_argument("--seeds", help="correctness seeds, e.g. 42,123 (default: 42,123,456,789,1337)")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
-    p.add_argument("--timing-seconds", type=float,
+    p.add_argument("--timing-seconds", type=_positive_seconds,
                    help="timing budget per timed function (default: 15 on CUDA, 4 on CPU)")
     p.add_argument("--no-baseline", action="store_true", help="do not time the reference")
     p.add_argument("--retry-failed-baseline", action="store_true",
@@ -185,7 +195,7 @@ def _add_eval_batch(sub: argparse._SubParsersAction) -> None:
                    help="do not time the reference (no ref_ms / speedup): correctness screening")
     p.add_argument("--no-other-shape", action="store_true",
                    help="check correctness at the batch's shapes only (no second shape)")
-    p.add_argument("--timing-seconds", type=float,
+    p.add_argument("--timing-seconds", type=_positive_seconds,
                    help="timing budget per timed function (default: the evaluator's, 15 on CUDA)")
     p.add_argument("--problems", type=Path, help="problems folder (default: the bundled one)")
     p.add_argument("--model", help="model name for a problems/-style folder (default: its name)")
@@ -214,7 +224,7 @@ def _cmd_eval_batch(args: argparse.Namespace) -> int:
         options["other_shape"] = False
     if args.no_baseline:
         options["baseline"] = False
-    if args.timing_seconds:
+    if args.timing_seconds is not None:
         options["timing_seconds"] = args.timing_seconds
     settings = BatchSettings(
         split=args.split, device=args.device or default_device(), sizes=args.sizes, timeout_s=args.timeout,

@@ -468,3 +468,13 @@ def test_the_readable_report_gives_timing_precision_clock_and_phases():
     assert "phases: reference 9.6s, candidate 14.1s" in text
     assert "timing precision" not in describe(Record(problem_id="x", timing_method="cpu_wall_clock", sol_ms=1.0,
                                                      sol_p10_ms=1.0, sol_p90_ms=1.0, sol_cv=0.0, sol_reps=3))
+
+
+@pytest.mark.parametrize("command", [["eval", "--problem", "level1/23_Softmax", "--solution", "s.py"],
+                                     ["eval-batch", "solutions", "--split", "h100", "--out", "r.parquet"]])
+def test_cli_rejects_a_timing_budget_that_is_not_positive(command, capsys):
+    from kernelbench_v3.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(command + ["--timing-seconds", "0"])
+    assert exit_info.value.code == 2 and "--timing-seconds: must be positive" in capsys.readouterr().err

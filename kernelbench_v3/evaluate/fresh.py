@@ -29,13 +29,13 @@ from . import cases as C
 REUSE_RATIO = 1.5
 FRESH_BUFFER_BYTES = 256 << 20  # at most this much memory for the rotating fresh buffer sets
 MAX_FRESH_BUFFERS = 8
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 def buffer_count(inputs: Sequence[Any]) -> int:
     """How many fresh buffer sets to rotate: up to MAX_FRESH_BUFFERS within FRESH_BUFFER_BYTES."""
     size = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
     return max(1, min(MAX_FRESH_BUFFERS, FRESH_BUFFER_BYTES // max(size, 1)))
-_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 class FreshInputs:

@@ -15,8 +15,9 @@ import secrets
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -92,9 +93,8 @@ def _evaluate_in(work, request, problem, root, solution, sizes, rec, cache_dir) 
         "device": request.device, "problem_path": str(problem.path), "problems_root": str(root),
         "sizes": sizes, "cases": [c.to_dict() for c in plan],
     }
-    clock = time.monotonic()
-    ref = _run("reference", ref_dir, spec, request, env)
-    rec.phase_s["reference"] = round(time.monotonic() - clock, 3)
+    with _phase(rec, "reference"):
+        ref = _run("reference", ref_dir, spec, request, env)
     if ref.result is None or not ref.result.get("ok"):
         why = ref.reason or (ref.result or {}).get("error", "")
         rec.log_tail = ref.log_tail[-request.max_log_bytes:]
@@ -115,18 +115,16 @@ def _evaluate_in(work, request, problem, root, solution, sizes, rec, cache_dir) 
     timing_seconds = request.timing_seconds or (4.0 if request.device == "cpu" else 15.0)
     base: dict[str, Any] = {}
     if request.time_solution and request.baseline:
-        clock = time.monotonic()
-        base = _baseline(request, problem, sizes, env, cache_dir, timing_seconds)
-        rec.phase_s["baseline"] = round(time.monotonic() - clock, 3)
+        with _phase(rec, "baseline"):
+            base = _baseline(request, problem, sizes, env, cache_dir, timing_seconds)
     cand_spec = {
         "device": request.device, "problem_path": str(problem.path), "solution_path": str(solution),
         "reference": {k: reference[k] for k in ("cases", "shapes", "case_order")},
         "time_solution": request.time_solution, "timing_seconds": timing_seconds,
     }
     nonce = secrets.token_hex(16)
-    clock = time.monotonic()
-    cand = _run("candidate", cand_dir, cand_spec, request, env, nonce=nonce)
-    rec.phase_s["candidate"] = round(time.monotonic() - clock, 3)
+    with _phase(rec, "candidate"):
+        cand = _run("candidate", cand_dir, cand_spec, request, env, nonce=nonce)
     rec.log_tail = cand.log_tail[-request.max_log_bytes:]
     if cand.result is None:
         rec.fail("failed", f"the solution's process failed: {cand.reason}", check="process")
@@ -136,6 +134,16 @@ def _evaluate_in(work, request, problem, root, solution, sizes, rec, cache_dir) 
         return
     _judge(rec, cand.result, reference, expected, cand_dir, request)
     _fill_timing(rec, cand.result, base, request)
+
+
+@contextmanager
+def _phase(rec: Record, name: str) -> Iterator[None]:
+    """Record in `rec.phase_s[name]` how many seconds the block took."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        rec.phase_s[name] = round(time.monotonic() - started, 3)
 
 
 def _run(role, workdir, spec, request, env, nonce=None):

@@ -2,14 +2,13 @@
 
 CUDA (`time_cuda`): after a time-based warm-up, the GPU is kept busy until its SM clock (read
 from a spin kernel) stops rising, so an idle GPU's low clocks are not timed; the clock before
-and after timing goes into the details, and a change of more than 10% is flagged. Before every timed call the L2 cache is flushed by writing a buffer of at
-least twice the device's L2 size, then a spin kernel keeps the GPU busy long enough for the host
+and after timing goes into the details, and a change of more than 10% is flagged. Before every
+timed call the L2 cache is flushed by writing a buffer of at least twice the device's L2 size, then a spin kernel keeps the GPU busy long enough for the host
 to enqueue the start event, the call and the end event, so host launch gaps are not timed. After
 warm-up, inputs rotate among several sets made outside the timed region, and the output of every
 timed call is copied aside (after the end event) so the caller can re-check what was timed.
-Repetitions grow in batches until the median's confidence interval is narrow
-(`median_ci_rel`). A device-synchronized wall clock over a
-back-to-back loop cross-checks the events: work that escapes the timed stream (side streams, CPU
+Repetitions grow in batches until the median's confidence interval is narrow (`median_ci_rel`).
+A device-synchronized wall clock over a back-to-back loop cross-checks the events: work that escapes the timed stream (side streams, CPU
 work) shows up as wall time far above the event time and is flagged.
 
 CPU (`time_cpu`): `time.perf_counter` around each call, the same rotation and stability rule,
@@ -222,6 +221,17 @@ def settle_clock(measure: Callable[[], float], keep_busy: Callable[[], None], ma
     return clock
 
 
+def _keep_calling(call: Call, sets: Sequence[Sequence[Any]], seconds: float, min_calls: int = 0) -> None:
+    """Call over the rotating sets for `seconds` (and at least `min_calls` times), synchronizing
+    every 10 calls so the host does not run far ahead of the GPU."""
+    started, i = time.perf_counter(), 0
+    while i < min_calls or (time.perf_counter() - started < seconds and i < 100_000):
+        call(sets[i % len(sets)])
+        i += 1
+        if i % 10 == 0:
+            torch.cuda.synchronize()
+
+
 def host_enqueue_ms(call: Call, args: Sequence[Any], reps: int = 5) -> float:
     """How long the host takes to enqueue one call (the GPU must stay busy at least this long)."""
     times = []
@@ -242,26 +252,13 @@ def time_cuda(
     Event, perf, sync = torch.cuda.Event, time.perf_counter, torch.cuda.synchronize
     flush = torch.empty(l2_flush_bytes() // 4, dtype=torch.float32, device="cuda")
     # Warm up for a while, not a few calls: an idle GPU needs time to reach its clocks.
-    warm_start, i = perf(), 0
-    while i < plan.warmup or (perf() - warm_start < plan.warmup_seconds and i < 100_000):
-        call(sets[i % len(sets)])
-        i += 1
-        if i % 10 == 0:
-            sync()
-
-    def keep_busy() -> None:  # about 50 ms of the solution's own work
-        t0, j = perf(), 0
-        while perf() - t0 < 0.05:
-            call(sets[j % len(sets)])
-            j += 1
-            if j % 10 == 0:
-                sync()
-
+    _keep_calling(call, sets, plan.warmup_seconds, min_calls=plan.warmup)
     # _sleep spins for SM clock cycles, so its cycles per ms is the SM clock in kHz.
-    clock_before = settle_clock(_sleep_cycles_per_ms, keep_busy, plan.clock_settle_seconds) / 1e3
+    cycles_per_ms = settle_clock(_sleep_cycles_per_ms, lambda: _keep_calling(call, sets, 0.05),
+                                 plan.clock_settle_seconds)
     enqueue_ms = host_enqueue_ms(call, sets[0])
     busy_ms = 2.0 * enqueue_ms + 0.05
-    sleep_cycles = int(busy_ms * clock_before * 1e3)
+    sleep_cycles = int(busy_ms * cycles_per_ms)
     last: list[Any] = [None] * len(sets)
     samples: list[float] = []
     repeated: list[float] = []
@@ -324,9 +321,10 @@ def time_cuda(
         # timed stream (another stream, the CPU) and the event figure is not the whole cost.
         if stats.wall_ms > 1.5 * stats.median_ms + max(enqueue_ms, 0.02):
             stats.flags.append("wall_clock_exceeds_events")
-    clock_after = _sleep_cycles_per_ms() / 1e3
-    stats.details.update(sm_clock_mhz_before=round(clock_before, 1), sm_clock_mhz_after=round(clock_after, 1))
-    if abs(clock_after - clock_before) > CLOCK_CHANGE_REL * clock_before:
+    cycles_per_ms_after = _sleep_cycles_per_ms()
+    stats.details.update(sm_clock_mhz_before=round(cycles_per_ms / 1e3, 1),
+                         sm_clock_mhz_after=round(cycles_per_ms_after / 1e3, 1))
+    if abs(cycles_per_ms_after - cycles_per_ms) > CLOCK_CHANGE_REL * cycles_per_ms:
         stats.flags.append("sm_clock_changed")
     if not stable:
         stats.flags.append("median_not_stable")
