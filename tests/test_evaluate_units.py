@@ -259,6 +259,18 @@ def test_rerandomize_changes_constant_and_random_tensors_keeps_counters():
     assert all(torch.equal(after[k], v) for k, v in again.state_dict().items())  # deterministic
 
 
+def test_rerandomize_leaves_non_persistent_buffers_alone():
+    class Rope(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+            self.register_buffer("inv_freq", torch.arange(1.0, 5.0), persistent=False)
+
+    model = Rope()
+    cases.rerandomize(model)
+    assert torch.equal(model.inv_freq, torch.arange(1.0, 5.0))
+
+
 def test_plan_inputs_transforms_and_precision():
     plan = cases.plan_cases((42, 123, 456), other_shape=True)
     groups = [c.group for c in plan]

@@ -167,11 +167,17 @@ def rerandomize(model: torch.nn.Module, seed: int = PARAM_SEED) -> None:
     several distinct values (quantized weights) are permuted; other integer tensors (counters,
     indices) are kept. So a solution that ignores weights it was given, or that only works for
     the values at construction, fails.
+
+    Only what the state dict carries is touched: a non-persistent buffer (a RoPE `inv_freq`
+    table, say) never reaches the candidate, which builds its own, so changing it in the
+    reference alone would make the reference disagree with itself.
     """
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    for _, tensor in list(model.named_parameters()) + list(model.named_buffers()):
-        if tensor.numel() == 0:
+    seen: set[int] = set()
+    for tensor in model.state_dict(keep_vars=True).values():
+        if tensor.numel() == 0 or id(tensor) in seen:  # tied weights appear under several names
             continue
+        seen.add(id(tensor))
         cpu = tensor.detach().to("cpu")
         if cpu.is_floating_point():
             base = cpu.float()
