@@ -52,6 +52,7 @@ sys.path.insert(0, str(REPO))
 
 from kernelbench_v3.batch import read_results  # noqa: E402
 from kernelbench_v3.catalog import discover  # noqa: E402
+from kernelbench_v3.journal import read_journal  # noqa: E402
 
 
 def build_solutions(folder: Path, split: str, limit: int | None) -> int:
@@ -123,7 +124,8 @@ def run_once(gpus: str, args: argparse.Namespace, solutions: Path, work: Path,
     phases = Counter()
     for r in records:
         phases.update(r.get("phase_s") or {})
-    summary = {"finished": finished, "gpus": gpus, "n_gpus": len(gpus.split(",")), "wall_s": wall,
+    summary = {"finished": finished, **per_problem(records),
+               "gpus": gpus, "n_gpus": len(gpus.split(",")), "wall_s": wall,
                "records": len(records), "statuses": dict(statuses), "busy_s": busy, "longest_s": longest,
                "stopped": stopped, "returncode": process.returncode,
                "mean_phase_s": {k: v / len(records) for k, v in phases.items()} if records else {}}
@@ -131,9 +133,22 @@ def run_once(gpus: str, args: argparse.Namespace, solutions: Path, work: Path,
     return summary
 
 
+def per_problem(records: list[dict]) -> dict:
+    """Each evaluation's duration and measured solution time, by problem id."""
+    return {"duration_s": {r["problem_id"]: r.get("duration_s") for r in records},
+            "sol_ms": {r["problem_id"]: r.get("sol_ms") for r in records}}
+
+
 def load_summary(work: Path, gpus: str) -> dict | None:
-    path = work / ("gpus_" + gpus.replace(",", "_")) / "summary.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    run_dir = work / ("gpus_" + gpus.replace(",", "_"))
+    path = run_dir / "summary.json"
+    if not path.exists():
+        return None
+    summary = json.loads(path.read_text())
+    journal = run_dir / "results.parquet.journal.jsonl"
+    if "duration_s" not in summary and journal.exists():  # a summary written before per_problem
+        summary.update(per_problem(read_journal(journal)[1]))
+    return summary
 
 
 def device_summary() -> str:
@@ -187,11 +202,43 @@ def table(results: list[dict], expected: int, args: argparse.Namespace, device: 
             lines += ["", f"Equal work: the {len(common)} evaluations both runs finished took "
                       f"{t1:.1f}s on 1 GPU and {tn:.1f}s on {best['n_gpus']} (from each run's start "
                       f"to the last of them finishing): speedup {t1 / tn:.2f}x."]
+        lines += comparison(one, best, common)
         # With n workers, wall time can't drop below max(total/n, longest single evaluation).
         bound = best["busy_s"] / max(best["busy_s"] / best["n_gpus"], best["longest_s"] or 1e-9)
         lines += ["", f"Ideal speedup for this workload on {best['n_gpus']} GPUs (summed work over "
                   f"max(work/{best['n_gpus']}, longest evaluation)): {bound:.2f}x. Target: >= 1.8x."]
     return "\n".join(lines) + "\n"
+
+
+def comparison(one: dict, best: dict, common: set[str]) -> list[str]:
+    """What the equal-work speedup is made of: were the same evaluations equally long in both
+    runs, how busy the workers of the multi-GPU run were, what one GPU would have taken at the
+    multi-GPU run's own evaluation times, and how closely the two runs' GPU timings agree."""
+    if "duration_s" not in one or "duration_s" not in best or not common:
+        return []
+    n = best["n_gpus"]
+    d1 = sum(one["duration_s"][p] or 0.0 for p in common)
+    dn = sum(best["duration_s"][p] or 0.0 for p in common)
+    busy = best["busy_s"] / (n * best["wall_s"])
+    gaps = max(one["finished"][p] for p in common) / d1 if d1 else 1.0  # 1-GPU wall per busy second
+    lines = ["", f"Same {len(common)} evaluations, summed durations: {d1:.1f}s in the 1-GPU run, "
+             f"{dn:.1f}s in the {n}-GPU run ({d1 / dn:.2f}x; above 1 means each evaluation ran "
+             "slower in the 1-GPU run, which inflates the equal-work speedup)."]
+    lines.append(f"{n}-GPU run: workers busy {100 * busy:.1f}% of its wall time. One GPU doing its "
+                 f"{best['records']} evaluations at their {n}-GPU-run durations, with the 1-GPU run's "
+                 f"gaps between evaluations ({100 * (gaps - 1):.1f}%), would take {best['busy_s'] * gaps:.1f}s: "
+                 f"speedup {best['busy_s'] * gaps / best['wall_s']:.2f}x (a projection, not a measured wall time).")
+    timed = [p for p in common if one["sol_ms"].get(p) and best["sol_ms"].get(p)]
+    diffs = sorted((abs(one["sol_ms"][p] - best["sol_ms"][p]) / min(one["sol_ms"][p], best["sol_ms"][p]), p)
+                   for p in timed)
+    if diffs:
+        worst, problem = diffs[-1]
+        lines.append(f"Timing agreement between the two runs (same problem, separate processes, "
+                     f"median solution ms): {len(diffs)} problems, median difference "
+                     f"{100 * diffs[len(diffs) // 2][0]:.2f}%, largest {100 * worst:.2f}% ({problem}, "
+                     f"{one['sol_ms'][problem]:.4f} vs {best['sol_ms'][problem]:.4f} ms); "
+                     f"{sum(d <= 0.01 for d, _ in diffs)}/{len(diffs)} within 1%.")
+    return lines
 
 
 def main() -> int:
@@ -215,6 +262,9 @@ def main() -> int:
     parser.add_argument("--limit", type=int, help="only the first N problems (a quick look)")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temp dir, removed)")
     parser.add_argument("--out", type=Path, help="write the markdown table here")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: render the table from the summaries in --work")
+    parser.add_argument("--device-label", help="the device line of the table (default: probed here)")
     args = parser.parse_args()
 
     work = args.work or Path(tempfile.mkdtemp(prefix="kbv3-bench-batch-"))
@@ -222,20 +272,20 @@ def main() -> int:
     try:
         solutions = work / "solutions"
         expected = build_solutions(solutions, args.split, args.limit)
-        device = device_summary()  # also warms the file cache for torch's libraries
+        device = args.device_label or device_summary()  # the probe also warms the file cache
         print(f"{expected} solutions; {device}", flush=True)
         first = args.gpus.split(",")[0]
         started = time.monotonic()
         results = []
         single = load_summary(work, first)
-        if single is None and args.runs in ("both", "single"):
+        if single is None and args.runs in ("both", "single") and not args.report_only:
             share = 0.62 if args.runs == "both" else 1.0
             single = run_once(first, args, solutions, work, budget=share * args.budget)
         if single is not None:
             results.append(single)
         if args.gpus != first:
             multi = load_summary(work, args.gpus)
-            if multi is None and args.runs in ("both", "multi"):
+            if multi is None and args.runs in ("both", "multi") and not args.report_only:
                 left = max(30.0, args.budget - (time.monotonic() - started))
                 multi = run_once(args.gpus, args, solutions, work, budget=left)
             if multi is not None:
