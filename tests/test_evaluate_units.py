@@ -490,3 +490,23 @@ def test_cli_rejects_a_timing_budget_that_is_not_positive(command, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(command + ["--timing-seconds", "0"])
     assert exit_info.value.code == 2 and "--timing-seconds: must be positive" in capsys.readouterr().err
+
+
+def _timed_record(flags: list[str], median_ms: float, wall_ms: float) -> Record:
+    from kernelbench_v3.evaluate.runner import _fill_timing
+
+    rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, sizes={"dim": 8})
+    stats = {"method": "cuda_events", "median_ms": median_ms, "p10_ms": median_ms, "p90_ms": median_ms,
+             "cv": 0.0, "reps": 100, "wall_ms": wall_ms, "flags": flags, "details": {}}
+    base = {"eager_ms": 1.0, "compiled_ms": 2.0, "baseline_ms": 1.0, "baseline_type": "eager"}
+    _fill_timing(rec, {"timing": {"stats": stats}}, base, EvalRequest("level1/23_Softmax", "x.py", device="cuda"))
+    return rec
+
+
+def test_work_that_escapes_the_timed_stream_is_scored_by_the_wall_clock():
+    # A side-stream kernel: the events see 0.01 ms, a synchronizing caller waits 0.5 ms.
+    cheat = _timed_record(["wall_clock_exceeds_events"], median_ms=0.01, wall_ms=0.5)
+    assert cheat.sol_ms == 0.5 and cheat.speedup == pytest.approx(2.0)
+    assert cheat.timing_details["event_median_ms"] == 0.01
+    honest = _timed_record([], median_ms=0.4, wall_ms=0.45)
+    assert honest.sol_ms == 0.4 and honest.speedup == pytest.approx(2.5)

@@ -9,7 +9,8 @@ warm-up, inputs rotate among several sets made outside the timed region, and the
 timed call is copied aside (after the end event) so the caller can re-check what was timed.
 Repetitions grow in batches until the median's confidence interval is narrow (`median_ci_rel`).
 A device-synchronized wall clock over a back-to-back loop cross-checks the events: work that escapes the timed stream (side streams, CPU
-work) shows up as wall time far above the event time and is flagged.
+work) shows up as wall time far above the event time and is flagged; the runner then scores
+the wall clock instead.
 
 CPU (`time_cpu`): `time.perf_counter` around each call, the same rotation and stability rule,
 and the method recorded as "cpu_wall_clock".
