@@ -510,3 +510,25 @@ def test_work_that_escapes_the_timed_stream_is_scored_by_the_wall_clock():
     assert cheat.timing_details["event_median_ms"] == 0.01
     honest = _timed_record([], median_ms=0.4, wall_ms=0.45)
     assert honest.sol_ms == 0.4 and honest.speedup == pytest.approx(2.5)
+
+
+def test_a_timing_during_which_the_clock_moved_is_redone_once(monkeypatch):
+    from kernelbench_v3.evaluate import candidate
+
+    def stats(median_ms, flags, clocks):
+        return timing.TimingStats("cuda_events", median_ms, median_ms, median_ms, median_ms, 0.0, 100, flags=flags,
+                                  details={"sm_clock_mhz_before": clocks[0], "sm_clock_mhz_after": clocks[1]})
+
+    results = [stats(0.08, ["sm_clock_changed"], (1668.2, 1957.3)), stats(0.0635, [], (1950.0, 1957.0))]
+    calls = []
+
+    def fake_time_cuda(call, sets, plan, fresh=None):
+        calls.append(plan.max_seconds)
+        return results[len(calls) - 1], [torch.ones(2)]
+
+    monkeypatch.setattr(timing, "time_cuda", fake_time_cuda)
+    out = candidate._time(lambda x: x, [[torch.ones(2)]], [torch.ones(2)], "cuda", {"timing_seconds": 3.0})
+    assert calls == [3.0, 3.0]
+    assert out["stats"]["median_ms"] == 0.0635 and out["stats"]["flags"] == []
+    assert out["stats"]["details"]["clock_retry"] == {"first_median_ms": 0.08, "first_sm_clock_mhz": [1668.2, 1957.3]}
+    assert out["recheck_mismatched_sets"] == []

@@ -2,15 +2,16 @@
 
 CUDA (`time_cuda`): after a time-based warm-up, the GPU is kept busy until its SM clock (read
 from a spin kernel) stops rising, so an idle GPU's low clocks are not timed; the clock before
-and after timing goes into the details, and a change of more than 10% is flagged. Before every
-timed call the L2 cache is flushed by writing a buffer of at least twice the device's L2 size, then a spin kernel keeps the GPU busy long enough for the host
-to enqueue the start event, the call and the end event, so host launch gaps are not timed. After
-warm-up, inputs rotate among several sets made outside the timed region, and the output of every
-timed call is copied aside (after the end event) so the caller can re-check what was timed.
-Repetitions grow in batches until the median's confidence interval is narrow (`median_ci_rel`).
-A device-synchronized wall clock over a back-to-back loop cross-checks the events: work that escapes the timed stream (side streams, CPU
-work) shows up as wall time far above the event time and is flagged; the runner then scores
-the wall clock instead.
+and after timing goes into the details, and a change of more than 10% is flagged (the candidate
+child then times once more). Before every timed call the L2 cache is flushed by writing a buffer
+of at least twice the device's L2 size, then a spin kernel keeps the GPU busy long enough for
+the host to enqueue the start event, the call and the end event, so host launch gaps are not
+timed. After warm-up, inputs rotate among several sets made outside the timed region, and the
+output of every timed call is copied aside (after the end event) so the caller can re-check what
+was timed. Repetitions grow in batches until the median's confidence interval is narrow
+(`median_ci_rel`). A device-synchronized wall clock over a back-to-back loop cross-checks the
+events: work that escapes the timed stream (side streams, CPU work) shows up as wall time far
+above the event time and is flagged; the runner then scores the wall clock instead.
 
 CPU (`time_cpu`): `time.perf_counter` around each call, the same rotation and stability rule,
 and the method recorded as "cpu_wall_clock".
