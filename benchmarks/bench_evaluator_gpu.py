@@ -70,6 +70,14 @@ def _fmt(value, digits: int = 4) -> str:
     return str(value)
 
 
+def _clock_text(row: dict) -> str:
+    """'1925-1943' (SM MHz before and after timing), '(retimed)' when the clock moved; '-' if unknown."""
+    before, after = (row.get("sm_clock_mhz") or [None, None])[:2]
+    if before is None:
+        return "-"
+    return f"{_fmt(before)}-{_fmt(after)}" + (" (retimed)" if row.get("clock_retry") else "")
+
+
 class Journal:
     def __init__(self, path: Path):
         self.path = path
@@ -147,17 +155,21 @@ def run_solutions(args, journal: Journal, deadline: float) -> None:
 
 
 def run_fidelity(args, journal: Journal, deadline: float) -> None:
-    for problem_id, path in FIDELITY:
-        for run in range(args.runs):
+    # Run-major order: the runs of one problem are minutes apart, not back to back, and a budget
+    # that runs out leaves every problem with the same number of runs.
+    for run in range(args.runs):
+        for problem_id, path in FIDELITY:
             key = f"{problem_id}:{run}"
             if journal.done("fidelity", key) or time.monotonic() > deadline:
                 continue
             rec = evaluate(_request(args, problem_id, path, seeds=(42, 123, 456, 789), other_shape=False, baseline=False),
                            cache_dir=args.cache)
+            details = rec.timing_details
             journal.add({"part": "fidelity", "key": key, "problem": problem_id, "run": run, "sol_ms": rec.sol_ms,
                          "cv": rec.sol_cv, "reps": rec.sol_reps, "status": rec.status, "flags": rec.timing_flags,
-                         "median_ci_rel": rec.timing_details.get("median_ci_rel"),
-                         "fresh_buffers": rec.timing_details.get("fresh_buffers")})
+                         "median_ci_rel": details.get("median_ci_rel"), "fresh_buffers": details.get("fresh_buffers"),
+                         "sm_clock_mhz": [details.get("sm_clock_mhz_before"), details.get("sm_clock_mhz_after")],
+                         "clock_retry": details.get("clock_retry")})
             write_report(args, journal)
 
 
@@ -194,16 +206,19 @@ def _write_report(args, journal: Journal) -> str:
     rows = journal.part("fidelity")
     if rows:
         lines += ["## Timing fidelity (separate evaluator runs of the same solution)", "",
-                  "| problem | runs | median ms per run | samples per run | spread (max-min)/min |",
-                  "|---|---|---|---|---|"]
+                  "| problem | runs | median ms per run | samples per run | SM MHz per run (before-after) | "
+                  "spread (max-min)/min |",
+                  "|---|---|---|---|---|---|"]
         spreads = []
         for problem in dict.fromkeys(r["problem"] for r in rows):
             times = [r["sol_ms"] for r in rows if r["problem"] == problem and r["sol_ms"]]
             spread = (max(times) - min(times)) / min(times) if len(times) > 1 else None
             if spread is not None:
                 spreads.append(spread)
-            reps = [str(r.get("reps")) for r in rows if r["problem"] == problem and r["sol_ms"]]
-            lines.append(f"| {problem} | {len(times)} | {', '.join(_fmt(t) for t in times)} | {', '.join(reps)} | "
+            timed = [r for r in rows if r["problem"] == problem and r["sol_ms"]]
+            reps = ", ".join(str(r.get("reps")) for r in timed)
+            clocks = ", ".join(_clock_text(r) for r in timed)
+            lines.append(f"| {problem} | {len(times)} | {', '.join(_fmt(t) for t in times)} | {reps} | {clocks} | "
                          f"{'-' if spread is None else f'{spread:.2%}'} |")
         if spreads:
             lines += ["", f"Max spread across problems: **{max(spreads):.2%}** "

@@ -3,7 +3,7 @@
 # that outlives the 10-minute calls of the device tool, with calls that only watch it.
 #
 #   bash benchmarks/gpu_session.sh start [STEPS] # launch the job (setsid) and return; STEPS is
-#                                               # all (default), evaluator or batch
+#                                               # all (default), evaluator, batch or fidelity
 #   bash benchmarks/gpu_session.sh poll SECONDS # wait until it is done or SECONDS pass, then copy
 #                                               # the tables, journals and logs to $OUT
 #
@@ -18,6 +18,7 @@
 #      (wall budget MULTI_BUDGET seconds, default 900).
 #   3. (two GPUs or more) bench_batch_gpu.py --runs single: the whole split on GPU 0 alone
 #      (SINGLE_BUDGET, default 1300). Both with --timing-seconds TIMING_SECONDS (default 1).
+# `start fidelity` runs only the timing-fidelity part of step 1, on GPU 0 (fidelity.md).
 set -u
 KB=${KB:-/tmp/kbv3-session}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,8 +31,12 @@ job() {
   local gpus
   gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
   echo "$gpus GPU(s), steps: $steps $(date -u +%T)"
-  [ "$steps" = batch ] || evaluator_step "$gpus"
-  [ "$steps" = evaluator ] || batch_step "$gpus"
+  case "$steps" in
+    fidelity) fidelity_step;;
+    evaluator) evaluator_step "$gpus";;
+    batch) batch_step "$gpus";;
+    *) evaluator_step "$gpus"; batch_step "$gpus";;
+  esac
   touch "$KB/done"
 }
 
@@ -47,6 +52,15 @@ evaluator_step() {
     --budget 1500 --cap 200 >>"$KB/solutions.log" 2>&1 &
   wait
   echo "evaluator benchmark done $(date -u +%T)"
+}
+
+fidelity_step() {
+  # Only the timing-fidelity runs (one GPU is enough): FIDELITY_RUNS runs of each solution,
+  # run-major, within FIDELITY_BUDGET seconds; the journal resumes a cut session.
+  CUDA_VISIBLE_DEVICES=0 python3 benchmarks/bench_evaluator_gpu.py --part fidelity --out "$KB/fidelity.md" \
+    --cache "$KB/cache" --runs "${FIDELITY_RUNS:-5}" --budget "${FIDELITY_BUDGET:-1200}" --cap 200 \
+    >>"$KB/fidelity.log" 2>&1
+  echo "fidelity done $(date -u +%T)"
 }
 
 batch_step() {
@@ -73,7 +87,7 @@ collect() {
     PYTHONPATH=$REPO python3 benchmarks/bench_evaluator_gpu.py --part report --out "$KB/evaluator_gpu.md" >/dev/null 2>&1
   fi
   tar -czf "$KB/logs.tar.gz" -C "$KB" $(cd "$KB" && ls *.log 2>/dev/null) 2>/dev/null
-  for f in evaluator_gpu.md evaluator_gpu.md.jsonl bench_batch_gpu.md logs.tar.gz session.log; do
+  for f in evaluator_gpu.md evaluator_gpu.md.jsonl fidelity.md fidelity.md.jsonl bench_batch_gpu.md logs.tar.gz session.log; do
     [ -f "$KB/$f" ] && cp "$KB/$f" "${OUT:-.}/"
   done
   [ -d "$KB/batch" ] && tar -czf "${OUT:-.}/batch_summaries.tar.gz" -C "$KB" $(cd "$KB" && ls -d batch/gpus_*/summary.json batch/gpus_*/results.parquet.journal.jsonl 2>/dev/null)
@@ -96,5 +110,5 @@ case "${1:-}" in
     end=$(( $(date +%s) + ${2:-560} ))
     while [ ! -f "$KB/done" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
     collect;;
-  *) echo "usage: $0 start [all|evaluator|batch] | poll SECONDS" >&2; exit 2;;
+  *) echo "usage: $0 start [all|evaluator|batch|fidelity] | poll SECONDS" >&2; exit 2;;
 esac
