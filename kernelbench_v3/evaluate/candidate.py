@@ -23,8 +23,6 @@ from . import cases as C
 from . import fresh as F
 from . import guard, kernels, timing
 
-CLOCK_CHANGED = "sm_clock_changed"  # timing flag: the SM clock moved by over 10% while timing
-
 
 class Stop(Exception):
     """The solution failed at `stage`; the evaluation of it ends here."""
@@ -224,8 +222,7 @@ def _run_case(case, model, inputs, device, log, flags, workdir, facts) -> dict[s
     fact["mutated_inputs"] = [
         i for i, (x, o) in enumerate(zip(args, originals)) if isinstance(x, torch.Tensor) and not _same(x, o)
     ]
-    if isinstance(out, (list, tuple)) and len(out) == 1:
-        out = out[0]
+    out = C.single_output(out)
     if not isinstance(out, torch.Tensor):
         fact["output_type"] = type(out).__name__
         return fact
@@ -245,8 +242,7 @@ def _run_case(case, model, inputs, device, log, flags, workdir, facts) -> dict[s
 
 def _save_timed_fresh(fresh: F.FreshInputs, workdir: Path, timing_facts: dict[str, Any]) -> None:
     out = fresh.final_output
-    if isinstance(out, (list, tuple)) and len(out) == 1:
-        out = out[0]
+    out = C.single_output(out)
     timing_facts["fresh_output_type"] = type(out).__name__ if not isinstance(out, torch.Tensor) else "Tensor"
     if isinstance(out, torch.Tensor):
         torch.save({"output": out.detach().cpu()}, workdir / "out_timed_fresh.pt")
@@ -262,7 +258,7 @@ def _time(model, sets, untimed, device, spec, fresh=None) -> dict[str, Any]:
         if device == "cuda":
             plan = timing.TimingPlan(max_seconds=float(spec.get("timing_seconds", 20.0)))
             stats, last = timing.time_cuda(call, sets, plan, fresh=fresh)
-            if CLOCK_CHANGED in stats.flags:
+            if timing.CLOCK_CHANGED in stats.flags:
                 # The clock moved while timing (seen on an H200: 1668 -> 1957 MHz), so part of
                 # the samples ran slower; the GPU is warm now, so time once more and keep that.
                 first = stats
@@ -277,8 +273,7 @@ def _time(model, sets, untimed, device, spec, fresh=None) -> dict[str, Any]:
             stats, last = timing.time_cpu(call, sets, fresh=fresh)
     mismatched = []
     for k, (timed, ref) in enumerate(zip(last, untimed)):
-        if isinstance(timed, (list, tuple)) and len(timed) == 1:
-            timed = timed[0]
+        timed = C.single_output(timed)
         ok = (
             isinstance(timed, torch.Tensor) and timed.shape == ref.shape and timed.dtype == ref.dtype
             and bool(torch.isclose(timed.double(), ref.double(), rtol=1e-2, atol=1e-2, equal_nan=True).all())

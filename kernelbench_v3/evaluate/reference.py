@@ -30,8 +30,7 @@ def _round_tf32(x: torch.Tensor) -> torch.Tensor:
 
 
 def _as_tensor(out: Any, where: str) -> torch.Tensor:
-    if isinstance(out, (list, tuple)) and len(out) == 1:
-        out = out[0]
+    out = C.single_output(out)
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"{where}: the reference returned {type(out).__name__}, not one tensor")
     return out

@@ -26,8 +26,8 @@ from . import checks as K
 from .fingerprint import device_name, software
 from .record import FAIL, SKIP, Record
 from .request import EvalRequest
+from .timing import ESCAPED_STREAM
 
-ESCAPED_STREAM = "wall_clock_exceeds_events"  # the timing flag of work outside the timed stream
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
 
 

@@ -178,6 +178,9 @@ def time_cpu(
 # magnitude, so the CPU threshold is wider than the CUDA one (fresh.REUSE_RATIO).
 CPU_REUSE_RATIO = 5.0
 CLOCK_CHANGE_REL = 0.10  # the SM clock after timing differs from before by more: flag the timing
+# Timing flags that the candidate child and the runner act on.
+CLOCK_CHANGED = "sm_clock_changed"  # the SM clock moved by over CLOCK_CHANGE_REL while timing
+ESCAPED_STREAM = "wall_clock_exceeds_events"  # work ran outside the timed stream
 
 
 def _compare_reuse(stats: TimingStats, fresh_ms: list[float], repeated_ms: list[float], ratio: float | None = None) -> None:
@@ -322,12 +325,12 @@ def time_cuda(
         # exceeds the event time only by launch overhead; far above it, work ran outside the
         # timed stream (another stream, the CPU) and the event figure is not the whole cost.
         if stats.wall_ms > 1.5 * stats.median_ms + max(enqueue_ms, 0.02):
-            stats.flags.append("wall_clock_exceeds_events")
+            stats.flags.append(ESCAPED_STREAM)
     cycles_per_ms_after = _sleep_cycles_per_ms()
     stats.details.update(sm_clock_mhz_before=round(cycles_per_ms / 1e3, 1),
                          sm_clock_mhz_after=round(cycles_per_ms_after / 1e3, 1))
     if abs(cycles_per_ms_after - cycles_per_ms) > CLOCK_CHANGE_REL * cycles_per_ms:
-        stats.flags.append("sm_clock_changed")
+        stats.flags.append(CLOCK_CHANGED)
     if not stable:
         stats.flags.append("median_not_stable")
     return stats, last
