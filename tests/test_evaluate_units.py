@@ -492,12 +492,12 @@ def test_cli_rejects_a_timing_budget_that_is_not_positive(command, capsys):
     assert exit_info.value.code == 2 and "--timing-seconds: must be positive" in capsys.readouterr().err
 
 
-def _timed_record(flags: list[str], median_ms: float, wall_ms: float) -> Record:
+def _timed_record(flags: list[str], median_ms: float, wall_ms: float, busy_ms: float | None = None) -> Record:
     from kernelbench_v3.evaluate.runner import _fill_timing
 
     rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, sizes={"dim": 8})
     stats = {"method": "cuda_events", "median_ms": median_ms, "p10_ms": median_ms, "p90_ms": median_ms,
-             "cv": 0.0, "reps": 100, "wall_ms": wall_ms, "flags": flags, "details": {}}
+             "cv": 0.0, "reps": 100, "wall_ms": wall_ms, "flags": flags, "details": {"device_busy_ms": busy_ms}}
     base = {"eager_ms": 1.0, "compiled_ms": 2.0, "baseline_ms": 1.0, "baseline_type": "eager"}
     _fill_timing(rec, {"timing": {"stats": stats}}, base, EvalRequest("level1/23_Softmax", "x.py", device="cuda"))
     return rec
@@ -510,6 +510,30 @@ def test_work_that_escapes_the_timed_stream_is_scored_by_the_wall_clock():
     assert cheat.timing_details["event_median_ms"] == 0.01
     honest = _timed_record([], median_ms=0.4, wall_ms=0.45)
     assert honest.sol_ms == 0.4 and honest.speedup == pytest.approx(2.5)
+
+
+def test_escaped_work_is_scored_by_the_device_busy_time_when_that_is_larger():
+    # Host-bound: the wall clock is launch time (0.06 ms); the side stream kept the device busy 0.2 ms.
+    cheat = _timed_record(["wall_clock_exceeds_events"], median_ms=0.002, wall_ms=0.06, busy_ms=0.2)
+    assert cheat.sol_ms == 0.2 and cheat.timing_details["event_median_ms"] == 0.002
+    assert "device busy time" in cheat.timing_details["sol_ms_source"]
+    # Never scored faster than the events themselves.
+    odd = _timed_record(["wall_clock_exceeds_events"], median_ms=0.3, wall_ms=0.1, busy_ms=0.2)
+    assert odd.sol_ms == 0.3 and "sol_ms_source" not in odd.timing_details
+
+
+def test_device_busy_time_counts_overlapping_work_once():
+    from kernelbench_v3.evaluate.kernels import union_length
+
+    assert union_length([]) == 0.0
+    assert union_length([(0, 10), (5, 15), (20, 30)]) == 25.0  # two streams overlapping, then a gap
+    assert union_length([(20, 30), (0, 10), (2, 3), (10, 12)]) == 22.0  # unsorted, nested, touching
+    assert union_length([(5, 5), (7, 6)]) == 0.0  # empty or inverted intervals count nothing
+
+
+def test_a_timing_plan_rejects_an_unknown_flush_mode():
+    with pytest.raises(ValueError, match="l2_flush"):
+        timing.TimingPlan(l2_flush="evict")
 
 
 def test_a_timing_during_which_the_clock_moved_is_redone_once(monkeypatch):

@@ -256,7 +256,7 @@ def _time(model, sets, untimed, device, spec, fresh=None) -> dict[str, Any]:
 
     with torch.no_grad():
         if device == "cuda":
-            plan = timing.TimingPlan(max_seconds=float(spec.get("timing_seconds", 20.0)))
+            plan = timing.TimingPlan(max_seconds=float(spec.get("timing_seconds", 20.0)), profile_reps=10)
             stats, last = timing.time_cuda(call, sets, plan, fresh=fresh)
             if timing.CLOCK_CHANGED in stats.flags:
                 # The clock moved while timing (seen on an H200: 1668 -> 1957 MHz), so part of

@@ -16,6 +16,10 @@ is custom unless the reference launches it too.
 
 `custom_time_fraction` is the share of the profiled device time spent in custom kernels: a
 solution that runs the reference's math in PyTorch plus a token Triton kernel has a tiny one.
+
+`device_busy_ms` is how long the device was busy per call, on any stream (the union of all
+kernel, copy and set intervals the profiler saw): the timing loop's check that no work ran
+outside the stream its CUDA events time.
 """
 
 from __future__ import annotations
@@ -176,6 +180,57 @@ def profile_cuda(fn: Callable[[], Any]) -> tuple[Any, list[tuple[str, float]] | 
         if event.name:
             times[event.name] = times.get(event.name, 0.0) + _device_us(event)
     return result, list(times.items())
+
+
+def union_length(intervals: Iterable[tuple[float, float]]) -> float:
+    """Total length covered by the (start, end) intervals; overlaps count once."""
+    total, reach = 0.0, None
+    for start, end in sorted(intervals):
+        if end <= start:
+            continue
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
+
+
+def device_busy_ms(fn: Callable[[], Any], calls: int) -> float | None:
+    """Run `fn()` `calls` times under the profiler; the device time per call during which any
+    kernel, copy or set ran on any stream (concurrent work counts once), or None when the
+    profiler is unavailable. Kernels on a side stream the caller never waits for are in it."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    try:
+        prof = profile(activities=[ProfilerActivity.CUDA])
+        prof.__enter__()
+    except Exception:
+        return None
+    try:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    finally:
+        try:
+            prof.__exit__(None, None, None)
+        except Exception:
+            prof = None
+    if prof is None:
+        return None
+    intervals = []
+    for event in prof.events():
+        device_type = getattr(event, "device_type", None)
+        time_range = getattr(event, "time_range", None)
+        if time_range is None or (device_type is not None and "CUDA" not in str(device_type)):
+            continue
+        intervals.append((float(time_range.start), float(time_range.end)))
+    if not intervals:
+        return None
+    return union_length(intervals) / 1e3 / calls
 
 
 def profile_cuda_kernels(fn: Callable[[], Any]) -> tuple[Any, list[str] | None]:

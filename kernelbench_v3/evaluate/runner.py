@@ -311,12 +311,17 @@ def _fill_timing(rec: Record, facts: dict[str, Any], base: dict[str, Any], reque
         rec.sol_cv, rec.sol_reps, rec.sol_wall_ms = stats["cv"], stats["reps"], stats.get("wall_ms")
         rec.timing_flags.extend(stats.get("flags") or [])
         rec.timing_details.update(stats.get("details") or {})
-        if ESCAPED_STREAM in rec.timing_flags and rec.sol_wall_ms:
+        if ESCAPED_STREAM in rec.timing_flags:
             # Work the events did not see (a side stream, a CPU thread) still costs the caller:
-            # score what a synchronizing caller waits for, not what the timed stream shows.
-            rec.timing_details["event_median_ms"] = rec.sol_ms
-            rec.timing_details["sol_ms_source"] = "synchronized wall clock per call (work escaped the timed stream)"
-            rec.sol_ms = rec.sol_wall_ms
+            # score what a synchronizing caller waits for, or the device's busy time per call,
+            # whichever is larger, never what the timed stream shows.
+            wall, busy = rec.sol_wall_ms or 0.0, rec.timing_details.get("device_busy_ms") or 0.0
+            if max(wall, busy) > rec.sol_ms:
+                rec.timing_details["event_median_ms"] = rec.sol_ms
+                rec.timing_details["sol_ms_source"] = (
+                    "synchronized wall clock per call" if wall >= busy else "device busy time per call (profiler)"
+                ) + " (work escaped the timed stream)"
+                rec.sol_ms = max(wall, busy)
     if rec.correct and rec.sol_ms and rec.baseline_ms:
         rec.speedup = rec.baseline_ms / rec.sol_ms
     if not rec.sizes:  # the roofline figures are for the default shapes

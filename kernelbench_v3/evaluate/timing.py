@@ -3,15 +3,17 @@
 CUDA (`time_cuda`): after a time-based warm-up, the GPU is kept busy until its SM clock (read
 from a spin kernel) stops rising, so an idle GPU's low clocks are not timed; the clock before
 and after timing goes into the details, and a change of more than 10% is flagged (the candidate
-child then times once more). Before every timed call the L2 cache is flushed by writing a buffer
-of at least twice the device's L2 size, then a spin kernel keeps the GPU busy long enough for
+child then times once more). Before every timed call the L2 cache is flushed with a buffer of at
+least twice the device's L2 size (written, read, or both: `TimingPlan.l2_flush`), then a spin kernel keeps the GPU busy long enough for
 the host to enqueue the start event, the call and the end event, so host launch gaps are not
 timed. After warm-up, inputs rotate among several sets made outside the timed region, and the
 output of every timed call is copied aside (after the end event) so the caller can re-check what
 was timed. Repetitions grow in batches until the median's confidence interval is narrow
 (`median_ci_rel`). A device-synchronized wall clock over a back-to-back loop cross-checks the
 events: work that escapes the timed stream (side streams, CPU work) shows up as wall time far
-above the event time and is flagged; the runner then scores the wall clock instead.
+above the event time; and when the host is the bottleneck (so the wall clock is launch time
+anyway), `plan.profile_reps` profiled calls show the device busy, on any stream, for far longer
+than the events. Either is flagged, and the runner then scores the larger of the two instead.
 
 CPU (`time_cpu`): `time.perf_counter` around each call, the same rotation and stability rule,
 and the method recorded as "cpu_wall_clock".
@@ -112,6 +114,9 @@ def _clone_output(out: Any) -> Any:
     return out
 
 
+L2_FLUSH_MODES = ("write", "read", "write_read")
+
+
 @dataclass(frozen=True)
 class TimingPlan:
     """How hard to try: repetitions grow in `batch`es from `min_reps` until `max_reps` /
@@ -129,6 +134,12 @@ class TimingPlan:
     wall_reps: int = 20
     min_seconds: float = 1.0  # CUDA only
     clock_settle_seconds: float = 5.0  # CUDA only: the most spent waiting for the clock to settle
+    profile_reps: int = 0  # CUDA only: calls profiled for the device-busy cross-check (0: none)
+    l2_flush: str = "write"  # CUDA only: "write" (zero a buffer), "read" (sum it), "write_read"
+
+    def __post_init__(self) -> None:
+        if self.l2_flush not in L2_FLUSH_MODES:
+            raise ValueError(f"TimingPlan.l2_flush must be one of {L2_FLUSH_MODES}, got {self.l2_flush!r}")
 
 
 CPU_PLAN = TimingPlan(warmup=1, min_reps=3, max_reps=50, batch=1, stable_rel=0.02, max_seconds=3.0, wall_reps=0)
@@ -255,7 +266,16 @@ def time_cuda(
     """CUDA-event timing of `call(inputs)` rotating over `sets`; returns the stats and a copy
     of the last timed output of each set."""
     Event, perf, sync = torch.cuda.Event, time.perf_counter, torch.cuda.synchronize
-    flush = torch.empty(l2_flush_bytes() // 4, dtype=torch.float32, device="cuda")
+    flush = torch.zeros(l2_flush_bytes() // 4, dtype=torch.float32, device="cuda")
+    flush_sum = torch.zeros((), dtype=torch.float32, device="cuda")
+
+    def flush_l2() -> None:
+        # Writing leaves L2 full of dirty lines that the timed call then pays to write back;
+        # reading leaves it full of clean ones (the diagnostic benchmark compares the two).
+        if plan.l2_flush != "read":
+            flush.zero_()
+        if plan.l2_flush != "write":
+            torch.sum(flush, dim=0, out=flush_sum)
     # Warm up for a while, not a few calls: an idle GPU needs time to reach its clocks.
     _keep_calling(call, sets, plan.warmup_seconds, min_calls=plan.warmup)
     # _sleep spins for SM clock cycles, so its cycles per ms is the SM clock in kHz.
@@ -269,7 +289,7 @@ def time_cuda(
     repeated: list[float] = []
 
     def timed(args: Sequence[Any]) -> tuple[Any, Any, Any]:
-        flush.zero_()
+        flush_l2()
         torch.cuda._sleep(sleep_cycles)
         start, end = Event(enable_timing=True), Event(enable_timing=True)
         start.record()
@@ -325,6 +345,18 @@ def time_cuda(
         # exceeds the event time only by launch overhead; far above it, work ran outside the
         # timed stream (another stream, the CPU) and the event figure is not the whole cost.
         if stats.wall_ms > 1.5 * stats.median_ms + max(enqueue_ms, 0.02):
+            stats.flags.append(ESCAPED_STREAM)
+    if plan.profile_reps:
+        # When the host is the bottleneck the wall clock hides escaped GPU work (an H200 smoke:
+        # a side-stream softmax timed at 0.002 ms by events, 0.060 ms wall, 0.017 ms of kernel),
+        # so also ask the profiler how long the device was busy per call, on any stream.
+        from .kernels import device_busy_ms
+
+        busy = device_busy_ms(lambda: call(sets[0]), plan.profile_reps)
+        stats.details["device_busy_ms"] = None if busy is None else round(busy, 5)
+        # Profiled calls run warm (no flush), so an honest call is busy for less than its timed
+        # median; 1.5x plus 5 us of slack keeps profiler overhead from flagging anyone.
+        if busy is not None and busy > 1.5 * stats.median_ms + 0.005 and ESCAPED_STREAM not in stats.flags:
             stats.flags.append(ESCAPED_STREAM)
     cycles_per_ms_after = _sleep_cycles_per_ms()
     stats.details.update(sm_clock_mhz_before=round(cycles_per_ms / 1e3, 1),

@@ -1,0 +1,103 @@
+"""Which L2 flush gives small kernels the most repeatable time: write, read, or both.
+
+The evaluator flushes L2 before every timed call. Zeroing a buffer (what it did, like Triton's
+do_bench) leaves L2 full of dirty lines, and the timed kernel then pays for writing them back;
+summing a buffer leaves clean lines. For the bundled honest solutions of a few h100-split
+problems, this script times each with `timing.time_cuda` under every `TimingPlan.l2_flush`
+mode (in-process, rotating 8 input sets, no fresh inputs) and appends one JSON line per
+(problem, mode) to --out. Run it in several fresh processes, then `--report` prints, per problem
+and mode, the median per process, the spread (max-min)/min across processes and the mean CV.
+
+    for r in 0 1 2 3 4; do python benchmarks/diag_l2_flush_gpu.py --out flush.jsonl --run $r; done
+    python benchmarks/diag_l2_flush_gpu.py --report flush.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PROBLEMS = ["level1/23_Softmax", "level1/26_GELU_", "level2/86_Matmul_Divide_GELU"]
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def measure(run: int, seconds: float) -> list[dict]:
+    import torch
+
+    from kernelbench_v3.evaluate import timing
+
+    modes = list(timing.L2_FLUSH_MODES)
+    modes = modes[run % len(modes):] + modes[: run % len(modes)]  # rotate so no mode always goes first
+    rows = []
+    for k, problem_id in enumerate(PROBLEMS):
+        problem = _load(ROOT / "problems" / f"{problem_id}.py", f"problem_{k}")
+        solution = _load(ROOT / "examples" / "solutions" / f"{problem_id}.py", f"solution_{k}")
+        torch.manual_seed(0)
+        model = solution.Model(*problem.get_init_inputs()).cuda()
+        sets = []
+        for seed in range(8):
+            torch.manual_seed(seed)
+            sets.append([x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()])
+        with torch.no_grad():
+            for mode in modes:
+                plan = timing.TimingPlan(max_seconds=seconds, l2_flush=mode)
+                stats, _ = timing.time_cuda(lambda a: model(*a), sets, plan)
+                row = {"run": run, "problem": problem_id, "mode": mode, "median_ms": stats.median_ms,
+                       "p10_ms": stats.p10_ms, "p90_ms": stats.p90_ms, "cv": stats.cv, "reps": stats.reps,
+                       "median_ci_rel": stats.details.get("median_ci_rel"),
+                       "sm_clock_mhz": [stats.details.get("sm_clock_mhz_before"), stats.details.get("sm_clock_mhz_after")]}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
+def report(path: Path) -> str:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = ["| problem | flush | runs | median ms per run | spread (max-min)/min | mean CV | mean p90/p10 |",
+             "|---|---|---|---|---|---|---|"]
+    for problem in dict.fromkeys(r["problem"] for r in rows):
+        for mode in dict.fromkeys(r["mode"] for r in rows):
+            picked = [r for r in rows if r["problem"] == problem and r["mode"] == mode]
+            if not picked:
+                continue
+            medians = [r["median_ms"] for r in picked]
+            spread = (max(medians) - min(medians)) / min(medians)
+            lines.append(f"| {problem} | {mode} | {len(picked)} | {', '.join(f'{m:.4g}' for m in medians)} | "
+                         f"{spread:.2%} | {statistics.fmean(r['cv'] for r in picked):.3f} | "
+                         f"{statistics.fmean(r['p90_ms'] / r['p10_ms'] for r in picked):.3f} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="append JSON lines here")
+    parser.add_argument("--run", type=int, default=0, help="run number (rotates the mode order)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="timing budget per (problem, mode)")
+    parser.add_argument("--report", type=Path, help="print the table of a finished --out file and exit")
+    args = parser.parse_args()
+    if args.report:
+        print(report(args.report))
+        return 0
+    if not args.out:
+        parser.error("--out is required unless --report is given")
+    rows = measure(args.run, args.seconds)
+    with args.out.open("a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
