@@ -4,7 +4,8 @@ CUDA (`time_cuda`): after a time-based warm-up, the GPU is kept busy until its S
 from a spin kernel) stops rising, so an idle GPU's low clocks are not timed; the clock before
 and after timing goes into the details, and a change of more than 10% is flagged (the candidate
 child then times once more). Before every timed call the L2 cache is flushed with a buffer of at
-least twice the device's L2 size (written, read, or both: `TimingPlan.l2_flush`), then a spin kernel keeps the GPU busy long enough for
+least twice the device's L2 size (read by default, so the timed call does not pay for writing
+back the flush's dirty lines: `TimingPlan.l2_flush`), then a spin kernel keeps the GPU busy long enough for
 the host to enqueue the start event, the call and the end event, so host launch gaps are not
 timed. After warm-up, inputs rotate among several sets made outside the timed region, and the
 output of every timed call is copied aside (after the end event) so the caller can re-check what
@@ -135,7 +136,10 @@ class TimingPlan:
     min_seconds: float = 1.0  # CUDA only
     clock_settle_seconds: float = 5.0  # CUDA only: the most spent waiting for the clock to settle
     profile_reps: int = 0  # CUDA only: calls profiled for the device-busy cross-check (0: none)
-    l2_flush: str = "write"  # CUDA only: "write" (zero a buffer), "read" (sum it), "write_read"
+    # CUDA only: "read" (sum a buffer), "write" (zero it, as Triton's do_bench does) or "write_read".
+    # Writing left L2 full of dirty lines whose write-back the timed kernel paid for: +6-11% on an
+    # H200 for softmax, GELU and a small GEMM (benchmarks/results/l2_flush_gpu.md).
+    l2_flush: str = "read"
 
     def __post_init__(self) -> None:
         if self.l2_flush not in L2_FLUSH_MODES:
@@ -270,8 +274,8 @@ def time_cuda(
     flush_sum = torch.zeros((), dtype=torch.float32, device="cuda")
 
     def flush_l2() -> None:
-        # Writing leaves L2 full of dirty lines that the timed call then pays to write back;
-        # reading leaves it full of clean ones (the diagnostic benchmark compares the two).
+        # Reading leaves L2 full of clean lines (the previous call's dirty output is written
+        # back here, untimed); writing would leave dirty ones for the timed call to write back.
         if plan.l2_flush != "read":
             flush.zero_()
         if plan.l2_flush != "write":
