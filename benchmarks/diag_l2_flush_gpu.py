@@ -1,11 +1,11 @@
-"""Which L2 flush gives small kernels the most repeatable time: write, read, or both.
+"""Which L2 flush (and output placement) gives small kernels the most repeatable time.
 
 The evaluator flushes L2 before every timed call. Zeroing a buffer (what it did, like Triton's
 do_bench) leaves L2 full of dirty lines, and the timed kernel then pays for writing them back;
 summing a buffer leaves clean lines. For the bundled honest solutions of a few h100-split
-problems, this script times each with `timing.time_cuda` under every `TimingPlan.l2_flush`
-mode (in-process, rotating 8 input sets, no fresh inputs) and appends one JSON line per
-(problem, mode) to --out. Run it in several fresh processes, then `--report` prints, per problem
+problems, this script times each with `timing.time_cuda` under each variant of `VARIANTS`
+(flush mode, held outputs; in-process, rotating 8 input sets, no fresh inputs) and appends one
+JSON line per (problem, variant) to --out. Run it in several fresh processes, then `--report` prints, per problem
 and mode, the median per process, the spread (max-min)/min across processes and the mean CV.
 
     for r in 0 1 2 3 4; do python benchmarks/diag_l2_flush_gpu.py --out flush.jsonl --run $r; done
@@ -25,6 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 PROBLEMS = ["level1/23_Softmax", "level1/26_GELU_", "level2/86_Matmul_Divide_GELU"]
+# Variant name -> TimingPlan options. "read+hold8" also keeps the last 8 outputs alive, so each
+# call writes its output to a different block (is an output's placement a per-process effect?).
+VARIANTS = {"write": {"l2_flush": "write"}, "read": {"l2_flush": "read"}, "write_read": {"l2_flush": "write_read"},
+            "read+hold8": {"l2_flush": "read", "hold_outputs": 8}}
 
 
 def _load(path: Path, name: str):
@@ -34,15 +38,14 @@ def _load(path: Path, name: str):
     return module
 
 
-def measure(run: int, seconds: float) -> list[dict]:
+def measure(run: int, seconds: float, variants: list[str], problems: list[str]) -> list[dict]:
     import torch
 
     from kernelbench_v3.evaluate import timing
 
-    modes = list(timing.L2_FLUSH_MODES)
-    modes = modes[run % len(modes):] + modes[: run % len(modes)]  # rotate so no mode always goes first
+    modes = variants[run % len(variants):] + variants[: run % len(variants)]  # no variant always goes first
     rows = []
-    for k, problem_id in enumerate(PROBLEMS):
+    for k, problem_id in enumerate(problems):
         problem = _load(ROOT / "problems" / f"{problem_id}.py", f"problem_{k}")
         solution = _load(ROOT / "examples" / "solutions" / f"{problem_id}.py", f"solution_{k}")
         torch.manual_seed(0)
@@ -53,7 +56,7 @@ def measure(run: int, seconds: float) -> list[dict]:
             sets.append([x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()])
         with torch.no_grad():
             for mode in modes:
-                plan = timing.TimingPlan(max_seconds=seconds, l2_flush=mode)
+                plan = timing.TimingPlan(max_seconds=seconds, **VARIANTS[mode])
                 stats, _ = timing.time_cuda(lambda a: model(*a), sets, plan)
                 row = {"run": run, "problem": problem_id, "mode": mode, "median_ms": stats.median_ms,
                        "p10_ms": stats.p10_ms, "p90_ms": stats.p90_ms, "cv": stats.cv, "reps": stats.reps,
@@ -87,13 +90,19 @@ def main() -> int:
     parser.add_argument("--run", type=int, default=0, help="run number (rotates the mode order)")
     parser.add_argument("--seconds", type=float, default=3.0, help="timing budget per (problem, mode)")
     parser.add_argument("--report", type=Path, help="print the table of a finished --out file and exit")
+    parser.add_argument("--variants", default="write,read,write_read", help=f"comma list of {', '.join(VARIANTS)}")
+    parser.add_argument("--problems", default=",".join(PROBLEMS), help="comma list of problem ids")
     args = parser.parse_args()
     if args.report:
         print(report(args.report))
         return 0
     if not args.out:
         parser.error("--out is required unless --report is given")
-    rows = measure(args.run, args.seconds)
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
+    rows = measure(args.run, args.seconds, variants, args.problems.split(","))
     with args.out.open("a") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
     return 0
