@@ -1,10 +1,10 @@
-"""Which L2 flush (and output placement) gives small kernels the most repeatable time.
+"""Which L2 flush gives small kernels the most repeatable time: write, read, or both.
 
 The evaluator flushes L2 before every timed call. Zeroing a buffer (what it did, like Triton's
 do_bench) leaves L2 full of dirty lines, and the timed kernel then pays for writing them back;
 summing a buffer leaves clean lines. For the bundled honest solutions of a few h100-split
 problems, this script times each with `timing.time_cuda` under each variant of `VARIANTS`
-(flush mode, held outputs; in-process, rotating 8 input sets, no fresh inputs) and appends one
+(flush modes; in-process, rotating 8 input sets, no fresh inputs) and appends one
 JSON line per (problem, variant) to --out. Run it in several fresh processes, then `--report` prints, per problem
 and mode, the median per process, the spread (max-min)/min across processes and the mean CV.
 
@@ -25,10 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 PROBLEMS = ["level1/23_Softmax", "level1/26_GELU_", "level2/86_Matmul_Divide_GELU"]
-# Variant name -> TimingPlan options. "read+hold8" also keeps the last 8 outputs alive, so each
-# call writes its output to a different block (is an output's placement a per-process effect?).
-VARIANTS = {"write": {"l2_flush": "write"}, "read": {"l2_flush": "read"}, "write_read": {"l2_flush": "write_read"},
-            "read+hold8": {"l2_flush": "read", "hold_outputs": 8}}
+# Variant name -> TimingPlan options (commit d00457f also had "read+hold8", held outputs).
+VARIANTS = {"write": {"l2_flush": "write"}, "read": {"l2_flush": "read"}, "write_read": {"l2_flush": "write_read"}}
 
 
 def _load(path: Path, name: str):

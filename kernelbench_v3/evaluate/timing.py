@@ -107,17 +107,6 @@ def median_ci_rel(samples: Sequence[float], z: float = 1.96) -> float:
     return (ordered[hi] - ordered[lo]) / (2 * median) if median > 0 else math.inf
 
 
-HOLD_OUTPUT_BYTES = 256 << 20  # at most this much memory for outputs held by TimingPlan.hold_outputs
-
-
-def _output_bytes(out: Any) -> int:
-    if isinstance(out, torch.Tensor):
-        return out.numel() * out.element_size()
-    if isinstance(out, (list, tuple)):
-        return sum(_output_bytes(o) for o in out)
-    return 0
-
-
 def _clone_output(out: Any) -> Any:
     if isinstance(out, torch.Tensor):
         return out.detach().clone()
@@ -151,7 +140,6 @@ class TimingPlan:
     # Writing left L2 full of dirty lines whose write-back the timed kernel paid for: +6-11% on an
     # H200 for softmax, GELU and a small GEMM (benchmarks/results/l2_flush_gpu.md).
     l2_flush: str = "read"
-    hold_outputs: int = 0  # CUDA only: keep this many recent outputs alive (within HOLD_OUTPUT_BYTES)
 
     def __post_init__(self) -> None:
         if self.l2_flush not in L2_FLUSH_MODES:
@@ -304,9 +292,6 @@ def time_cuda(
     samples: list[float] = []
     repeated: list[float] = []
 
-    held: list[Any] = []
-    hold_limit: list[int] = []  # set from the first output's size
-
     def timed(args: Sequence[Any]) -> tuple[Any, Any, Any]:
         flush_l2()
         torch.cuda._sleep(sleep_cycles)
@@ -314,14 +299,6 @@ def time_cuda(
         start.record()
         result = call(args)
         end.record()
-        if plan.hold_outputs:
-            # Holding the last outputs makes the allocator hand each call a different output
-            # block in turn, so where one output happens to sit in memory averages out.
-            if not hold_limit:
-                hold_limit.append(min(plan.hold_outputs, HOLD_OUTPUT_BYTES // max(_output_bytes(result), 1)))
-            held.append(result)
-            if len(held) > hold_limit[0]:
-                del held[0]
         return result, start, end
 
     started = perf()
