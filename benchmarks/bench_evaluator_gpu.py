@@ -159,6 +159,8 @@ def run_fidelity(args, journal: Journal, deadline: float) -> None:
     # that runs out leaves every problem with the same number of runs.
     for run in range(args.runs):
         for problem_id, path in FIDELITY:
+            if args.problems and problem_id not in args.problems:
+                continue
             key = f"{problem_id}:{run}"
             if journal.done("fidelity", key) or time.monotonic() > deadline:
                 continue
@@ -252,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="h100")
     parser.add_argument("--gpu", default="h100", help="GPU for the speed-of-light figures")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    parser.add_argument("--problems", type=lambda s: [p for p in s.split(",") if p], help="problem ids (baselines)")
+    parser.add_argument("--problems", type=lambda s: [p for p in s.split(",") if p], help="only these problem ids (baselines, fidelity)")
     parser.add_argument("--problems-dir", type=Path)
     parser.add_argument("--cap", type=float, default=240.0, help="seconds per child process (per problem)")
     parser.add_argument("--budget", type=float, default=480.0, help="start no new item after this many seconds")
