@@ -512,6 +512,13 @@ def test_work_that_escapes_the_timed_stream_is_scored_by_the_wall_clock():
     assert honest.sol_ms == 0.4 and honest.speedup == pytest.approx(2.5)
 
 
+def test_a_cuda_timing_of_a_few_microseconds_carries_a_fidelity_warning():
+    small = _timed_record([], median_ms=0.015, wall_ms=0.03)
+    assert [w for w in small.warnings if w.startswith("small_kernel_timing: 15.0 us")]
+    large = _timed_record([], median_ms=0.4, wall_ms=0.45)
+    assert not [w for w in large.warnings if w.startswith("small_kernel_timing")]
+
+
 def test_escaped_work_is_scored_by_the_device_busy_time_when_that_is_larger():
     # Host-bound: the wall clock is launch time (0.06 ms); the side stream kept the device busy 0.2 ms.
     cheat = _timed_record(["wall_clock_exceeds_events"], median_ms=0.002, wall_ms=0.06, busy_ms=0.2)
