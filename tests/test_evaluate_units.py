@@ -563,3 +563,58 @@ def test_a_timing_during_which_the_clock_moved_is_redone_once(monkeypatch):
     assert out["stats"]["median_ms"] == 0.0635 and out["stats"]["flags"] == []
     assert out["stats"]["details"]["clock_retry"] == {"first_median_ms": 0.08, "first_sm_clock_mhz": [1668.2, 1957.3]}
     assert out["recheck_mismatched_sets"] == []
+
+
+class _FakeRange:
+    def __init__(self, start: float, end: float):
+        self.start, self.end = start, end
+
+    def elapsed_us(self) -> float:
+        return self.end - self.start
+
+
+class _FakeEvent:
+    def __init__(self, name: str, device_type: str, start: float, end: float):
+        self.name, self.device_type, self.time_range = name, device_type, _FakeRange(start, end)
+
+
+def _fake_profiler(monkeypatch, events, fail_enter: bool = False):
+    import torch.profiler
+
+    class FakeProfile:
+        def __init__(self, activities):
+            if fail_enter:
+                raise RuntimeError("CUPTI unavailable")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def events(self):
+            return events
+
+    monkeypatch.setattr(torch.profiler, "profile", FakeProfile)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+
+
+def test_profiled_device_time_per_kernel_name_and_busy_time_per_call(monkeypatch):
+    from kernelbench_v3.evaluate import kernels
+
+    events = [_FakeEvent("k", "DeviceType.CUDA", 0.0, 10.0), _FakeEvent("side", "DeviceType.CUDA", 5.0, 25.0),
+              _FakeEvent("k", "DeviceType.CUDA", 30.0, 40.0), _FakeEvent("cudaLaunchKernel", "DeviceType.CPU", 0.0, 99.0)]
+    _fake_profiler(monkeypatch, events)
+    calls = []
+    result, times = kernels.profile_cuda(lambda: calls.append(1) or "out")
+    assert result == "out" and times == [("k", 20.0), ("side", 20.0)]  # host-side events are not device time
+    assert kernels.device_busy_ms(lambda: calls.append(1), calls=2) == pytest.approx(35.0 / 1e3 / 2)
+    assert len(calls) == 3
+
+
+def test_an_unavailable_profiler_gives_no_device_times(monkeypatch):
+    from kernelbench_v3.evaluate import kernels
+
+    _fake_profiler(monkeypatch, [], fail_enter=True)
+    assert kernels.profile_cuda(lambda: "out") == ("out", None)  # the call still runs, unprofiled
+    assert kernels.device_busy_ms(lambda: None, calls=3) is None

@@ -149,11 +149,10 @@ def _device_us(event: Any) -> float:
     return float(getattr(event, "device_time", 0.0) or 0.0)
 
 
-def profile_cuda(fn: Callable[[], Any]) -> tuple[Any, list[tuple[str, float]] | None]:
-    """Run `fn()` under the PyTorch profiler; returns its result and, per CUDA kernel name (in
-    launch order), the device time in microseconds summed over its launches - or None when the
-    profiler itself is unavailable (then `fn` still runs, unprofiled). Exceptions from `fn`
-    propagate unchanged."""
+def _profile_device_events(fn: Callable[[], Any]) -> tuple[Any, list[Any] | None]:
+    """Run `fn()` under the PyTorch profiler (CUDA activity); returns its result and the
+    profiler's device-side events, or None when the profiler itself is unavailable (then `fn`
+    still runs, unprofiled). Exceptions from `fn` propagate unchanged."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -172,11 +171,25 @@ def profile_cuda(fn: Callable[[], Any]) -> tuple[Any, list[tuple[str, float]] | 
             prof = None
     if prof is None:
         return result, None
-    times: dict[str, float] = {}
+    events = []
     for event in prof.events():
         device_type = getattr(event, "device_type", None)
         if device_type is not None and "CUDA" not in str(device_type):
             continue
+        events.append(event)
+    return result, events
+
+
+def profile_cuda(fn: Callable[[], Any]) -> tuple[Any, list[tuple[str, float]] | None]:
+    """Run `fn()` under the PyTorch profiler; returns its result and, per CUDA kernel name (in
+    launch order), the device time in microseconds summed over its launches - or None when the
+    profiler itself is unavailable (then `fn` still runs, unprofiled). Exceptions from `fn`
+    propagate unchanged."""
+    result, events = _profile_device_events(fn)
+    if events is None:
+        return result, None
+    times: dict[str, float] = {}
+    for event in events:
         if event.name:
             times[event.name] = times.get(event.name, 0.0) + _device_us(event)
     return result, list(times.items())
@@ -202,35 +215,17 @@ def device_busy_ms(fn: Callable[[], Any], calls: int) -> float | None:
     kernel, copy or set ran on any stream (concurrent work counts once), or None when the
     profiler is unavailable. Kernels on a side stream the caller never waits for are in it."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
-    torch.cuda.synchronize()
-    try:
-        prof = profile(activities=[ProfilerActivity.CUDA])
-        prof.__enter__()
-    except Exception:
-        return None
-    try:
+    def repeat() -> None:
         for _ in range(calls):
             fn()
-        torch.cuda.synchronize()
-    finally:
-        try:
-            prof.__exit__(None, None, None)
-        except Exception:
-            prof = None
-    if prof is None:
+
+    torch.cuda.synchronize()
+    _, events = _profile_device_events(repeat)
+    ranges = [e.time_range for e in events or [] if getattr(e, "time_range", None) is not None]
+    if not ranges:
         return None
-    intervals = []
-    for event in prof.events():
-        device_type = getattr(event, "device_type", None)
-        time_range = getattr(event, "time_range", None)
-        if time_range is None or (device_type is not None and "CUDA" not in str(device_type)):
-            continue
-        intervals.append((float(time_range.start), float(time_range.end)))
-    if not intervals:
-        return None
-    return union_length(intervals) / 1e3 / calls
+    return union_length((float(r.start), float(r.end)) for r in ranges) / 1e3 / calls
 
 
 def profile_cuda_kernels(fn: Callable[[], Any]) -> tuple[Any, list[str] | None]:
