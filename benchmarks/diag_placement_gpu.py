@@ -16,6 +16,13 @@ in memory is one thing that is fixed per process. This script separates the cand
   and 90th percentile (a statistic that moves smoothly with a mixture's share, where the median
   jumps), the per-input and per-output medians, and a histogram of the samples.
 
+A second question (`--variants`, commit a8f60f5 ran only `placement`): the evaluator writes 16 MB
+right before each flush (the copy of the previous output it keeps for re-checking, the fresh
+input blend), and the timing diagnostics that did so (l2_flush_gpu.md, the evaluator's own runs)
+spread 4-5% where this grid on clean buffers spread under 2%. If the read flush leaves some of
+those dirty lines in L2, the timed kernel pays for writing them back, by an amount that varies.
+Each variant times the grid once on the same buffers (`VARIANTS` says what it adds).
+
 Run it in several fresh processes, then `--report`:
 
     for r in 0 1 2 3; do python benchmarks/diag_placement_gpu.py --out placement.jsonl --run $r; done
@@ -40,6 +47,15 @@ KERNELS = {  # name -> (solution file, kernel attribute)
     "softmax": ("examples/solutions/level1/23_Softmax.py", "softmax_kernel"),
 }
 ROWS, COLS = 256, 16384  # both problems' default sizes (fp32)
+# Variant -> (what is written just before the flush, flush passes, flush size in L2 sizes).
+VARIANTS = {
+    "placement": (None, 1, 2),  # phases A, B (same buffers) and C (new buffers), nothing written
+    "clean": (None, 1, 2),
+    "dirty": ("scratch", 1, 2),  # 16 MB copied into a scratch buffer, like the evaluator's output copy
+    "dirty_flush2": ("scratch", 2, 2),  # ... then the 2x-L2 read flush twice
+    "dirty_flush4x": ("scratch", 1, 4),  # ... then one read flush of 4x L2
+    "input_written": ("input", 1, 2),  # new values written into the timed input, like the fresh blend
+}
 
 
 def _load(path: Path, name: str):
@@ -79,14 +95,17 @@ def _histogram(samples: list[float], step_ms: float = 0.0002) -> dict[str, int]:
     return counts
 
 
-def time_grid(launch, inputs, outputs, reps: int, seed: int) -> list[tuple[int, int, float]]:
+def time_grid(launch, inputs, outputs, reps: int, seed: int, variant: str = "clean") -> list[tuple[int, int, float]]:
     """(input index, output index, ms) for every pair `reps` times, in shuffled order, each call
-    timed the evaluator's way."""
+    timed the evaluator's way (with what `variant` adds)."""
     import torch
 
     from kernelbench_v3.evaluate import timing
 
-    flush = torch.empty(timing.l2_flush_bytes() // 4, dtype=torch.float32, device="cuda").normal_()
+    written, passes, scale = VARIANTS[variant]
+    flush = torch.empty(timing.l2_flush_bytes() // 8 * scale, dtype=torch.float32, device="cuda").normal_()
+    source = torch.randn(ROWS, COLS, device="cuda")
+    scratch = torch.empty_like(source)
     flush_sum = torch.zeros((), dtype=torch.float32, device="cuda")
     cycles_per_ms = timing._sleep_cycles_per_ms()
     sleep_cycles = int(0.1 * cycles_per_ms)  # 0.1 ms: well above one launch's enqueue time
@@ -96,7 +115,12 @@ def time_grid(launch, inputs, outputs, reps: int, seed: int) -> list[tuple[int, 
     for chunk in range(0, len(order), 256):
         pending = []
         for i, j in order[chunk:chunk + 256]:
-            torch.sum(flush, dim=0, out=flush_sum)
+            if written == "scratch":
+                scratch.copy_(source)
+            elif written == "input":
+                inputs[i].copy_(source)
+            for _ in range(passes):
+                torch.sum(flush, dim=0, out=flush_sum)
             torch.cuda._sleep(sleep_cycles)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -120,7 +144,7 @@ def summarize_phase(rows: list[tuple[int, int, float]], n_in: int, n_out: int) -
     }
 
 
-def measure(run: int, kernels: list[str], n_in: int, n_out: int, reps: int) -> list[dict]:
+def measure(run: int, kernels: list[str], n_in: int, n_out: int, reps: int, variants: list[str]) -> list[dict]:
     import torch
 
     from kernelbench_v3.evaluate import timing
@@ -134,13 +158,15 @@ def measure(run: int, kernels: list[str], n_in: int, n_out: int, reps: int) -> l
 
         inputs, outputs = buffers(n_in), buffers(n_out)
         timing._keep_calling(lambda a: launch(*a), [(inputs[0], outputs[0])], 1.0)  # warm-up, clocks up
-        for phase in ("A", "B", "C"):
+        modes = variants[run % len(variants):] + variants[: run % len(variants)]  # no variant always first
+        phases = [(v, p) for v in modes for p in (("A", "B", "C") if v == "placement" else ("-",))]
+        for variant, phase in phases:
             if phase == "C":  # new buffers, placed after a pad so they cannot reuse A/B's blocks
                 pad = torch.empty(int(97e6) // 4 * (run + 1), device="cuda")  # noqa: F841 (held)
                 inputs, outputs = buffers(n_in), buffers(n_out)
             clock_before = timing._sleep_cycles_per_ms() / 1e3
-            grid = time_grid(launch, inputs, outputs, reps, seed=run * 10 + ord(phase))
-            row = {"run": run, "kernel": name, "phase": phase, "inputs": n_in, "outputs": n_out, "reps": reps,
+            grid = time_grid(launch, inputs, outputs, reps, seed=run * 10 + ord(phase), variant=variant)
+            row = {"run": run, "kernel": name, "variant": variant, "phase": phase, "inputs": n_in, "outputs": n_out, "reps": reps,
                    "sm_clock_mhz": [round(clock_before, 1), round(timing._sleep_cycles_per_ms() / 1e3, 1)],
                    "input_ptr_mod_2mib": [x.data_ptr() % (2 << 20) for x in inputs],
                    **summarize_phase(grid, n_in, n_out)}
@@ -162,24 +188,32 @@ def _pearson(a: list[float], b: list[float]) -> float:
 
 def report(path: Path) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    lines = ["| kernel | run | phase | median ms | trimmed mean ms (p10-p90) | p10 / p90 ms | "
-             "per-input medians: spread | per-output medians: spread | SM MHz |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['kernel']} | {r['run']} | {r['phase']} | {r['median_ms']:.5f} | {r['trimmed_mean_ms']:.5f} | "
-                     f"{r['p10_ms']:.5f} / {r['p90_ms']:.5f} | {_spread(r['per_input_median_ms']):.2%} | "
-                     f"{_spread(r['per_output_median_ms']):.2%} | {r['sm_clock_mhz'][0]:.0f}-{r['sm_clock_mhz'][1]:.0f} |")
-    lines += ["", "| kernel | phases | spread of medians | spread of trimmed means | "
-              "per-input medians, A vs B (same buffers): Pearson r | per-output, A vs B: r |", "|---|---|---|---|---|---|"]
+        r.setdefault("variant", "placement")  # commit a8f60f5 ran only the placement phases
+    lines = ["| kernel | variant | run | phase | median ms | trimmed mean ms (p10-p90) | p10 / p90 ms | "
+             "per-input medians: spread | per-output medians: spread | SM MHz |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["kernel"], list(VARIANTS).index(r["variant"]), r["run"])):
+        lines.append(f"| {r['kernel']} | {r['variant']} | {r['run']} | {r['phase']} | {r['median_ms']:.5f} | "
+                     f"{r['trimmed_mean_ms']:.5f} | {r['p10_ms']:.5f} / {r['p90_ms']:.5f} | "
+                     f"{_spread(r['per_input_median_ms']):.2%} | {_spread(r['per_output_median_ms']):.2%} | "
+                     f"{r['sm_clock_mhz'][0]:.0f}-{r['sm_clock_mhz'][1]:.0f} |")
+    lines += ["", "| kernel | variant | runs x phases | mean of medians ms | spread of medians | spread of trimmed means | "
+              "per-input medians, A vs B (same buffers): Pearson r | per-output, A vs B: r |", "|---|---|---|---|---|---|---|---|"]
     for kernel in dict.fromkeys(r["kernel"] for r in rows):
-        picked = [r for r in rows if r["kernel"] == kernel]
-        by_run = {}
-        for r in picked:
-            by_run.setdefault(r["run"], {})[r["phase"]] = r
-        r_in = [_pearson(p["A"]["per_input_median_ms"], p["B"]["per_input_median_ms"]) for p in by_run.values() if "A" in p and "B" in p]
-        r_out = [_pearson(p["A"]["per_output_median_ms"], p["B"]["per_output_median_ms"]) for p in by_run.values() if "A" in p and "B" in p]
-        lines.append(f"| {kernel} | {len(picked)} | {_spread([r['median_ms'] for r in picked]):.2%} | "
-                     f"{_spread([r['trimmed_mean_ms'] for r in picked]):.2%} | "
-                     f"{', '.join(f'{v:.2f}' for v in r_in)} | {', '.join(f'{v:.2f}' for v in r_out)} |")
+        for variant in VARIANTS:
+            picked = [r for r in rows if r["kernel"] == kernel and r["variant"] == variant]
+            if not picked:
+                continue
+            by_run: dict = {}
+            for r in picked:
+                by_run.setdefault(r["run"], {})[r["phase"]] = r
+            pairs = [p for p in by_run.values() if "A" in p and "B" in p]
+            r_in = [_pearson(p["A"]["per_input_median_ms"], p["B"]["per_input_median_ms"]) for p in pairs]
+            r_out = [_pearson(p["A"]["per_output_median_ms"], p["B"]["per_output_median_ms"]) for p in pairs]
+            lines.append(f"| {kernel} | {variant} | {len(picked)} | {statistics.fmean(r['median_ms'] for r in picked):.5f} | "
+                         f"{_spread([r['median_ms'] for r in picked]):.2%} | "
+                         f"{_spread([r['trimmed_mean_ms'] for r in picked]):.2%} | "
+                         f"{', '.join(f'{v:.2f}' for v in r_in) or '-'} | {', '.join(f'{v:.2f}' for v in r_out) or '-'} |")
     return "\n".join(lines)
 
 
@@ -191,6 +225,7 @@ def main() -> int:
     parser.add_argument("--inputs", type=int, default=8)
     parser.add_argument("--outputs", type=int, default=8)
     parser.add_argument("--reps", type=int, default=30, help="timed calls per (input, output) pair per phase")
+    parser.add_argument("--variants", default="placement", help=f"comma list of {', '.join(VARIANTS)}")
     parser.add_argument("--report", type=Path, help="print the tables of a finished --out file and exit")
     args = parser.parse_args()
     if args.report:
@@ -198,7 +233,11 @@ def main() -> int:
         return 0
     if not args.out:
         parser.error("--out is required unless --report is given")
-    rows = measure(args.run, args.kernels.split(","), args.inputs, args.outputs, args.reps)
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
+    rows = measure(args.run, args.kernels.split(","), args.inputs, args.outputs, args.reps, variants)
     with args.out.open("a") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
     return 0
