@@ -10,8 +10,8 @@
 # The job, in order (state under $KB, default /tmp/kbv3-session; every step is resumable, so a
 # `start` after a lost machine continues where the journals stop):
 #   1. bench_evaluator_gpu.py: GPU 1 times every h100 baseline (3 s per timed function, four
-#      problems compiling at once) while GPU 0 runs the honest/cheat solutions and then the
-#      timing-fidelity runs (evaluator defaults). The fidelity runs share the host with the
+#      problems compiling at once) while GPU 0 runs the timing-fidelity runs and then the
+#      honest/cheat solutions (evaluator defaults). The fidelity runs share the host with the
 #      baseline compiles, so their spread is, if anything, an overestimate. On a one-GPU host
 #      the baselines run first and the solutions after them, never at once.
 #   2. (two GPUs or more) bench_batch_gpu.py --runs multi: the whole split on GPUs 0 and 1
@@ -49,8 +49,12 @@ evaluator_step() {
     --budget 1500 --timing-seconds 3 --workers 4 --cap 200 >>"$KB/baselines.log" 2>&1 &
   [ "$gpus" -ge 2 ] || wait
   echo "baselines started/done $(date -u +%T)"
-  CUDA_VISIBLE_DEVICES=0 python3 $bench --part solutions,fidelity --out "$KB/solutions.md" --cache "$KB/cache" \
-    --budget 1500 --cap 200 >>"$KB/solutions.log" 2>&1 &
+  # Fidelity first: it is the figure the session must bring back; the solutions table after it.
+  ( CUDA_VISIBLE_DEVICES=0 python3 $bench --part fidelity --out "$KB/solutions.md" --cache "$KB/cache" \
+      --budget 1500 --cap 200 >>"$KB/solutions.log" 2>&1
+    echo "fidelity done $(date -u +%T)"
+    CUDA_VISIBLE_DEVICES=0 python3 $bench --part solutions --out "$KB/solutions.md" --cache "$KB/cache" \
+      --budget 1500 --cap 200 >>"$KB/solutions.log" 2>&1 ) &
   wait
   echo "evaluator benchmark done $(date -u +%T)"
 }

@@ -543,6 +543,19 @@ def test_a_timing_plan_rejects_an_unknown_flush_mode():
         timing.TimingPlan(l2_flush="evict")
 
 
+@pytest.mark.parametrize("passes", [0, -1, 1.5, "2"])
+def test_a_timing_plan_rejects_a_flush_pass_count_below_one_or_not_an_integer(passes):
+    with pytest.raises(ValueError, match="l2_flush_passes"):
+        timing.TimingPlan(l2_flush_passes=passes)
+
+
+def test_the_default_flush_reads_twice():
+    # One read after the evaluator's own writes (output copy, fresh inputs) left 12-15 us kernels
+    # up to 9% apart between processes on an H200; two brought them under 1% (placement_gpu.md).
+    plan = timing.TimingPlan()
+    assert (plan.l2_flush, plan.l2_flush_passes) == ("read", 2)
+
+
 def test_a_timing_during_which_the_clock_moved_is_redone_once(monkeypatch):
     from kernelbench_v3.evaluate import candidate
 

@@ -3,9 +3,10 @@
 CUDA (`time_cuda`): after a time-based warm-up, the GPU is kept busy until its SM clock (read
 from a spin kernel) stops rising, so an idle GPU's low clocks are not timed; the clock before
 and after timing goes into the details, and a change of more than 10% is flagged (the candidate
-child then times once more). Before every timed call the L2 cache is flushed with a buffer of at
-least twice the device's L2 size (read by default, so the timed call does not pay for writing
-back the flush's dirty lines: `TimingPlan.l2_flush`), then a spin kernel keeps the GPU busy long
+child then times once more). Before every timed call the L2 cache is flushed by reading a buffer
+of at least twice the device's L2 size, twice (`TimingPlan.l2_flush`, `l2_flush_passes`: a write
+would leave dirty lines for the timed call to write back, and one read pass leaves some of the
+lines written just before it, by the output copy and the fresh inputs), then a spin kernel keeps the GPU busy long
 enough for the host to enqueue the start event, the call and the end event, so host launch gaps
 are not timed. After warm-up, inputs rotate among several sets made outside the timed region, and the
 output of every timed call is copied aside (after the end event) so the caller can re-check what
@@ -140,10 +141,17 @@ class TimingPlan:
     # Writing left L2 full of dirty lines whose write-back the timed kernel paid for: +6-11% on an
     # H200 for softmax, GELU and a small GEMM (benchmarks/results/l2_flush_gpu.md).
     l2_flush: str = "read"
+    # CUDA only: how many times the flush runs before each timed call. With 16 MB written just
+    # before one 2x-L2 read, GELU and softmax timed up to 9% apart from process to process (each
+    # process stuck in one state); a second read brought that to 0.8% and 0.3%, where one 4x-L2
+    # read still spread 4-5% (benchmarks/results/placement_gpu.md).
+    l2_flush_passes: int = 2
 
     def __post_init__(self) -> None:
         if self.l2_flush not in L2_FLUSH_MODES:
             raise ValueError(f"TimingPlan.l2_flush must be one of {L2_FLUSH_MODES}, got {self.l2_flush!r}")
+        if not isinstance(self.l2_flush_passes, int) or self.l2_flush_passes < 1:
+            raise ValueError(f"TimingPlan.l2_flush_passes must be an integer >= 1, got {self.l2_flush_passes!r}")
 
 
 CPU_PLAN = TimingPlan(warmup=1, min_reps=3, max_reps=50, batch=1, stable_rel=0.02, max_seconds=3.0, wall_reps=0)
@@ -276,10 +284,11 @@ def time_cuda(
     def flush_l2() -> None:
         # Reading leaves L2 full of clean lines (the previous call's dirty output is written
         # back here, untimed); writing would leave dirty ones for the timed call to write back.
-        if plan.l2_flush != "read":
-            flush.zero_()
-        if plan.l2_flush != "write":
-            torch.sum(flush, dim=0, out=flush_sum)
+        for _ in range(plan.l2_flush_passes):
+            if plan.l2_flush != "read":
+                flush.zero_()
+            if plan.l2_flush != "write":
+                torch.sum(flush, dim=0, out=flush_sum)
     # Warm up for a while, not a few calls: an idle GPU needs time to reach its clocks.
     _keep_calling(call, sets, plan.warmup_seconds, min_calls=plan.warmup)
     # _sleep spins for SM clock cycles, so its cycles per ms is the SM clock in kHz.
@@ -334,7 +343,8 @@ def time_cuda(
         _compare_reuse(stats, samples, repeated)
         stats.details["fresh_buffers"] = len(fresh.buffers)
     stats.details.update(
-        l2_flush_bytes=flush.numel() * 4, busy_wait_ms=round(busy_ms, 4),
+        l2_flush_bytes=flush.numel() * 4, l2_flush=plan.l2_flush, l2_flush_passes=plan.l2_flush_passes,
+        busy_wait_ms=round(busy_ms, 4),
         host_enqueue_ms=round(enqueue_ms, 4), stable=stable, sets=len(sets),
         median_ci_rel=round(median_ci_rel(samples), 5),
     )
