@@ -331,8 +331,8 @@ def _fill_timing(rec: Record, facts: dict[str, Any], base: dict[str, Any], reque
     if rec.timing_method == "cuda_events" and rec.sol_ms and rec.sol_ms < SMALL_KERNEL_MS:
         rec.warnings.append(
             f"small_kernel_timing: {rec.sol_ms * 1e3:.1f} us; separate evaluator runs of 12-15 us kernels "
-            "differed by up to 5% on an H200 (benchmarks/results/evaluator_gpu_fidelity_small_repeat.md), "
-            "so compare speedups this small with that margin"
+            "differed by 1.4-3.8% on an H200 (benchmarks/results/evaluator_gpu_fidelity_*.md), "
+            "so compare speedups this small with a few percent of margin"
         )
     if not rec.sizes:  # the roofline figures are for the default shapes
         sol = speed_of_light_ms(rec.problem_id, request.gpu, rec.precision_used)
