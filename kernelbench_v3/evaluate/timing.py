@@ -6,11 +6,11 @@ and after timing goes into the details, and a change of more than 10% is flagged
 child then times once more). Before every timed call the L2 cache is flushed by reading a buffer
 of at least twice the device's L2 size, twice (`TimingPlan.l2_flush`, `l2_flush_passes`: a write
 would leave dirty lines for the timed call to write back, and one read pass leaves some of the
-lines written just before it, by the output copy and the fresh inputs), then a spin kernel keeps the GPU busy long
-enough for the host to enqueue the start event, the call and the end event, so host launch gaps
-are not timed. After warm-up, inputs rotate among several sets made outside the timed region, and the
-output of every timed call is copied aside (after the end event) so the caller can re-check what
-was timed. Repetitions grow in batches until the median's confidence interval is narrow
+lines written just before it), then a spin kernel keeps the GPU busy long enough for the host
+to enqueue the start event, the call and the end event, so host launch gaps are not timed.
+After warm-up, inputs rotate among several sets made outside the timed region, and the output
+of every timed call is copied aside (after the end event) so the caller can re-check what was
+timed. Repetitions grow in batches until the median's confidence interval is narrow
 (`median_ci_rel`). A device-synchronized wall clock over a back-to-back loop cross-checks the
 events: work that escapes the timed stream (side streams, CPU work) shows up as wall time far
 above the event time; and when the host is the bottleneck (so the wall clock is launch time
