@@ -15,7 +15,6 @@ and mode, the median per process, the spread (max-min)/min across processes and 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -23,6 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from diag_common import add_run_arguments, read_jsonl, rotated, run_or_report  # noqa: E402
+from kernelbench_v3.materialize import import_file  # noqa: E402
 
 PROBLEMS = ["level1/23_Softmax", "level1/26_GELU_", "level2/86_Matmul_Divide_GELU"]
 # Variant name -> TimingPlan options (commit d00457f also had "read+hold8", held outputs). The
@@ -32,23 +34,16 @@ VARIANTS = {"write": {"l2_flush": "write", "l2_flush_passes": 1}, "read": {"l2_f
             "read2": {"l2_flush": "read", "l2_flush_passes": 2}}
 
 
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def measure(run: int, seconds: float, variants: list[str], problems: list[str]) -> list[dict]:
     import torch
 
     from kernelbench_v3.evaluate import timing
 
-    modes = variants[run % len(variants):] + variants[: run % len(variants)]  # no variant always goes first
+    modes = rotated(variants, run)
     rows = []
     for k, problem_id in enumerate(problems):
-        problem = _load(ROOT / "problems" / f"{problem_id}.py", f"problem_{k}")
-        solution = _load(ROOT / "examples" / "solutions" / f"{problem_id}.py", f"solution_{k}")
+        problem = import_file(ROOT / "problems" / f"{problem_id}.py")
+        solution = import_file(ROOT / "examples" / "solutions" / f"{problem_id}.py")
         torch.manual_seed(0)
         model = solution.Model(*problem.get_init_inputs()).cuda()
         sets = []
@@ -69,7 +64,7 @@ def measure(run: int, seconds: float, variants: list[str], problems: list[str]) 
 
 
 def report(path: Path) -> str:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_jsonl(path)
     lines = ["| problem | flush | runs | median ms per run | spread (max-min)/min | mean CV | mean p90/p10 |",
              "|---|---|---|---|---|---|---|"]
     for problem in dict.fromkeys(r["problem"] for r in rows):
@@ -87,26 +82,12 @@ def report(path: Path) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, help="append JSON lines here")
-    parser.add_argument("--run", type=int, default=0, help="run number (rotates the mode order)")
+    add_run_arguments(parser, VARIANTS, default="write,read,write_read")
     parser.add_argument("--seconds", type=float, default=3.0, help="timing budget per (problem, mode)")
-    parser.add_argument("--report", type=Path, help="print the table of a finished --out file and exit")
-    parser.add_argument("--variants", default="write,read,write_read", help=f"comma list of {', '.join(VARIANTS)}")
     parser.add_argument("--problems", default=",".join(PROBLEMS), help="comma list of problem ids")
     args = parser.parse_args()
-    if args.report:
-        print(report(args.report))
-        return 0
-    if not args.out:
-        parser.error("--out is required unless --report is given")
-    variants = args.variants.split(",")
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
-    rows = measure(args.run, args.seconds, variants, args.problems.split(","))
-    with args.out.open("a") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
-    return 0
+    return run_or_report(parser, args, report, known=VARIANTS,
+                         measure=lambda variants: measure(args.run, args.seconds, variants, args.problems.split(",")))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ Run it in several fresh processes, then `--report`:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import random
 import statistics
@@ -41,6 +40,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from diag_common import add_run_arguments, read_jsonl, rotated, run_or_report  # noqa: E402
+from kernelbench_v3.materialize import import_file  # noqa: E402
 
 KERNELS = {  # name -> (solution file, kernel attribute)
     "gelu": ("examples/solutions/level1/26_GELU_.py", "gelu_kernel"),
@@ -58,18 +60,11 @@ VARIANTS = {
 }
 
 
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _launcher(name: str):
     import triton
 
     path, attr = KERNELS[name]
-    kernel = getattr(_load(ROOT / path, f"diag_{name}"), attr)
+    kernel = getattr(import_file(ROOT / path), attr)
     if name == "gelu":
         n = ROWS * COLS
         return lambda x, y: kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
@@ -158,7 +153,7 @@ def measure(run: int, kernels: list[str], n_in: int, n_out: int, reps: int, vari
 
         inputs, outputs = buffers(n_in), buffers(n_out)
         timing._keep_calling(lambda a: launch(*a), [(inputs[0], outputs[0])], 1.0)  # warm-up, clocks up
-        modes = variants[run % len(variants):] + variants[: run % len(variants)]  # no variant always first
+        modes = rotated(variants, run)
         phases = [(v, p) for v in modes for p in (("A", "B", "C") if v == "placement" else ("-",))]
         for variant, phase in phases:
             if phase == "C":  # new buffers, placed after a pad so they cannot reuse A/B's blocks
@@ -187,7 +182,7 @@ def _pearson(a: list[float], b: list[float]) -> float:
 
 
 def report(path: Path) -> str:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_jsonl(path)
     for r in rows:
         r.setdefault("variant", "placement")  # commit a8f60f5 ran only the placement phases
     lines = ["| kernel | variant | run | phase | median ms | trimmed mean ms (p10-p90) | p10 / p90 ms | "
@@ -219,28 +214,14 @@ def report(path: Path) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, help="append JSON lines here")
-    parser.add_argument("--run", type=int, default=0)
+    add_run_arguments(parser, VARIANTS, default="placement")
     parser.add_argument("--kernels", default=",".join(KERNELS))
     parser.add_argument("--inputs", type=int, default=8)
     parser.add_argument("--outputs", type=int, default=8)
     parser.add_argument("--reps", type=int, default=30, help="timed calls per (input, output) pair per phase")
-    parser.add_argument("--variants", default="placement", help=f"comma list of {', '.join(VARIANTS)}")
-    parser.add_argument("--report", type=Path, help="print the tables of a finished --out file and exit")
     args = parser.parse_args()
-    if args.report:
-        print(report(args.report))
-        return 0
-    if not args.out:
-        parser.error("--out is required unless --report is given")
-    variants = args.variants.split(",")
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
-    rows = measure(args.run, args.kernels.split(","), args.inputs, args.outputs, args.reps, variants)
-    with args.out.open("a") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
-    return 0
+    return run_or_report(parser, args, report, known=VARIANTS, measure=lambda variants: measure(
+        args.run, args.kernels.split(","), args.inputs, args.outputs, args.reps, variants))
 
 
 if __name__ == "__main__":
