@@ -114,8 +114,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval",
         help="evaluate one solution file on one problem (isolated; correctness checks, timing)",
-        description="Evaluate SOLUTION (a file defining Model or ModelNew) on a problem in child "
-        "processes: correctness over several seeds, stress inputs and a second shape; "
+        description="Evaluate SOLUTION (a file defining Model or ModelNew) on a problem: a trusted supervisor "
+        "drives a fresh, sandboxed solution process over a data-only channel: correctness over several seeds, stress inputs and a second shape; "
         "anti-cheat checks; timing against the faster of eager and torch.compile.",
     )
     p.add_argument("--problem", required=True, help="problem id, e.g. level1/23_Softmax")
@@ -124,9 +124,13 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available, else cpu")
     p.add_argument("--sizes", help="size overrides NAME=VALUE,... (CPU default: REDUCED_SIZES)")
     p.add_argument("--tolerance", choices=["v3", "published", "strict"], default="v3")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per child process")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds per step (import, each case, each timing batch) and per reference/baseline process")
     p.add_argument("--relax-kernel-check", action="store_true",
                    help="let a solution without a custom kernel pass (the record says so)")
+    p.add_argument("--kernel-rule", choices=["strict", "v3"], default="strict",
+                   help="strict (default): own kernels ran, no library GEMM/conv/attention, own kernels "
+                        "do the main work; v3: the published rule only (an own kernel ran)")
     p.add_argument("--seeds", help="correctness seeds, e.g. 42,123 (default: 42,123,456,789,1337)")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
     p.add_argument("--timing-seconds", type=_positive_seconds,
@@ -155,6 +159,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             seeds=tuple(int(s) for s in args.seeds.split(",") if s.strip()) if args.seeds else DEFAULT_SEEDS,
             time_solution=not args.no_timing, baseline=not args.no_baseline,
             retry_failed_baseline=args.retry_failed_baseline, timing_seconds=args.timing_seconds,
+            kernel_rule=args.kernel_rule,
         )
         record = evaluate(request, problems_dir=args.problems, cache_dir=args.cache)
     except (KeyError, ValueError, FileNotFoundError) as exc:
@@ -190,6 +195,8 @@ def _add_eval_batch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tolerance", choices=["v3", "published", "strict"], default="v3")
     p.add_argument("--relax-kernel-check", action="store_true",
                    help="let solutions without a custom kernel pass (e.g. references as solutions)")
+    p.add_argument("--kernel-rule", choices=["strict", "v3"], default="strict",
+                   help="the custom-kernel rule (see `kbv3 eval --help`)")
     p.add_argument("--seeds", help="correctness seeds, e.g. 42,123 (default: the evaluator's five)")
     p.add_argument("--no-baseline", action="store_true",
                    help="do not time the reference (no ref_ms / speedup): correctness screening")
@@ -215,7 +222,7 @@ def _cmd_eval_batch(args: argparse.Namespace) -> int:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
-    options: dict = {"tolerance": args.tolerance}
+    options: dict = {"tolerance": args.tolerance, "kernel_rule": args.kernel_rule}
     if args.relax_kernel_check:
         options["require_custom_kernel"] = False
     if args.seeds:

@@ -87,7 +87,9 @@ def write_module_file(source: str, stem: str = "module") -> Path:
     digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in stem) or "module"
     path = module_dir() / f"{safe}_{digest}.py"
-    if not path.exists():
+    # An existing file is used only when its bytes are exactly `source`: anything else (a solution
+    # that rewrote it, a torn write) is replaced, never imported.
+    if not path.exists() or path.read_bytes() != source.encode("utf-8"):
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(source, encoding="utf-8")
         os.replace(tmp, path)

@@ -7,9 +7,14 @@ Public API:
 
 `evaluate` never raises for a bad solution: crashes, hangs, wrong answers and cheats all come
 back as a Record with `correct=False` and the reason. It raises only for bad requests (unknown
-problem, missing solution file). Modules: `request` (EvalRequest), `record` (Record),
-`runner` (the orchestration in the parent), `isolate` (child processes), `reference` and
-`candidate` (what each child does), `checks`, `timing`, `baseline`, `kernels`, `fingerprint`.
+problem, missing solution file).
+
+Trust lives in one process. The supervisor (`supervisor`, in the caller's process) never
+imports the solution; it computes the reference (`reference`), gets the baseline (`baseline`,
+in a child that runs only reference code), and has a zygote (`zygote`) fork a fresh solution
+process (`worker`) that enters a sandbox (`sandbox`) before it imports the solution. The two talk
+over a data-only channel (`channel`, `messages`, `session`); the supervisor judges
+(`verdict`, `checks`, `kernel_rule`) and times (`clock` over `timing`) with its own clock.
 """
 
 from __future__ import annotations
@@ -30,6 +35,6 @@ def evaluate(
 ) -> Record:
     """Evaluate one solution; see EvalRequest. `cache_dir` holds the baseline cache
     (default `$KBV3_CACHE_DIR` or `~/.cache/kbv3`)."""
-    from .runner import run_evaluation
+    from .supervisor import run_evaluation
 
     return run_evaluation(request, problems_dir=problems_dir, cache_dir=cache_dir)

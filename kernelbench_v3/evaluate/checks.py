@@ -19,9 +19,10 @@ from .record import FAIL, PASS, SKIP
 
 # Reported in this order; the first failure becomes Record.failed_check.
 CHECK_ORDER: tuple[str, ...] = (
-    "process", "import", "construct", "state_dict", "run", "global_state", "output_shape",
+    "process", "source_scan", "import", "construct", "state_dict", "run", "global_state", "output_shape",
     "output_dtype", "finite", "input_mutation", "output_aliasing", "correctness", "stress",
-    "other_shape", "recompute", "input_reuse", "precision", "custom_kernel", "timed_outputs",
+    "other_shape", "recompute", "input_reuse", "precision", "custom_kernel", "library_ops", "main_work",
+    "timed_outputs", "completeness",
 )
 V3_TOLERANCE = (1e-2, 1e-2)
 PUBLISHED_TOLERANCES: dict[str, tuple[float, float]] = {

@@ -1,10 +1,9 @@
-"""Entry point of the evaluator's child processes: `python -m kernelbench_v3.evaluate.child ROLE DIR`.
+"""Entry point of the evaluator's reference-only child processes: `python -m kernelbench_v3.evaluate.child ROLE DIR`.
 
-Reads `DIR/spec.json`, runs the role (`reference`, `candidate` or `baseline`), writes
-`DIR/result_<ROLE>.json` atomically and leaves with `os._exit`, so no exit handler a solution
-registered can run after the result is written. The candidate role first reads a per-run nonce
-from stdin (before the solution is imported) and puts it in its result, so a file a solution
-forged without it is recognised. Nothing on stdout is ever read as a result.
+Only trusted code runs here (today the `baseline` role: the reference timed eager and compiled);
+solutions run in the sandboxed solution process instead (`worker`). Reads `DIR/spec.json`, runs
+the role, writes `DIR/result_<ROLE>.json` atomically and leaves with `os._exit`. Nothing on stdout
+is ever read as a result.
 
 A child never outlives the evaluating process (`die_with_parent`): the child runs in its own
 session, so a SIGKILL of the parent (a batch killed midway) would otherwise leave it running, a
@@ -73,17 +72,10 @@ def _write(path: Path, payload: dict) -> None:
 
 def main(role: str, workdir: Path) -> None:
     die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0))
-    nonce = sys.stdin.readline().strip() if role == "candidate" else ""
     spec = json.loads((workdir / "spec.json").read_text(encoding="utf-8"))
     result_path = workdir / f"result_{role}.json"
     try:
-        if role == "reference":
-            from .reference import main as run
-            payload = run(spec, workdir)
-        elif role == "candidate":
-            from .candidate import main as run_candidate
-            payload = run_candidate(spec, workdir, nonce)
-        elif role == "baseline":
+        if role == "baseline":
             from .baseline import child_main
             payload = child_main(spec, workdir)
         else:
@@ -91,7 +83,7 @@ def main(role: str, workdir: Path) -> None:
         payload = {"ok": True, **payload}
     except BaseException as exc:  # report everything, including SystemExit from the problem
         payload = {
-            "ok": False, "nonce": nonce,
+            "ok": False,
             "error": f"{type(exc).__name__}: {exc}"[:1000],
             "traceback": traceback.format_exc()[-4000:],
         }

@@ -66,20 +66,28 @@ class FreshInputs:
     def next(self) -> list[Any]:
         t = self.count
         self.count += 1
+        return self.write(t, self.weight(t))
+
+    def new_set(self, t: int, w: float) -> list[Any]:
+        """Fresh set number `t` in new tensors of its own (for calls back to back)."""
         base = self.rotating[t % len(self.rotating)]
-        return C.blend_into(self.buffers[t % len(self.buffers)], base, self.partner, self.weight(t))
+        return C.blend_into([x.clone() if isinstance(x, torch.Tensor) else x for x in base], base, self.partner, w)
+
+    def write(self, t: int, w: float) -> list[Any]:
+        """Fresh set number `t`: w * rotating[t % n] + (1 - w) * partner, in buffer set t % buffers."""
+        return C.blend_into(self.buffers[t % len(self.buffers)], self.rotating[t % len(self.rotating)], self.partner, w)
 
 
 def reuse_verdict(fresh_ms: Sequence[float], repeated_ms: Sequence[float], ratio: float = REUSE_RATIO) -> dict[str, Any]:
     """The figures of fresh vs repeated inputs, and whether the solution is markedly faster on
     repeated ones (ratio of medians above `ratio` and fresh p10 above repeated p90)."""
-    from .timing import _quantile
+    from .timing import quantile
 
     fresh, repeated = sorted(fresh_ms), sorted(repeated_ms)
     if not fresh or not repeated:
         return {"faster_on_repeated_inputs": False, "note": "too few samples to compare"}
-    f_med, r_med = _quantile(fresh, 0.5), _quantile(repeated, 0.5)
-    f_p10, r_p90 = _quantile(fresh, 0.10), _quantile(repeated, 0.90)
+    f_med, r_med = quantile(fresh, 0.5), quantile(repeated, 0.5)
+    f_p10, r_p90 = quantile(fresh, 0.10), quantile(repeated, 0.90)
     faster = f_med > ratio * r_med and f_p10 > r_p90
     return {
         "fresh_median_ms": f_med, "repeated_median_ms": r_med,

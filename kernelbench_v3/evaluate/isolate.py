@@ -1,11 +1,10 @@
-"""Child processes with a wall-clock limit, a bounded log and a private result channel.
+"""Reference-only child processes (the baseline) with a wall-clock limit and a bounded log.
 
 A child is `python -m kernelbench_v3.evaluate.child ROLE DIR` in its own session (process
 group), so a timeout kills it and everything it spawned. Its stdout and stderr are drained by a
 thread that keeps only the last `max_log_bytes` and kills the child when it writes more than
 `flood_bytes` in total. The result is the JSON file the child writes into DIR, a private
-folder the parent made; for the candidate it must carry the nonce the parent sent on stdin.
-The child learns the parent's pid (KBV3_PARENT_PID) and exits when this process dies, also by
+folder the parent made. No solution code runs in these children. The child learns the parent's pid (KBV3_PARENT_PID) and exits when this process dies, also by
 SIGKILL (see `child.die_with_parent`). A crash, hang, `sys.exit`, signal or output flood becomes a `ChildOutcome` with a reason; this
 module never raises for what a child does.
 """
@@ -93,7 +92,6 @@ def run_child(
     *,
     timeout_s: float,
     env: Mapping[str, str] | None = None,
-    nonce: str | None = None,
     max_log_bytes: int = 64_000,
     flood_bytes: int = FLOOD_BYTES,
 ) -> ChildOutcome:
@@ -111,7 +109,7 @@ def run_child(
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernelbench_v3.evaluate.child", role, str(workdir)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         cwd=str(workdir), env=child_env, start_new_session=True,
     )
     tail: deque = deque()
@@ -126,12 +124,6 @@ def run_child(
         target=_drain, args=(proc.stdout, tail, max_log_bytes, total, flood_bytes, on_flood), daemon=True
     )
     reader.start()
-    try:
-        assert proc.stdin is not None
-        proc.stdin.write(((nonce or "") + "\n").encode())
-        proc.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass
     timed_out = False
     try:
         proc.wait(timeout=timeout_s)
@@ -149,7 +141,4 @@ def run_child(
             result = json.loads(result_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             result = None
-        if result is not None and nonce is not None and result.get("nonce") != nonce:
-            result = None
-            log += "\n[kbv3] result file without the run's nonce: ignored (forged?)"
     return ChildOutcome(result, proc.returncode, timed_out, flooded.is_set(), log, wall)

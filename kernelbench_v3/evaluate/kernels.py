@@ -1,10 +1,6 @@
-"""Runtime proof of a custom kernel: which kernels did the solution actually launch.
+"""Which device kernels are library code, and the CUDA profiler runs that name them.
 
-Two sources, both observed while the solution's forward runs (never read from its source):
-
-- Triton launches, counted by wrapping the `run` method of Triton's JITFunction and (under
-  TRITON_INTERPRET=1) InterpretedFunction; this is the only source on CPU.
-- On CUDA, the kernel names the PyTorch profiler saw on the device.
+Kernel names come from the PyTorch profiler on the device (never from a launch wrapper).
 
 A kernel is "library" when PyTorch, cuBLAS(Lt), cuDNN, CUTLASS-in-torch or torch.compile's
 Inductor generated it: when its name matches a library pattern (which live here), or when the
@@ -25,8 +21,6 @@ outside the stream its CUDA events time.
 from __future__ import annotations
 
 import re
-import threading
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 # Kernel names that come from PyTorch itself or the libraries it calls, or from Inductor
@@ -76,70 +70,6 @@ def custom_time_fraction(
         return None
     custom = set(custom_kernels([n for n, _ in times], reference_names))
     return sum(t for n, t in times if n in custom) / total
-
-
-@dataclass
-class LaunchLog:
-    """Triton launches seen while `recording` is on (thread-safe counter)."""
-
-    recording: bool = False
-    names: list[str] = field(default_factory=list)
-    count: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def note(self, name: str) -> None:
-        if not self.recording:
-            return
-        with self._lock:
-            self.count += 1
-            if name not in self.names:
-                self.names.append(name)
-
-    def reset(self) -> None:
-        with self._lock:
-            self.names.clear()
-            self.count = 0
-
-
-def _kernel_name(fn: Any) -> str:
-    inner = getattr(fn, "fn", None)
-    return str(getattr(inner, "__name__", None) or getattr(fn, "__name__", None) or type(fn).__name__)
-
-
-def install_triton_launch_counter(log: LaunchLog) -> list[str]:
-    """Wrap the launch path of Triton's kernel classes so every launch is noted in `log`.
-
-    Must run before the solution is imported. Returns the names of the classes wrapped (empty
-    when Triton is not installed). Autotuned and heuristics-wrapped kernels end in the same
-    `run` of the underlying function, so they are counted too.
-    """
-    wrapped: list[str] = []
-    try:
-        from triton.runtime.jit import JITFunction
-    except Exception:  # Triton missing or broken: nothing to count
-        return wrapped
-    classes: list[type] = [JITFunction]
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-
-        classes.append(InterpretedFunction)
-    except Exception:
-        pass
-    for cls in classes:
-        original: Callable[..., Any] = cls.run
-        if getattr(original, "_kbv3_wrapped", False):
-            wrapped.append(cls.__name__)
-            continue
-
-        def run(self, *args, _original=original, **kwargs):  # noqa: ANN001
-            if not kwargs.get("warmup", False):
-                log.note(_kernel_name(self))
-            return _original(self, *args, **kwargs)
-
-        run._kbv3_wrapped = True  # type: ignore[attr-defined]
-        cls.run = run
-        wrapped.append(cls.__name__)
-    return wrapped
 
 
 def _device_us(event: Any) -> float:

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: trusted supervisor, sandbox, kernel rule from evidence
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
@@ -64,7 +64,7 @@ class Record:
     sizes_note: str = ""  # e.g. why reduced sizes were used
 
     # --- verdict ---
-    status: str = "error"  # "correct" | "incorrect" | "failed" (did not run) | "error" (evaluator)
+    status: str = "error"  # "correct" | "incorrect" | "failed" (did not run) | "incomplete" | "error" (evaluator)
     error: str | None = None  # short reason when not correct
     failed_check: str | None = None
     checks: dict[str, str] = field(default_factory=dict)
@@ -78,9 +78,13 @@ class Record:
     error_reference: str = ""  # "float64" | "reference dtype"
     custom_kernel_required: bool = True
     kernel_names: list[str] = field(default_factory=list)  # kernels the solution launched
-    triton_launches: int | None = None
+    triton_launches: int | None = None  # CPU: Triton interpreter launches that completed (evidence pass)
     reference_kernel_names: list[str] = field(default_factory=list)  # CUDA kernels the reference launched
     custom_kernel_time_fraction: float | None = None  # share of profiled device time in custom kernels (CUDA)
+    kernel_rule: str = ""  # "strict" | "v3" | "relaxed": the custom-kernel rule applied
+    kernel_evidence: dict[str, Any] = field(default_factory=dict)  # what the rule was decided from
+    sandbox: str = ""  # "landlock" | "namespaces" | "none": what confined the solution process
+    sandbox_details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # "name: detail" notes that do not fail the solution
 
     # --- timing ---

@@ -1,20 +1,21 @@
-"""The reference child: expected outputs, computed where no solution code can reach them.
+"""The reference side of an evaluation, computed in the supervisor where no solution can reach it.
 
-Runs in its own process before the candidate exists. For every planned case it builds the
-reference model (parameters and buffers re-randomized) and the inputs, runs the model, and
-writes for the parent only: on CUDA, the names of the kernels the reference launches (so the
-same kernels in a solution do not count as custom); the expected output, and for the cases marked float64 the residual
-of a float64 run (so the parent can compare against float64 without storing it twice) plus the
-reference's own error against float64 and the error an fp32 computation with TF32-rounded
-inputs and weights would have (the precision floor for fp32 problems). For the candidate child
-it writes the re-randomized state dicts and the input fingerprints.
+The problem files are ours, so the reference runs in the trusted supervisor process itself. For
+every planned case it builds the reference model (parameters and buffers re-randomized) and the
+inputs, runs the model, and keeps in memory: the inputs (to send to the solution process), the
+expected output, and for cases marked float64 the residual of a float64 run plus the reference's
+own error against float64 and the error an fp32 computation with TF32-rounded inputs and weights
+would have (the precision floor for fp32 problems). It also records which aten ops the reference
+dispatches and for how long (the problem's main work, for the kernel rule) and, on CUDA, the
+names of the kernels it launches (so the same kernels in a solution do not count as its own).
+The main-shape model stays alive: the supervisor verifies timed outputs against it.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -72,90 +73,112 @@ def float64_reference(model: torch.nn.Module, inputs: list[Any], out: torch.Tens
     return info
 
 
-def _build(problem_path: Path, sizes: dict[str, Any], device: str, seed: int):
+def _build(module_source: str, stem: str, sizes: dict[str, Any], device: str, seed: int):
     from ..materialize import load_module, make_model
 
-    module = load_module(problem_path, sizes)
+    module = load_module(module_source, sizes, stem=stem)
     model = make_model(module, device, seed)
     C.rerandomize(model)
     return module, model
 
 
-def main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
-    from ..catalog import read_problem
+@dataclass
+class ShapeRun:
+    sizes: dict[str, Any]
+    module: Any
+    model: torch.nn.Module
 
-    device = spec["device"]
-    problem = read_problem(Path(spec["problem_path"]), Path(spec["problems_root"]))
-    sizes = dict(spec["sizes"])
-    cases = [C.Case.from_dict(d) for d in spec["cases"]]
-    module, model = _build(problem.path, sizes, device, seed=C.PARAM_SEED)
-    shapes: dict[str, Any] = {"main": {"sizes": sizes, "module": module, "model": model}}
-    result: dict[str, Any] = {"cases": {}, "shapes": {"main": {"sizes": sizes}}, "notes": []}
 
+@dataclass
+class CaseRun:
+    case: C.Case
+    inputs: list[Any]  # on the CPU
+    saved: dict[str, torch.Tensor]  # "expected" (and "residual64"), on the CPU
+    entry: dict[str, Any]  # JSON facts: shape, dtype, finite, float64 errors
+
+
+@dataclass
+class ReferenceRun:
+    precision: str
+    shapes: dict[str, ShapeRun]
+    cases: dict[str, CaseRun] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    kernel_names: list[str] = field(default_factory=list)
+    ops: dict[str, list[float]] = field(default_factory=dict)  # op -> [count, seconds]
+    device_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def order(self) -> list[str]:
+        return list(self.cases)
+
+    def entries(self) -> dict[str, dict[str, Any]]:
+        return {name: run.entry for name, run in self.cases.items()}
+
+
+def compute(problem: Any, source: str, sizes: dict[str, Any], device: str, cases: list[C.Case]) -> ReferenceRun:
+    """Run the reference on every case (see the module docstring)."""
+    from .evidence import OpRecorder
+    from .fingerprint import device_info
+
+    module, model = _build(source, problem.name, sizes, device, seed=C.PARAM_SEED)
     main_inputs = C.build_inputs(module, cases[0], device)
-    result["precision"] = C.precision_of(main_inputs)
+    run = ReferenceRun(C.precision_of(main_inputs), {"main": ShapeRun(dict(sizes), module, model)})
     with torch.no_grad():
-        if device == "cuda":  # what the reference launches is library code, whatever its name
-            from .kernels import profile_cuda_kernels
+        recorder = OpRecorder()
+        with recorder:
+            if device == "cuda":  # what the reference launches is library code, whatever its name
+                from .kernels import profile_cuda_kernels
 
-            raw_out, names = profile_cuda_kernels(lambda: model(*main_inputs))
-            result["kernel_names"] = names or []
-        else:
-            raw_out = model(*main_inputs)
+                raw_out, names = profile_cuda_kernels(lambda: model(*main_inputs))
+                run.kernel_names = names or []
+            else:
+                raw_out = model(*main_inputs)
+        run.ops = recorder.summary()
         main_out = _as_tensor(raw_out, problem.problem_id)
     if any(c.shape == "other" for c in cases):
-        chosen = _choose_other_shape(problem, sizes, device, tuple(main_out.shape), cases)
+        chosen = _choose_other_shape(problem, source, sizes, device, tuple(main_out.shape), cases)
         if chosen is None:
-            result["notes"].append("no second shape: no size override gave a different, valid shape")
+            run.notes.append("no second shape: no size override gave a different, valid shape")
             cases = [c for c in cases if c.shape != "other"]
         else:
             other_sizes, other_module, other_model = chosen
-            shapes["other"] = {"sizes": other_sizes, "module": other_module, "model": other_model}
-            result["shapes"]["other"] = {"sizes": other_sizes}
-
-    for name, shape in shapes.items():
-        torch.save({k: v.detach().cpu() for k, v in shape["model"].state_dict().items()}, workdir / f"state_{name}.pt")
-
-    for case in list(cases):
-        shape = shapes[case.shape]
-        inputs = C.build_inputs(shape["module"], case, device)
-        try:
-            with torch.no_grad():
-                out = _as_tensor(shape["model"](*inputs), f"{problem.problem_id} {case.name}")
-        except Exception as exc:  # a content-cache probe the problem's inputs cannot take
-            if case.group not in (C.INPUT_REUSE, C.TIMED_FRESH):
-                raise
-            result.setdefault("dropped_cases", []).append(f"{case.name}: {type(exc).__name__}: {exc}"[:300])
-            cases.remove(case)
-            continue
+            run.shapes["other"] = ShapeRun(other_sizes, other_module, other_model)
+    for case in cases:
+        shape = run.shapes[case.shape]
+        inputs = C.build_inputs(shape.module, case, device)
+        with torch.no_grad():
+            out = _as_tensor(shape.model(*inputs), f"{problem.problem_id} {case.name}")
         entry: dict[str, Any] = {
-            "case": case.to_dict(), "inputs": C.fingerprint(inputs), "shape": list(out.shape),
-            "dtype": str(out.dtype), "finite": bool(torch.isfinite(out).all().item()) if out.is_floating_point() else True,
+            "case": case.to_dict(), "shape": list(out.shape), "dtype": str(out.dtype),
+            "finite": bool(torch.isfinite(out).all().item()) if out.is_floating_point() else True,
         }
         saved: dict[str, torch.Tensor] = {"expected": out.detach().cpu()}
         if case.float64 and out.is_floating_point() and entry["finite"]:
             try:
-                info = float64_reference(shape["model"], inputs, out, tf32=out.dtype == torch.float32)
+                info = float64_reference(shape.model, inputs, out, tf32=out.dtype == torch.float32)
             except Exception as exc:  # an op without a float64 kernel
                 info = {"available": False, "reason": f"float64 reference failed: {type(exc).__name__}: {exc}"[:300]}
             if info.pop("available"):
-                ref64 = info.pop("ref64")
-                saved["residual64"] = (ref64 - out.double()).float().cpu()
-            entry["float64"] = info
-        torch.save(saved, workdir / f"expected_{case.name}.pt")
-        result["cases"][case.name] = entry
-    result["case_order"] = [c.name for c in cases]
-    from .fingerprint import device_info
-
-    result["device_info"] = device_info(device)
-    return _finite_json(result)
+                saved["residual64"] = (info.pop("ref64") - out.double()).float().cpu()
+            entry["float64"] = _finite_json(info)
+        cpu_inputs = [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
+        run.cases[case.name] = CaseRun(case, cpu_inputs, saved, entry)
+    run.device_info = device_info(device)
+    return run
 
 
-def _choose_other_shape(problem, sizes, device, main_shape, cases):
+def expected_for(run: ReferenceRun, inputs: list[Any], device: str) -> torch.Tensor:
+    """The main-shape reference's output on `inputs` (CPU tensors), on the CPU."""
+    moved = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    with torch.no_grad():
+        return _as_tensor(run.shapes["main"].model(*moved), "reference").detach().cpu()
+
+
+def _choose_other_shape(problem, source, sizes, device, main_shape, cases):
     seed_case = next(c for c in cases if c.shape == "other")
     for candidate in C.other_shape_candidates(problem, sizes):
         try:
-            module, model = _build(problem.path, candidate, device, seed=C.PARAM_SEED + 1)
+            module, model = _build(source, problem.name, candidate, device, seed=C.PARAM_SEED + 1)
             with torch.no_grad():
                 out = _as_tensor(model(*C.build_inputs(module, seed_case, device)), "other shape")
         except Exception:

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 DEFAULT_SEEDS: tuple[int, ...] = (42, 123, 456, 789, 1337)
 TOLERANCE_MODES: tuple[str, ...] = ("v3", "published", "strict")
 DEVICES: tuple[str, ...] = ("cuda", "cpu")
+KERNEL_RULES: tuple[str, ...] = ("strict", "v3")
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,11 @@ class EvalRequest:
       reference's own error against float64).
     - `require_custom_kernel`: when False, a solution without a custom kernel may still pass;
       the record says the check was relaxed.
-    - `timeout_s`: wall-clock limit for each child process of the evaluation.
+    - `kernel_rule`: "strict" (own kernels ran, no library GEMM/conv/attention, own kernels do
+      the main work) or "v3" (the published rule: an own kernel ran).
+    - `scan_source`: the static tamper scan of the solution's source (a named check).
+    - `timeout_s`: the supervisor's wall-clock limit for each step (import, each case, each
+      timing batch) and for the reference and baseline processes.
     - `timing_seconds`: the timing budget of each timed function (solution, eager and compiled
       baseline); None means the evaluator's default (15 s on CUDA, 4 s on CPU). Repetitions stop
       earlier once the median is stable; a smaller budget trades precision for throughput.
@@ -55,6 +60,8 @@ class EvalRequest:
     max_log_bytes: int = 64_000  # how much child output is kept (the rest is dropped)
     retry_failed_baseline: bool = False
     timing_seconds: float | None = None
+    kernel_rule: str = "strict"  # "strict" (default) or "v3" (the published rule only); see kernel_rule
+    scan_source: bool = True  # the static tamper scan of the source (defence in depth; off only to study the rest)
     extra: tuple[tuple[str, Any], ...] = field(default=())  # free-form tags copied to nothing; for callers
 
     def __post_init__(self) -> None:
@@ -69,6 +76,8 @@ class EvalRequest:
             raise ValueError(
                 f"EvalRequest.tolerance must be one of {TOLERANCE_MODES}, got {self.tolerance!r}"
             )
+        if self.kernel_rule not in KERNEL_RULES:
+            raise ValueError(f"EvalRequest.kernel_rule must be one of {KERNEL_RULES}, got {self.kernel_rule!r}")
         if not self.seeds:
             raise ValueError("EvalRequest.seeds must not be empty")
         if self.timing_seconds is not None and self.timing_seconds <= 0:

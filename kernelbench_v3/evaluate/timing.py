@@ -13,9 +13,8 @@ of every timed call is copied aside (after the end event) so the caller can re-c
 timed. Repetitions grow in batches until the median's confidence interval is narrow
 (`median_ci_rel`). A device-synchronized wall clock over a back-to-back loop cross-checks the
 events: work that escapes the timed stream (side streams, CPU work) shows up as wall time far
-above the event time; and when the host is the bottleneck (so the wall clock is launch time
-anyway), `plan.profile_reps` profiled calls show the device busy, on any stream, for far longer
-than the events. Either is flagged, and the runner then scores the larger of the two instead.
+above the event time, and is flagged. In an evaluation the solution process's figures are only
+evidence: the supervisor bounds them with its own clock (`clock`).
 
 CPU (`time_cpu`): `time.perf_counter` around each call, the same rotation and stability rule,
 and the method recorded as "cpu_wall_clock".
@@ -66,15 +65,15 @@ def summarize(samples_ms: Sequence[float], method: str) -> TimingStats:
     return TimingStats(
         method=method,
         median_ms=statistics.median(ordered),
-        p10_ms=_quantile(ordered, 0.10),
-        p90_ms=_quantile(ordered, 0.90),
+        p10_ms=quantile(ordered, 0.10),
+        p90_ms=quantile(ordered, 0.90),
         mean_ms=mean,
         cv=stdev / mean if mean > 0 else 0.0,
         reps=len(ordered),
     )
 
 
-def _quantile(ordered: Sequence[float], q: float) -> float:
+def quantile(ordered: Sequence[float], q: float) -> float:
     pos = q * (len(ordered) - 1)
     lo, hi = math.floor(pos), math.ceil(pos)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
@@ -136,7 +135,6 @@ class TimingPlan:
     wall_reps: int = 20
     min_seconds: float = 1.0  # CUDA only
     clock_settle_seconds: float = 5.0  # CUDA only: the most spent waiting for the clock to settle
-    profile_reps: int = 0  # CUDA only: calls profiled for the device-busy cross-check (0: none)
     # CUDA only: "read" (sum a buffer), "write" (zero it, as Triton's do_bench does) or "write_read".
     # Writing left L2 full of dirty lines whose write-back the timed kernel paid for: +6-11% on an
     # H200 for softmax, GELU and a small GEMM (benchmarks/results/l2_flush_gpu.md).
@@ -272,60 +270,140 @@ def host_enqueue_ms(call: Call, args: Sequence[Any], reps: int = 5) -> float:
     return statistics.median(times)
 
 
-def time_cuda(
-    call: Call, sets: Sequence[Sequence[Any]], plan: TimingPlan = TimingPlan(), fresh: Any = None
-) -> tuple[TimingStats, list[Any]]:
-    """CUDA-event timing of `call(inputs)` rotating over `sets`; returns the stats and a copy
-    of the last timed output of each set."""
-    Event, perf, sync = torch.cuda.Event, time.perf_counter, torch.cuda.synchronize
-    flush = torch.zeros(l2_flush_bytes() // 4, dtype=torch.float32, device="cuda")
-    flush_sum = torch.zeros((), dtype=torch.float32, device="cuda")
+class Timer:
+    """What CUDA and CPU timing share: the pairing of a repeated and a fresh call, and calls back
+    to back. Subclasses say how one call is timed (`timed`) and how marks become milliseconds."""
 
-    def flush_l2() -> None:
+    call: Call
+    sets: Sequence[Sequence[Any]]
+    rotation: int = 0  # which repeated set the next repeated call takes
+
+    def timed(self, args: Sequence[Any]) -> tuple[Any, Any, Any]:
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        pass
+
+    @staticmethod
+    def elapsed(marks: tuple[Any, Any]) -> float:
+        return (marks[1] - marks[0]) * 1e3
+
+    def pair(self, fresh_args: Sequence[Any] | None) -> tuple[Any, Any, Any]:
+        """One repeated call (the next rotating set), then, when given, one call on `fresh_args`;
+        returns (the output to keep, the repeated marks, the fresh marks or None)."""
+        k = self.rotation % len(self.sets)
+        self.rotation += 1
+        out, start, end = self.timed(self.sets[k])
+        if fresh_args is None:
+            return out, (start, end), None
+        fresh_out, fstart, fend = self.timed(fresh_args)
+        return fresh_out, (start, end), (fstart, fend)
+
+    def back_to_back(self, inputs: Sequence[Sequence[Any]]) -> list[Any]:
+        """One call per input set, back to back: no flush, no events, no work between the calls;
+        the outputs are kept as returned (a solution that reuses its output memory shows it in
+        every earlier output)."""
+        outputs = [self.call(args) for args in inputs]
+        self.synchronize()
+        return outputs
+
+
+class CpuTimer(Timer):
+    """Wall clock around each call on the CPU."""
+
+    def __init__(self, call: Call, sets: Sequence[Sequence[Any]]):
+        self.call, self.sets = call, sets
+
+    def warm(self) -> None:
+        self.call(self.sets[0])
+
+    def timed(self, args: Sequence[Any]) -> tuple[Any, Any, Any]:
+        started = time.perf_counter()
+        out = self.call(args)
+        return out, started, time.perf_counter()
+
+
+class CudaTimer(Timer):
+    """The timed call of the evaluator on CUDA, as a reusable object: `warm` once, then `timed`
+    calls. Before every timed call the L2 cache is flushed (`plan.l2_flush_passes` reads of a
+    buffer twice the L2) and a spin kernel keeps the GPU busy while the host enqueues the start
+    event, the call and the end event. The local driver `time_cuda` and the solution process's
+    supervisor-driven batches both time through this, so both measure the same way."""
+
+    def __init__(self, call: Call, sets: Sequence[Sequence[Any]], plan: TimingPlan):
+        self.call, self.sets, self.plan = call, sets, plan
+        self.flush = torch.zeros(l2_flush_bytes() // 4, dtype=torch.float32, device="cuda")
+        self.flush_sum = torch.zeros((), dtype=torch.float32, device="cuda")
+        self.cycles_per_ms = 0.0
+        self.enqueue_ms = 0.0
+        self.sleep_cycles = 0
+
+    def flush_l2(self) -> None:
         # Reading leaves L2 full of clean lines (the previous call's dirty output is written
         # back here, untimed); writing would leave dirty ones for the timed call to write back.
-        for _ in range(plan.l2_flush_passes):
-            if plan.l2_flush != "read":
-                flush.zero_()
-            if plan.l2_flush != "write":
-                torch.sum(flush, dim=0, out=flush_sum)
-    # Warm up for a while, not a few calls: an idle GPU needs time to reach its clocks.
-    _keep_calling(call, sets, plan.warmup_seconds, min_calls=plan.warmup)
-    # _sleep spins for SM clock cycles, so its cycles per ms is the SM clock in kHz.
-    cycles_per_ms = settle_clock(_sleep_cycles_per_ms, lambda: _keep_calling(call, sets, 0.05),
-                                 plan.clock_settle_seconds)
-    enqueue_ms = host_enqueue_ms(call, sets[0])
-    busy_ms = 2.0 * enqueue_ms + 0.05
-    sleep_cycles = int(busy_ms * cycles_per_ms)
-    last: list[Any] = [None] * len(sets)
-    samples: list[float] = []
-    repeated: list[float] = []
+        for _ in range(self.plan.l2_flush_passes):
+            if self.plan.l2_flush != "read":
+                self.flush.zero_()
+            if self.plan.l2_flush != "write":
+                torch.sum(self.flush, dim=0, out=self.flush_sum)
 
-    def timed(args: Sequence[Any]) -> tuple[Any, Any, Any]:
-        flush_l2()
-        torch.cuda._sleep(sleep_cycles)
-        start, end = Event(enable_timing=True), Event(enable_timing=True)
+    def warm(self) -> None:
+        """Warm up for a while (an idle GPU needs time to reach its clocks), wait for the SM clock
+        to settle, and size the spin kernel from the host's enqueue time of one call."""
+        _keep_calling(self.call, self.sets, self.plan.warmup_seconds, min_calls=self.plan.warmup)
+        # _sleep spins for SM clock cycles, so its cycles per ms is the SM clock in kHz.
+        self.cycles_per_ms = settle_clock(_sleep_cycles_per_ms, lambda: _keep_calling(self.call, self.sets, 0.05),
+                                          self.plan.clock_settle_seconds)
+        self.enqueue_ms = host_enqueue_ms(self.call, self.sets[0])
+        self.sleep_cycles = int(self.busy_ms * self.cycles_per_ms)
+
+    @property
+    def busy_ms(self) -> float:
+        return 2.0 * self.enqueue_ms + 0.05
+
+    def timed(self, args: Sequence[Any]) -> tuple[Any, Any, Any]:
+        self.flush_l2()
+        torch.cuda._sleep(self.sleep_cycles)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        result = call(args)
+        result = self.call(args)
         end.record()
         return result, start, end
 
+    def synchronize(self) -> None:
+        torch.cuda.synchronize()
+
+    @staticmethod
+    def elapsed(marks: tuple[Any, Any]) -> float:
+        return marks[0].elapsed_time(marks[1])
+
+
+def time_cuda(
+    call: Call, sets: Sequence[Sequence[Any]], plan: TimingPlan = TimingPlan(), fresh: Any = None
+) -> tuple[TimingStats, list[Any]]:
+    """CUDA-event timing of `call(inputs)` rotating over `sets`, until the median is known well
+    enough; returns the stats and a copy of the last timed output of each set."""
+    perf, sync = time.perf_counter, torch.cuda.synchronize
+    timer = CudaTimer(call, sets, plan)
+    timer.warm()
+    cycles_per_ms = timer.cycles_per_ms
+    last: list[Any] = [None] * len(sets)
+    samples: list[float] = []
+    repeated: list[float] = []
     started = perf()
     i = 0
     while True:
         pairs, fresh_pairs = [], []
         for _ in range(plan.batch):
-            k = i % len(sets)
+            k = timer.rotation % len(sets)
             # The fresh inputs are written (a blend with temporaries: about 4x the inputs' bytes)
             # before the rotating call, and its output copied after the fresh call, so a reported
-            # (fresh) call follows only the previous call's own output. Lines written just before
-            # a flush are what it fails to clean (placement_gpu.md); with the blend right before
-            # the fresh call, GELU and softmax still spread 3-4% between processes on an H200.
+            # (fresh) call follows only the previous call's own output (see docs/timing.md).
             fresh_args = fresh.next() if fresh is not None else None
-            out, start, end = timed(sets[k])
-            pairs.append((start, end))
-            if fresh is not None:
-                fresh_pairs.append(timed(fresh_args)[1:])
+            out, rep, fr = timer.pair(fresh_args)
+            pairs.append(rep)
+            if fr is not None:
+                fresh_pairs.append(fr)
             last[k] = _clone_output(out)
             i += 1
         sync()
@@ -340,7 +418,7 @@ def time_cuda(
         if i >= len(sets) and (stable or len(samples) >= plan.max_reps or elapsed > plan.max_seconds):
             break
     if fresh is not None:
-        out, start, end = timed(fresh.final)
+        out, start, end = timer.timed(fresh.final)
         fresh.final_output = _clone_output(out)
         sync()
         samples.append(start.elapsed_time(end))
@@ -349,9 +427,9 @@ def time_cuda(
         _compare_reuse(stats, samples, repeated)
         stats.details["fresh_buffers"] = len(fresh.buffers)
     stats.details.update(
-        l2_flush_bytes=flush.numel() * 4, l2_flush=plan.l2_flush, l2_flush_passes=plan.l2_flush_passes,
-        busy_wait_ms=round(busy_ms, 4),
-        host_enqueue_ms=round(enqueue_ms, 4), stable=stable, sets=len(sets),
+        l2_flush_bytes=timer.flush.numel() * 4, l2_flush=plan.l2_flush, l2_flush_passes=plan.l2_flush_passes,
+        busy_wait_ms=round(timer.busy_ms, 4),
+        host_enqueue_ms=round(timer.enqueue_ms, 4), stable=stable, sets=len(sets),
         median_ci_rel=round(median_ci_rel(samples), 5),
     )
     if plan.wall_reps:
@@ -364,19 +442,7 @@ def time_cuda(
         # Back-to-back calls overlap host launches with GPU work, so the wall clock per call
         # exceeds the event time only by launch overhead; far above it, work ran outside the
         # timed stream (another stream, the CPU) and the event figure is not the whole cost.
-        if stats.wall_ms > 1.5 * stats.median_ms + max(enqueue_ms, 0.02):
-            stats.flags.append(ESCAPED_STREAM)
-    if plan.profile_reps:
-        # When the host is the bottleneck the wall clock hides escaped GPU work (an H200 smoke:
-        # a side-stream softmax timed at 0.002 ms by events, 0.060 ms wall, 0.017 ms of kernel),
-        # so also ask the profiler how long the device was busy per call, on any stream.
-        from .kernels import device_busy_ms
-
-        busy = device_busy_ms(lambda: call(sets[0]), plan.profile_reps)
-        stats.details["device_busy_ms"] = None if busy is None else round(busy, 5)
-        # Profiled calls run warm (no flush), so an honest call is busy for less than its timed
-        # median; 1.5x plus 5 us of slack keeps profiler overhead from flagging anyone.
-        if busy is not None and busy > 1.5 * stats.median_ms + 0.005 and ESCAPED_STREAM not in stats.flags:
+        if stats.wall_ms > 1.5 * stats.median_ms + max(timer.enqueue_ms, 0.02):
             stats.flags.append(ESCAPED_STREAM)
     cycles_per_ms_after = _sleep_cycles_per_ms()
     stats.details.update(sm_clock_mhz_before=round(cycles_per_ms / 1e3, 1),

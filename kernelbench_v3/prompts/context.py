@@ -20,6 +20,7 @@ from typing import Any
 
 from ..catalog import SPLITS, Problem
 from ..evaluate.checks import PRECISION_MARGIN, V3_TOLERANCE
+from ..evaluate.kernel_rule import MAIN_WORK_SHARE
 from ..evaluate.request import DEFAULT_SEEDS
 
 # The evaluator's default ("v3") correctness test is torch.allclose with these (see
@@ -217,5 +218,6 @@ def build_context(problem: Problem, split: str, one_shot: dict[str, str] | None 
         "tolerance": {"atol": DEFAULT_ATOL, "rtol": DEFAULT_RTOL},
         "seeds": len(DEFAULT_SEEDS),
         "precision_margin": PRECISION_MARGIN,
+        "main_work_share": f"{MAIN_WORK_SHARE:.0%}",
         "one_shot": one_shot,
     }

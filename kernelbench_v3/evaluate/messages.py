@@ -1,0 +1,191 @@
+"""The typed messages between the supervisor and a solution process.
+
+Each message is a frozen dataclass with a `kind`; on the wire it is JSON (`to_json`). What the
+supervisor sends is trusted by construction. What the solution process sends is parsed with
+`parse_reply`, which checks every field's type and size and raises `ProtocolError` otherwise:
+those replies are evidence to check, never a verdict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .channel import ProtocolError, TensorRef
+
+Device = Literal["cpu", "cuda"]
+BatchMode = Literal["flushed", "back_to_back"]
+MAX_LIST = 100_000
+MAX_TEXT = 8_000
+
+
+# --- supervisor -> solution process -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShapeSetup:
+    init_args: list[Any]  # get_init_inputs() of the problem at this shape (JSON values)
+    state: dict[str, TensorRef]  # the re-randomized reference state dict, in the arena
+
+
+@dataclass(frozen=True)
+class Setup:
+    device: Device
+    solution_path: str
+    shapes: dict[str, ShapeSetup]
+    memory_fraction: float  # CUDA: the share of device memory the process may allocate
+    kind: str = "setup"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where the solution process writes one output: `capacity` bytes at `offset`."""
+
+    offset: int
+    capacity: int
+
+
+@dataclass(frozen=True)
+class RunCase:
+    case: str
+    shape: str
+    args: list[dict[str, Any]]  # {"tensor": TensorRef} or {"value": JSON}
+    slot: Slot
+    reuse_buffers_of: str | None = None  # write the new values into that case's input tensors
+    evidence: bool = False  # record kernels and dispatched ops while this case runs
+    kind: str = "run_case"
+
+
+@dataclass(frozen=True)
+class Warmup:
+    timing_cases: list[str]  # the cases whose inputs the timing loop rotates over
+    partner_case: str  # the set blended into fresh inputs
+    seconds: float
+    kind: str = "warmup"
+
+
+@dataclass(frozen=True)
+class TimeBatch:
+    mode: BatchMode
+    weights: list[float]  # one fresh call per weight: blend(timing set j % n, partner, w)
+    slots: list[Slot]  # where the output of fresh call j goes
+    kind: str = "time_batch"
+
+
+@dataclass(frozen=True)
+class Finish:
+    kind: str = "finish"
+
+
+def to_json(message: Any) -> dict[str, Any]:
+    def convert(value: Any) -> Any:
+        if isinstance(value, TensorRef):
+            return value.to_json()
+        if dataclasses.is_dataclass(value):
+            return {f.name: convert(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, dict):
+            return {str(k): convert(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [convert(v) for v in value]
+        return value
+
+    return convert(message)
+
+
+# --- solution process -> supervisor ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutputInfo:
+    """What a forward returned: a tensor (its shape, dtype and, when it fit, its bytes)."""
+
+    type_name: str
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+    ref: TensorRef | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Any message from the solution process, with its fields checked."""
+
+    kind: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.fields.get(name, default)
+
+
+# The reply kinds, each with its fields and their types.
+_SCHEMA: dict[str, dict[str, Any]] = {
+    "ready": {"pid": int, "sandbox": dict},
+    "setup_done": {"class_name": str, "state_dict": dict, "import_flag_changes": list, "tampered": list},
+    "failed": {"stage": str, "error": str},
+    "case_done": {"case": str, "output": "output", "mutated_inputs": list, "aliases": list,
+                  "flag_changes": list, "evidence": dict},
+    "warm": {"enqueue_ms": float, "sm_clock_mhz": float, "calls": int},
+    "batch_done": {"fresh_ms": "floats", "repeated_ms": "floats", "outputs": "outputs", "details": dict},
+    "finished": {"tampered": list},
+}
+
+
+def parse_reply(message: dict[str, Any]) -> Reply:
+    kind = message.get("kind")
+    schema = _SCHEMA.get(kind)  # type: ignore[arg-type]
+    if schema is None:
+        raise ProtocolError(f"unexpected message kind {str(kind)[:40]!r}")
+    fields: dict[str, Any] = {}
+    for name, expected in schema.items():
+        if name not in message:
+            raise ProtocolError(f"{kind} message lacks {name!r}")
+        fields[name] = _check(kind, name, message[name], expected)
+    return Reply(kind, fields)
+
+
+def _check(kind: str, name: str, value: Any, expected: Any) -> Any:
+    where = f"{kind}.{name}"
+    if expected == "floats":
+        if not isinstance(value, list) or len(value) > MAX_LIST:
+            raise ProtocolError(f"{where} must be a list of at most {MAX_LIST} numbers")
+        return [_number(where, v) for v in value]
+    if expected == "output":
+        return _output(where, value)
+    if expected == "outputs":
+        if not isinstance(value, list) or len(value) > MAX_LIST:
+            raise ProtocolError(f"{where} must be a list of outputs")
+        return [_output(where, v) for v in value]
+    if expected is float:
+        return _number(where, value)
+    if expected is int and (not isinstance(value, int) or isinstance(value, bool)):
+        raise ProtocolError(f"{where} must be an integer")
+    if expected is str:
+        if not isinstance(value, str):
+            raise ProtocolError(f"{where} must be text")
+        return value[:MAX_TEXT]
+    if expected in (list, dict) and not isinstance(value, expected):
+        raise ProtocolError(f"{where} must be a {expected.__name__}")
+    if expected in (list, dict) and len(str(value)) > 1 << 20:
+        raise ProtocolError(f"{where} is too large")
+    return value
+
+
+def _number(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ProtocolError(f"{where} must hold finite numbers, got {str(value)[:40]}")
+    return float(value)
+
+
+def _output(where: str, value: Any) -> OutputInfo:
+    if not isinstance(value, dict) or not isinstance(value.get("type_name"), str):
+        raise ProtocolError(f"{where} must describe an output")
+    if value["type_name"] != "Tensor":
+        return OutputInfo(value["type_name"][:80])
+    shape, dtype = value.get("shape"), value.get("dtype")
+    if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
+        raise ProtocolError(f"{where}.shape must be a list of sizes")
+    if not isinstance(dtype, str):
+        raise ProtocolError(f"{where}.dtype must be text")
+    ref = value.get("ref")
+    return OutputInfo("Tensor", tuple(shape), dtype[:40], None if ref is None else TensorRef.from_json(ref))

@@ -1,0 +1,125 @@
+"""The supervisor's conversation with one solution process: requests out, checked replies in.
+
+A `Session` owns the solution process's channel and arena: it writes inputs and state into
+the arena, sends typed requests, waits for each reply under a deadline of the supervisor's own
+clock, parses the reply (`messages.parse_reply`) and copies any output out of the arena at once.
+Whatever goes wrong on the other side - a crash, a hang, a malformed or unexpected message - ends
+the session with `SessionLost`; the caller turns that into a verdict. It never raises for what
+the solution does otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from . import messages as M
+from .channel import Arena, Deadline, Layout, Link, PeerGone, ProtocolError, TensorRef, tensor_nbytes
+
+
+WATCH_INTERVAL_S = 1.0
+
+
+class SessionLost(Exception):
+    """The solution process can no longer be talked to; `reason` says why."""
+
+    def __init__(self, reason: str, timed_out: bool = False):
+        super().__init__(reason)
+        self.reason, self.timed_out = reason, timed_out
+
+
+@dataclass
+class CaseResult:
+    reply: M.Reply
+    output: torch.Tensor | None  # the output's bytes, copied out of the arena (CPU)
+    wall_s: float
+
+
+@dataclass
+class Session:
+    link: Link
+    arena: Arena
+    input_offset: int  # where request inputs go
+    output_offset: int  # where outputs come back
+    output_capacity: int
+    pid: int = 0
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    watch: Callable[[], str | None] | None = None  # a reason to give up while waiting, or None
+
+    def request(self, message: Any, timeout_s: float, expect: tuple[str, ...]) -> tuple[M.Reply, float]:
+        """Send `message`, wait for its reply; (reply, seconds by the supervisor's clock)."""
+        started = time.perf_counter()
+        try:
+            self.link.send(M.to_json(message) if not isinstance(message, dict) else message)
+            reply = M.parse_reply(self._receive(timeout_s))
+        except Deadline:
+            kind = message.get("kind") if isinstance(message, dict) else message.kind
+            raise SessionLost(f"timed out: no answer to {kind} within {timeout_s:.0f} s "
+                              "(the solution process was killed)", timed_out=True) from None
+        except PeerGone as exc:
+            raise SessionLost(f"the solution process exited or was killed ({exc})") from None
+        except ProtocolError as exc:
+            raise SessionLost(f"the solution process broke the protocol: {exc}") from None
+        wall = time.perf_counter() - started
+        if reply.kind not in expect + ("failed",):
+            raise SessionLost(f"the solution process answered {reply.kind!r} to a {expect[0]} request")
+        return reply, wall
+
+    def _receive(self, timeout_s: float) -> dict[str, Any]:
+        """Wait in short slices, so `watch` (say, an output flood) can end the wait early."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return self.link.receive(min(WATCH_INTERVAL_S, max(deadline - time.monotonic(), 0.0)))
+            except Deadline:
+                if time.monotonic() >= deadline:
+                    raise
+            why = self.watch() if self.watch is not None else None
+            if why:
+                raise SessionLost(why)
+
+    def write_inputs(self, inputs: list[Any]) -> list[dict[str, Any]]:
+        """Put the tensors of `inputs` into the arena's input region; the request's `args`."""
+        layout, args = Layout(self.input_offset), []
+        for x in inputs:
+            if isinstance(x, torch.Tensor):
+                offset = layout.take(tensor_nbytes(x))
+                if layout.end > self.output_offset:
+                    raise RuntimeError("the arena's input region is too small for this case")
+                args.append({"tensor": self.arena.put(offset, x.contiguous()).to_json()})
+            else:
+                args.append({"value": _json_value(x)})
+        return args
+
+    def write_state(self, state: dict[str, torch.Tensor], layout: Layout) -> dict[str, TensorRef]:
+        refs = {}
+        for name, tensor in state.items():
+            refs[name] = self.arena.put(layout.take(tensor_nbytes(tensor)), tensor.detach().cpu().contiguous())
+        if layout.end > self.output_offset:
+            raise RuntimeError("the arena's input region is too small for the state dict")
+        return refs
+
+    def read_output(self, info: M.OutputInfo) -> torch.Tensor | None:
+        """A copy of the output the reply names, when it lies in the output region."""
+        ref = info.ref
+        if ref is None:
+            return None
+        if ref.offset < self.output_offset or ref.offset + ref.nbytes > self.output_offset + self.output_capacity:
+            raise SessionLost(f"the solution process pointed an output outside its slot (offset {ref.offset})")
+        if tuple(ref.shape) != info.shape or ref.dtype != info.dtype:
+            raise SessionLost("the solution process described an output unlike the one it wrote")
+        return self.arena.view(ref).clone()
+
+    def slot(self) -> M.Slot:
+        return M.Slot(self.output_offset, self.output_capacity)
+
+
+def _json_value(x: Any) -> Any:
+    if isinstance(x, (bool, int, float, str)) or x is None:
+        return x
+    if isinstance(x, (list, tuple)):
+        return [_json_value(v) for v in x]
+    raise TypeError(f"a problem input of type {type(x).__name__} cannot be sent to the solution process")

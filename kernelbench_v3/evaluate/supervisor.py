@@ -1,0 +1,331 @@
+"""One evaluation, run by the trusted supervisor: reference, baseline, solution process, verdict.
+
+The supervisor is the process that calls `evaluate`; it never imports the solution. It reads the
+problem's source once (and materializes only from those bytes), computes the reference in
+itself, gets the baseline from the cache or a baseline child (reference code only), then has the
+zygote fork a fresh sandboxed solution process and drives it request by request (`session`):
+setup, every planned case, the kernel-evidence pass, timing (`clock`). Inputs go out and outputs
+come back as raw bytes in a shared arena; the verdict (`verdict`) and the reported time are
+decided here. Every step has a deadline on the supervisor's clock, and when the evaluation ends
+the solution process and everything it spawned are killed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import math
+import random
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from . import cases as C
+from . import clock
+from . import messages as M
+from .channel import ALIGN, Arena, Layout, Link, round_up, tensor_nbytes
+from .fingerprint import device_name, software
+from .record import Record
+from .reference import ReferenceRun, compute, expected_for
+from .request import EvalRequest
+from .session import CaseResult, Session, SessionLost
+from .verdict import SolutionFacts, judge
+from .zygote import LOG_NAME, Zygote
+
+SMALL_KERNEL_MS = 0.05  # below this, separate evaluator runs of one solution disagree by over 1%
+REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
+EVIDENCE_CASE_INDEX = 1  # the kernel evidence is collected on the second correctness case (compiled by then)
+SAMPLE_BYTES = 64 * clock.SAMPLE_POSITIONS * 8 + clock.SAMPLE_POSITIONS * 8 + 4 * ALIGN
+CPU_ADDRESS_SPACE = 16 << 30  # RLIMIT_AS of a CPU solution process
+FILE_SIZE_LIMIT = 256 << 20  # RLIMIT_FSIZE of a solution process (a larger write kills it)
+FLOOD_BYTES = 32 << 20  # more output than this on stdout/stderr fails the solution
+CUDA_MEMORY_FRACTION = 0.9  # of the device, for the solution process
+
+
+def speed_of_light_ms(problem_id: str, gpu: str, precision: str) -> float | None:
+    """The roofline time of the problem at default sizes on `gpu` (None when unknown)."""
+    try:
+        from .. import gpus, roofline
+
+        flops, nbytes = roofline.DEFAULT_ROOFLINE[problem_id]
+        return float(roofline.speed_of_light_ms(flops, nbytes, gpus.get_gpu(gpu), precision))
+    except Exception:
+        return None
+
+
+@contextmanager
+def _phase(rec: Record, name: str) -> Iterator[None]:
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        rec.phase_s[name] = round(rec.phase_s.get(name, 0.0) + time.monotonic() - started, 3)
+
+
+def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -> Record:
+    from ..catalog import default_problems_dir, get_problem
+
+    started = time.monotonic()
+    root = Path(problems_dir) if problems_dir is not None else default_problems_dir()
+    problem = get_problem(request.problem_id, root)
+    source_bytes = problem.path.read_bytes()  # read once: nothing later re-reads the file
+    solution = Path(request.solution_path).resolve()
+    if not solution.is_file():
+        raise FileNotFoundError(f"solution file {solution} does not exist")
+    solution_bytes = solution.read_bytes()
+    rec = Record(
+        model=request.model, gpu=request.gpu.upper(), level=problem.level, problem=problem.file_name,
+        op_type=problem.op_type, problem_id=problem.problem_id, problem_sha256=hashlib.sha256(source_bytes).hexdigest(),
+        solution_path=str(solution), solution_sha256=hashlib.sha256(solution_bytes).hexdigest(),
+        device=request.device, seeds=list(request.seeds), tolerance_mode=request.tolerance,
+        custom_kernel_required=request.require_custom_kernel,
+        started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+    rec.fingerprint = software()
+    sizes = request.size_overrides
+    if request.device == "cpu" and not sizes and problem.reduced_sizes:
+        sizes, rec.sizes_note = problem.reduced, REDUCED_NOTE
+    rec.sizes = dict(sizes)
+    try:
+        if request.device == "cpu" and problem.cpu_unsupported:
+            return rec.fail("error", f"{problem.problem_id} cannot run on CPU: {problem.cpu_unsupported}")
+        with tempfile.TemporaryDirectory(prefix="kbv3-eval-") as tmp:
+            _evaluate(Path(tmp), request, problem, source_bytes.decode("utf-8"), solution_bytes, sizes, rec, cache_dir)
+        return rec
+    finally:
+        rec.duration_s = round(time.monotonic() - started, 3)
+
+
+def _evaluate(work: Path, request: EvalRequest, problem: Any, source: str, solution_bytes: bytes,
+              sizes: dict[str, Any], rec: Record, cache_dir: Any) -> None:
+    
+    scan = None
+    if request.scan_source:
+        from .tamper_scan import scan as scan_source
+
+        scan = scan_source(solution_bytes.decode("utf-8", "replace"))
+    zygote = Zygote(request.device, work / "zygote.log")  # imports torch while the reference runs
+    try:
+        plan = C.plan_cases(request.seeds, request.other_shape, timed=request.time_solution)
+        with _phase(rec, "reference"):
+            try:
+                ref = compute(problem, source, sizes, request.device, plan)
+            except Exception as exc:
+                rec.fail("error", f"the reference could not be evaluated: {type(exc).__name__}: {exc}"[:2000])
+                return
+        rec.precision_used = ref.precision
+        rec.fingerprint.update(ref.device_info)
+        if not ref.cases[f"seed{request.seeds[0]}"].entry["finite"]:
+            rec.fail("error", "the reference output has NaN/Inf at these sizes")
+            return
+        timing_seconds = request.timing_seconds or (4.0 if request.device == "cpu" else 15.0)
+        base: dict[str, Any] = {}
+        if request.time_solution and request.baseline:
+            with _phase(rec, "baseline"):
+                base = _baseline(request, problem, source, sizes, cache_dir, timing_seconds)
+        scratch = work / "solution"
+        scratch.mkdir(mode=0o700)
+        (scratch / "solution.py").write_bytes(solution_bytes)
+        with _phase(rec, "candidate"):
+            facts = _run_solution(zygote, scratch, request, ref, timing_seconds)
+        rec.log_tail, flooded = _log_tail(scratch / LOG_NAME, request.max_log_bytes)
+        if flooded:
+            facts.lost = facts.lost or SessionLost(f"wrote more than {FLOOD_BYTES >> 20} MiB to stdout/stderr")
+            facts.lost_during = facts.lost_during or "running"
+        rec.sandbox = str(facts.sandbox.get("kind", "none"))
+        rec.sandbox_details = facts.sandbox
+        if rec.sandbox == "none":
+            rec.warnings.append("no_sandbox: the solution process ran without a sandbox on this platform, so its "
+                                "writes to caches and files were not prevented (see the README's threat model)")
+        judge(rec, facts, ref, request, scan)
+        _fill_timing(rec, facts, base, request)
+    finally:
+        with _phase(rec, "cleanup"):
+            try:
+                leftovers = zygote.reap()
+                if leftovers:
+                    rec.warnings.append(f"leftover_processes: {leftovers} process(es) the solution left were killed")
+            except Exception:
+                pass
+            zygote.close()
+
+
+def _log_tail(path: Path, limit: int) -> tuple[str, bool]:
+    """The last `limit` bytes of the solution process's output, and whether it flooded."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            f.seek(max(0, size - limit))
+            return f.read().decode("utf-8", "replace"), size > FLOOD_BYTES
+    except OSError:
+        return "", False
+
+
+def _arena_size(ref: ReferenceRun) -> tuple[int, int, int]:
+    """(input region, output region, total) for this reference's cases and state."""
+    inputs = max(sum(tensor_nbytes(x) + ALIGN for x in run.inputs if isinstance(x, torch.Tensor))
+                 for run in ref.cases.values())
+    state = sum(tensor_nbytes(t) + ALIGN for shape in ref.shapes.values() for t in shape.model.state_dict().values())
+    outputs = max(tensor_nbytes(run.saved["expected"]) for run in ref.cases.values())
+    input_region = round_up(max(inputs, state) + ALIGN)
+    output_region = round_up(max(outputs, SAMPLE_BYTES) + ALIGN)
+    return input_region, output_region, input_region + output_region
+
+
+def _run_solution(zygote: Any, scratch: Path, request: EvalRequest, ref: ReferenceRun, timing_seconds: float) -> SolutionFacts:
+    facts = SolutionFacts()
+    input_region, output_region, total = _arena_size(ref)
+    arena = Arena.create(total)
+    try:
+        limits = {"address_space_bytes": CPU_ADDRESS_SPACE if request.device == "cpu" else None,
+                  "file_size_bytes": FILE_SIZE_LIMIT}
+        spawned = zygote.spawn(scratch=scratch, arena_fd=arena.fd, arena_size=arena.size, limits=limits)
+        log = scratch / LOG_NAME
+
+        def flooded() -> str | None:
+            size = log.stat().st_size if log.exists() else 0
+            return f"wrote more than {FLOOD_BYTES >> 20} MiB to stdout/stderr" if size > FLOOD_BYTES else None
+
+        session = Session(Link(spawned.sock), arena, 0, input_region, output_region, pid=spawned.pid, watch=flooded)
+        try:
+            _drive(session, facts, scratch, request, ref, timing_seconds)
+        except SessionLost as lost:
+            facts.lost = lost
+            if not lost.timed_out:
+                how = zygote.exit_status(spawned.pid)
+                lost.reason += f" ({how})" if how else ""
+        finally:
+            session.link.close()
+    finally:
+        arena.close()
+    return facts
+
+
+def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalRequest, ref: ReferenceRun,
+           timing_seconds: float) -> None:
+    limit = request.timeout_s
+    facts.lost_during = "starting"
+    ready = M.parse_reply(session.link.receive(min(limit, 300.0)))
+    if ready.kind != "ready":
+        raise SessionLost(f"the solution process answered {ready.kind!r} instead of ready")
+    facts.sandbox = dict(ready.get("sandbox"))
+    layout = Layout(session.input_offset)
+    shapes = {}
+    for name, shape in ref.shapes.items():
+        state = session.write_state(shape.model.state_dict(), layout)
+        shapes[name] = M.ShapeSetup([_init_arg(a) for a in shape.module.get_init_inputs()], state)
+    facts.lost_during = "importing the solution"
+    reply, _ = session.request(M.Setup(request.device, str(scratch / "solution.py"), shapes, CUDA_MEMORY_FRACTION),
+                               limit, ("setup_done",))
+    if reply.kind == "failed":
+        facts.failed_stage, facts.error = reply.get("stage"), reply.get("error")
+        return
+    facts.class_name, facts.state_dict = reply.get("class_name"), reply.get("state_dict")
+    facts.import_flag_changes, facts.tampered = reply.get("import_flag_changes"), list(reply.get("tampered"))
+    if any(v for report in facts.state_dict.values() for v in (report or {}).values()):
+        return  # the reference's weights do not load: nothing else is meaningful
+    correctness = [n for n in ref.order if ref.cases[n].case.group == C.CORRECTNESS]
+    evidence_case = correctness[min(EVIDENCE_CASE_INDEX, len(correctness) - 1)]
+    for name in ref.order:
+        run = ref.cases[name]
+        facts.lost_during = f"running case {name}"
+        reuse = correctness[0] if run.case.group == C.RECOMPUTE else None
+        message = M.RunCase(name, run.case.shape, session.write_inputs(run.inputs), session.slot(),
+                            reuse_buffers_of=reuse, evidence=name == evidence_case)
+        reply, wall = session.request(message, limit, ("case_done",))
+        if reply.kind == "failed":
+            facts.failed_stage, facts.error = reply.get("stage"), reply.get("error")
+            return
+        if reply.get("case") != name:
+            raise SessionLost(f"the solution process answered for case {reply.get('case')!r}, not {name!r}")
+        facts.cases[name] = CaseResult(reply, session.read_output(reply.get("output")), wall)
+        if name == evidence_case:
+            facts.evidence = dict(reply.get("evidence"))
+    if request.time_solution:
+        facts.lost_during = "timing"
+        timing_cases = correctness[: 2 if request.device == "cpu" else 4]
+        timing_cases = [n for n in timing_cases if n != C.FRESH_PARTNER]
+        main = ref.cases[correctness[0]]
+        verifier = clock.Verifier(
+            lambda inputs: expected_for(ref, inputs, request.device), [ref.cases[n].inputs for n in timing_cases],
+            ref.cases[C.FRESH_PARTNER].inputs, main.entry, request.tolerance, ref.precision, random.SystemRandom(),
+        )
+        plan = clock.ClockPlan.for_device(request.device, timing_seconds)
+        facts.timing = clock.time_solution(session, plan, verifier, timing_cases,
+                                           tensor_nbytes(main.saved["expected"]), limit)
+    facts.lost_during = "finishing"
+    reply, _ = session.request(M.Finish(), 60.0, ("finished",))
+    if reply.kind == "finished":
+        facts.tampered += [t for t in reply.get("tampered") if t not in facts.tampered]
+
+
+def _init_arg(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_init_arg(v) for v in value]
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    raise TypeError(f"get_init_inputs() returned a {type(value).__name__}; only numbers, text and lists can be sent")
+
+
+def _baseline(request: EvalRequest, problem: Any, source: str, sizes: dict[str, Any], cache_dir: Any,
+              seconds: float) -> dict[str, Any]:
+    from ..materialize import write_module_file
+    from .baseline import get_baseline
+
+    module_path = write_module_file(source, stem=problem.name)  # verified content, not the checkout's file
+    spec = {"device": request.device, "problem_path": str(module_path), "sizes": sizes,
+            "seeds": list(request.seeds), "timing_seconds": seconds}
+    env = {"TRITON_INTERPRET": "1" if request.device == "cpu" else "0"}
+    return get_baseline(
+        spec, problem_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(), device_name=device_name(request.device),
+        cache_dir=Path(cache_dir) if cache_dir is not None else None, timeout_s=request.timeout_s, env=env,
+        retry_failed=request.retry_failed_baseline,
+    )
+
+
+def _fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request: EvalRequest) -> None:
+    if base:
+        rec.eager_ms, rec.compiled_ms = base.get("eager_ms"), base.get("compiled_ms")
+        rec.baseline_ms, rec.baseline_type = base.get("baseline_ms"), base.get("baseline_type")
+        rec.baseline_cached = base.get("cached")
+        rec.ref_ms = rec.baseline_ms
+        if base.get("error"):
+            rec.baseline_error = base["error"] + (" (cached failure; retry_failed_baseline re-times it)" if base.get("cached") else "")
+            rec.timing_flags.append("baseline_failed")
+            rec.timing_details["baseline_error"] = rec.baseline_error
+        if base.get("compile_error"):
+            rec.timing_details["compile_error"] = base["compile_error"]
+    timing = facts.timing
+    stats = timing.stats if timing is not None else None
+    if stats:
+        rec.timing_method = stats["method"]
+        rec.sol_ms, rec.sol_p10_ms, rec.sol_p90_ms = stats["median_ms"], stats["p10_ms"], stats["p90_ms"]
+        rec.sol_cv, rec.sol_reps = stats["cv"], stats["reps"]
+        rec.timing_flags.extend(stats.get("flags") or [])
+        rec.timing_details.update(stats.get("details") or {})
+        rec.timing_flags.extend(timing.flags)
+        rec.timing_details.update(timing.details)
+        rec.sol_wall_ms = timing.details.get("supervisor_ms")
+        if clock.SUPERVISOR_CLOCK in timing.flags:
+            rec.timing_details["event_median_ms"] = rec.sol_ms
+            rec.sol_ms = timing.details["scored_ms"]
+    if rec.correct and rec.sol_ms and rec.baseline_ms:
+        rec.speedup = rec.baseline_ms / rec.sol_ms
+    if rec.timing_method == "cuda_events" and rec.sol_ms and rec.sol_ms < SMALL_KERNEL_MS:
+        rec.warnings.append(
+            f"small_kernel_timing: {rec.sol_ms * 1e3:.1f} us; separate evaluator runs of kernels this small "
+            "can differ by more than 1% (docs/timing.md), so compare such speedups with a few percent of margin"
+        )
+    if not rec.sizes:  # the roofline figures are for the default shapes
+        sol = speed_of_light_ms(rec.problem_id, request.gpu, rec.precision_used)
+        if sol is not None:
+            rec.sol_roofline_ms = sol
+            if rec.correct and rec.sol_ms and request.device == "cuda" and math.isfinite(rec.sol_ms):
+                rec.sol_fraction = sol / rec.sol_ms
+
+
+__all__ = ["run_evaluation", "speed_of_light_ms"]

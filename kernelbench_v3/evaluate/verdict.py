@@ -1,0 +1,153 @@
+"""The verdict: the supervisor's judgement of what it got back from the solution process.
+
+Inputs are the reference (computed in the supervisor) and `SolutionFacts` (the replies, with the
+outputs copied out of the arena). Values, shapes and dtypes are compared here against the
+reference; what the solution process said about itself (state-dict report, mutated inputs,
+aliasing, tampering it noticed, kernel evidence) is evidence, judged by the named checks. Every
+planned case must come back: a case that did not, without a failure that explains it, makes the
+verdict `incomplete`, never a pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import cases as C
+from . import checks as K
+from . import kernel_rule
+from .clock import TimingOutcome
+from .record import FAIL, PASS, SKIP, Record
+from .reference import ReferenceRun
+from .session import CaseResult, SessionLost
+
+
+@dataclass
+class SolutionFacts:
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    class_name: str = ""
+    failed_stage: str | None = None
+    error: str = ""
+    state_dict: dict[str, Any] = field(default_factory=dict)
+    import_flag_changes: list[str] = field(default_factory=list)
+    tampered: list[str] = field(default_factory=list)
+    cases: dict[str, CaseResult] = field(default_factory=dict)
+    evidence: dict[str, Any] | None = None
+    timing: TimingOutcome | None = None
+    lost: SessionLost | None = None
+    lost_during: str = ""
+
+
+def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, scan: Any | None) -> None:
+    out: dict[str, tuple[str, str]] = {}
+    if scan is not None:
+        out["source_scan"] = (PASS, "") if scan.ok else (FAIL, scan.summary())
+    elif not request.scan_source:
+        out["source_scan"] = (SKIP, "turned off by request")
+    if facts.lost is not None:
+        K.merge(out, "process", True, f"{facts.lost.reason} (while {facts.lost_during})")
+    stage = facts.failed_stage
+    rec.solution_class = facts.class_name
+    rec.compiled = bool(facts.cases) and stage not in ("import", "construct")
+    if stage in ("import", "construct", "run"):
+        K.merge(out, stage, True, facts.error[:2000])
+    elif stage:
+        K.merge(out, "process", True, f"the solution process failed during {stage}: {facts.error[:1500]}")
+    for shape, report in facts.state_dict.items():
+        problems = [f"{k}: {', '.join(map(str, v))}" for k, v in (report or {}).items() if v]
+        K.merge(out, "state_dict", bool(problems), f"{shape} shape: " + "; ".join(problems) if problems else "")
+    _judge_global_state(out, facts)
+    _judge_cases(rec, out, facts, ref, request)
+    missing = [n for n in ref.order if n not in facts.cases]
+    if "other_shape" not in out and "other" not in ref.shapes:
+        out["other_shape"] = (SKIP, "; ".join(ref.notes) or "not requested")
+    if "precision" not in out:
+        out["precision"] = (SKIP, "no float64 reference for this problem")
+    if facts.evidence is not None:
+        rule = "relaxed" if not request.require_custom_kernel else request.kernel_rule
+        checks, kfacts = kernel_rule.judge(facts.evidence, device=request.device, rule=rule,
+                                           reference_ops=ref.ops, reference_kernels=ref.kernel_names)
+        out.update(checks)
+        rec.kernel_rule = rule
+        rec.kernel_names = kfacts.get("kernel_names", [])
+        rec.triton_launches = kfacts.get("launches")
+        rec.reference_kernel_names = list(ref.kernel_names)
+        rec.custom_kernel_time_fraction = kfacts.get("custom_kernel_time_fraction")
+        rec.kernel_evidence = kfacts
+    if facts.timing is not None:
+        t = facts.timing
+        K.merge(out, "timed_outputs", bool(t.failures),
+                f"{len(t.failures)} of {t.verified} checked timed outputs are wrong: {t.failures[0]}" if t.failures
+                else f"{t.verified} randomly chosen timed outputs match the reference")
+        reuse = ((t.stats or {}).get("details") or {}).get("input_reuse") or {}
+        if reuse.get("faster_on_repeated_inputs"):
+            K.merge(out, "input_reuse", True, (
+                f"{reuse['fresh_over_repeated']:.3g}x faster on repeated input sets than on fresh ones "
+                f"(median {reuse['repeated_median_ms']:.4g} vs {reuse['fresh_median_ms']:.4g} ms): outputs cached by input content"))
+    for name, outcome, detail in K.ordered_outcomes(out):
+        rec.check(name, outcome, detail)
+    failed = [n for n, (o, _) in out.items() if o == FAIL]
+    if not failed and missing:
+        rec.status, rec.correct = "incomplete", False
+        rec.check("completeness", FAIL, f"planned cases that never came back: {missing}")
+        rec.error = f"incomplete: the cases {missing} never came back"
+    elif not failed and facts.cases:
+        rec.status, rec.correct = "correct", True
+    else:
+        rec.status = "failed" if not rec.compiled else "incorrect"
+        rec.correct = False
+        rec.error = rec.check_details.get(rec.failed_check or "", facts.error or "incomplete evaluation")[:2000]
+
+
+def _judge_global_state(out: dict[str, tuple[str, str]], facts: SolutionFacts) -> None:
+    if not facts.class_name:
+        return
+    flag_changes = sorted({f for r in facts.cases.values() for f in r.reply.get("flag_changes", [])})
+    bad = [str(t) for t in facts.tampered] + [f"torch flag changed during forward: {f}" for f in flag_changes]
+    note = (f" (import changed and was reset: {facts.import_flag_changes})" if facts.import_flag_changes else "")
+    K.merge(out, "global_state", bool(bad), ("replaced/changed: " + ", ".join(bad[:20]) if bad else "") + note)
+
+
+def _judge_cases(rec: Record, out: dict[str, tuple[str, str]], facts: SolutionFacts, ref: ReferenceRun,
+                 request: Any) -> None:
+    calibrated = K.calibrate_strict(ref.entries())
+    atol, rtol = K.tolerance_for(request.tolerance, rec.precision_used, calibrated)
+    rec.atol, rec.rtol = atol, rtol
+    worst_abs, worst_rel, err_ref = None, None, ""
+    for name in ref.order:
+        result = facts.cases.get(name)
+        if result is None:
+            continue
+        run, reply = ref.cases[name], result.reply
+        group = run.case.group
+        mutated = reply.get("mutated_inputs") or []
+        K.merge(out, "input_mutation", bool(mutated), f"{name}: input(s) {mutated} were modified" if mutated else "")
+        info = reply.get("output")
+        if info.type_name != "Tensor":
+            K.merge(out, "output_shape", True, f"{name}: the solution returned {info.type_name}, not a tensor")
+            continue
+        aliases = reply.get("aliases") or []
+        K.merge(out, "output_aliasing", bool(aliases),
+                f"{name}: the output shares memory with {', '.join(map(str, aliases))}" if aliases else "")
+        if group in (C.STRESS, C.INPUT_REUSE) and not run.entry["finite"]:
+            out.setdefault(group, (SKIP, f"{name}: the reference itself overflows"))
+            continue
+        got = result.output
+        if got is None:  # the output did not fit its slot: its shape or dtype differs
+            K.merge(out, "output_shape", list(info.shape) != run.entry["shape"],
+                    f"{name}: shape {tuple(info.shape)}, expected {tuple(run.entry['shape'])}")
+            K.merge(out, "output_dtype", True, f"{name}: dtype {info.dtype}, expected {run.entry['dtype']}")
+            continue
+        verdict = K.compare_case(name, group, got, run.saved, run.entry, request.tolerance, rec.precision_used, calibrated)
+        for check in ("output_shape", "output_dtype", "finite", group, "precision"):
+            if check in verdict.failures:
+                K.merge(out, check, True, verdict.failures[check])
+            elif check != "precision" or verdict.precision_ok is not None:
+                K.merge(out, check, False)
+        if verdict.max_abs is not None:
+            worst_abs = max(worst_abs or 0.0, verdict.max_abs)
+        if verdict.rel_error is not None and (verdict.error_reference == "float64" or err_ref != "float64"):
+            if verdict.error_reference != err_ref:
+                worst_rel, err_ref = None, verdict.error_reference
+            worst_rel = max(worst_rel or 0.0, verdict.rel_error)
+    rec.max_abs_error, rec.rel_error, rec.error_reference = worst_abs, worst_rel, err_ref

@@ -1,0 +1,291 @@
+"""The solution process: imports one solution, runs what the supervisor asks, reports evidence.
+
+It is forked fresh for each solution (by `zygote`), enters the sandbox before the solution is
+imported, and holds no secret: it never sees an expected output, the verification picks or the
+weights of inputs it has not been sent yet. It answers one request at a time (`messages`):
+`setup` (import, construct, load the state dict), `run_case`, `warmup`, `time_batch`, `sample`
+and `finish`. Everything it sends back - outputs, timings, kernels, tampering it noticed - is
+evidence that the supervisor checks; nothing here decides a verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections import deque
+from typing import Any
+
+import torch
+
+from . import cases as C
+from . import evidence as E
+from . import guard, timing
+from .channel import DTYPES, Arena, Link, PeerGone, TensorRef, dtype_name, tensor_nbytes
+from .fresh import FreshInputs, buffer_count
+
+HELD_OUTPUTS = 8  # a new output may not share memory with any of the last this-many outputs
+
+
+class SolutionFailed(Exception):
+    def __init__(self, stage: str, error: str):
+        super().__init__(error)
+        self.stage = stage
+
+
+def _error_text(exc: BaseException) -> str:
+    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+    return f"{type(exc).__name__}: {exc}"[:500] + "\n" + tail[-3000:]
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all().item())
+    return bool(torch.equal(a, b))
+
+
+def _span(t: torch.Tensor) -> tuple[str, int, int]:
+    storage = t.untyped_storage()
+    return (str(t.device), storage.data_ptr(), storage.data_ptr() + storage.nbytes())
+
+
+def _aliases(out: torch.Tensor, others: dict[str, torch.Tensor]) -> list[str]:
+    """Names of the tensors whose storage the output shares or overlaps (views included)."""
+    if out.untyped_storage().nbytes() == 0:
+        return []
+    dev, lo, hi = _span(out)
+    return [name for name, t in others.items()
+            if t.untyped_storage().nbytes() and _span(t)[0] == dev and lo < _span(t)[2] and _span(t)[1] < hi]
+
+
+def _check_state_dict(model: torch.nn.Module, ref_state: dict[str, torch.Tensor]) -> dict[str, list[str]]:
+    """Every reference key present with its shape; extra buffers allowed, extra parameters not
+    (they could not receive the reference's values); loaded values must stick."""
+    own = model.state_dict()
+    report = {
+        "missing": [k for k in ref_state if k not in own],
+        "wrong_shape": [f"{k}: {tuple(own[k].shape)} vs {tuple(v.shape)}" for k, v in ref_state.items()
+                        if k in own and own[k].shape != v.shape],
+        "extra_parameters": [k for k, _ in model.named_parameters() if k not in ref_state],
+        "not_loaded": [],
+    }
+    if any(report.values()):
+        return report
+    model.load_state_dict(ref_state, strict=False)
+    after = model.state_dict()
+    report["not_loaded"] = [k for k, v in ref_state.items() if not _same(after[k].detach().cpu(), v)]
+    return report
+
+
+def _as_init_arg(value: Any) -> Any:
+    return tuple(_as_init_arg(v) for v in value) if isinstance(value, list) else value
+
+
+class Worker:
+    def __init__(self, link: Link, arena: Arena, device: str):
+        self.link, self.arena, self.device = link, arena, device
+        self.models: dict[str, torch.nn.Module] = {}
+        self.inputs: dict[str, list[Any]] = {}
+        self.held: deque[torch.Tensor] = deque(maxlen=HELD_OUTPUTS)
+        self.batch_outputs: list[Any] = []
+        self.programs = E.ProgramLog()
+        E.install_program_counter(self.programs)
+        guard.settle_lazy_torch_patches()
+        self.flags = guard.read_flags()
+        self.namespaces = guard.snapshot_namespaces()
+        self.timer: Any = None
+        self.fresh: FreshInputs | None = None
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def setup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from ..materialize import import_file, seed_everything
+
+        if self.device == "cuda":
+            torch.cuda.set_per_process_memory_fraction(float(msg["memory_fraction"]))
+        rng = guard.save_rng()
+        try:
+            module = import_file(msg["solution_path"], "kbv3_solution")
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt included
+            raise SolutionFailed("import", _error_text(exc)) from None
+        import_changes = guard.restore_flags(self.flags)
+        guard.restore_rng(rng)
+        tampered = guard.tampered(self.namespaces)
+        cls = next((c for c in (getattr(module, n, None) for n in ("ModelNew", "Model"))
+                    if isinstance(c, type) and issubclass(c, torch.nn.Module)), None)
+        if cls is None:
+            raise SolutionFailed("import", "the solution defines neither `Model` nor `ModelNew` (an nn.Module subclass)")
+        reports = {}
+        for name, shape in msg["shapes"].items():
+            state = {k: self.arena.view(TensorRef.from_json(ref)).clone() for k, ref in shape["state"].items()}
+            try:
+                seed_everything(C.PARAM_SEED)
+                model = cls(*[_as_init_arg(a) for a in shape["init_args"]]).to(self.device).eval()
+                reports[name] = _check_state_dict(model, state)
+            except BaseException as exc:
+                raise SolutionFailed("construct", _error_text(exc)) from None
+            self.models[name] = model
+        return {"kind": "setup_done", "class_name": cls.__name__, "state_dict": reports,
+                "import_flag_changes": import_changes, "tampered": tampered}
+
+    def run_case(self, msg: dict[str, Any]) -> dict[str, Any]:
+        args = self._args(msg["args"])
+        reuse = msg.get("reuse_buffers_of")
+        if reuse:  # same buffers as that case, new values: outputs must follow the values
+            buffers = self.inputs[reuse]
+            self.inputs[reuse] = [x.clone() if isinstance(x, torch.Tensor) else x for x in buffers]
+            with torch.no_grad():
+                for dst, src in zip(buffers, args):
+                    if isinstance(dst, torch.Tensor):
+                        dst.copy_(src)
+            args = buffers
+        self.inputs[msg["case"]] = args
+        originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in args]
+        model = self.models[msg["shape"]]
+        ev: dict[str, Any] = {}
+        try:
+            with torch.no_grad():
+                if msg.get("evidence"):
+                    out, ev = E.collect(lambda: model(*args), self.device, self.programs)
+                else:
+                    out = model(*args)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+        except BaseException as exc:
+            raise SolutionFailed("run", f"case {msg['case']}: " + _error_text(exc)) from None
+        reply: dict[str, Any] = {
+            "kind": "case_done", "case": msg["case"], "flag_changes": guard.restore_flags(self.flags),
+            "mutated_inputs": [i for i, (x, o) in enumerate(zip(args, originals))
+                               if isinstance(x, torch.Tensor) and not _same(x, o)],
+            "aliases": [], "evidence": ev,
+        }
+        out = C.single_output(out)
+        if isinstance(out, torch.Tensor):
+            named = {f"input {i}": x for i, x in enumerate(args) if isinstance(x, torch.Tensor)}
+            named.update({f"parameter {k}": p for k, p in model.named_parameters()})
+            named.update({f"buffer {k}": b for k, b in model.named_buffers()})
+            named.update({f"the output of the call {len(self.held) - j} before": t for j, t in enumerate(self.held)})
+            reply["aliases"] = _aliases(out, named)
+            self.held.append(out)
+        reply["output"] = self._describe(out, msg["slot"])
+        return reply
+
+    def warmup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        sets = [self.inputs[c] for c in msg["timing_cases"]]
+        partner = self.inputs[msg["partner_case"]]
+        model = self.models["main"]
+
+        def call(args):
+            return model(*args)
+
+        buffers = 1 if self.device == "cpu" else buffer_count(sets[0])
+        self.fresh = FreshInputs(sets, partner, sets[0], buffers)
+        with torch.no_grad():
+            if self.device == "cuda":
+                self.timer = timing.CudaTimer(call, sets, timing.TimingPlan(warmup_seconds=float(msg["seconds"])))
+                self.timer.warm()
+                return {"kind": "warm", "enqueue_ms": self.timer.enqueue_ms,
+                        "sm_clock_mhz": self.timer.cycles_per_ms / 1e3, "calls": self.timer.plan.warmup}
+            self.timer = timing.CpuTimer(call, sets)
+            self.timer.warm()
+            return {"kind": "warm", "enqueue_ms": 0.0, "sm_clock_mhz": 0.0, "calls": 1}
+
+    def time_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
+        assert self.timer is not None and self.fresh is not None, "warmup comes first"
+        weights = [float(w) for w in msg["weights"]]
+        self.batch_outputs = []
+        fresh_ms: list[float] = []
+        repeated_ms: list[float] = []
+        with torch.no_grad():
+            if msg["mode"] == "back_to_back":
+                inputs = [self.fresh.new_set(j, w) for j, w in enumerate(weights)]
+                self.batch_outputs = self.timer.back_to_back(inputs)
+            else:
+                events = []
+                for j, w in enumerate(weights):
+                    out, rep, fr = self.timer.pair(self.fresh.write(j, w))
+                    events.append((rep, fr))
+                    self.batch_outputs.append(timing._clone_output(out))
+                self.timer.synchronize()
+                for rep, fr in events:
+                    repeated_ms.append(self.timer.elapsed(rep))
+                    fresh_ms.append(self.timer.elapsed(fr))
+        return {"kind": "batch_done", "fresh_ms": fresh_ms, "repeated_ms": repeated_ms, "outputs": [], "details": {}}
+
+    def sample(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Gather the same flat positions of every held batch output into the arena (float64)."""
+        index = self.arena.view(TensorRef.from_json(msg["index"])).to(torch.int64)
+        target = self.arena.view(TensorRef.from_json(msg["target"]))
+        numel = int(msg["numel"])
+        infos = []
+        for j, out in enumerate(self.batch_outputs):
+            out = C.single_output(out)
+            if not isinstance(out, torch.Tensor):
+                infos.append({"type_name": type(out).__name__})
+                continue
+            infos.append({"type_name": "Tensor", "shape": list(out.shape), "dtype": dtype_name(out.dtype)})
+            if out.numel() == numel and j < target.shape[0]:
+                flat = out.detach().reshape(-1)
+                target[j].copy_(flat[index.to(flat.device)].to(torch.float64).cpu())
+        self.batch_outputs = []
+        return {"kind": "batch_done", "fresh_ms": [], "repeated_ms": [], "outputs": infos, "details": {}}
+
+    def finish(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {"kind": "finished", "tampered": guard.tampered(self.namespaces)}
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _args(self, specs: list[dict[str, Any]]) -> list[Any]:
+        args = []
+        for spec in specs:
+            if "tensor" in spec:
+                args.append(self.arena.view(TensorRef.from_json(spec["tensor"])).to(self.device, copy=True))
+            else:
+                args.append(spec["value"])
+        return args
+
+    def _describe(self, out: Any, slot: dict[str, int]) -> dict[str, Any]:
+        if not isinstance(out, torch.Tensor):
+            return {"type_name": type(out).__name__}
+        info: dict[str, Any] = {"type_name": "Tensor", "shape": list(out.shape), "dtype": dtype_name(out.dtype)}
+        if info["dtype"] in DTYPES and tensor_nbytes(out) <= slot["capacity"]:
+            info["ref"] = self.arena.put(slot["offset"], out.detach().contiguous()).to_json()
+        return info
+
+
+HANDLERS = {"setup": Worker.setup, "run_case": Worker.run_case, "warmup": Worker.warmup,
+            "time_batch": Worker.time_batch, "sample": Worker.sample, "finish": Worker.finish}
+
+
+def serve(link: Link, arena_fd: int, arena_size: int, device: str) -> None:
+    """Answer the supervisor's requests until `finish` or a broken channel; never returns."""
+    code = 0
+    try:
+        worker = Worker(link, Arena(arena_fd, arena_size), device)
+        while True:
+            msg = link.receive()
+            try:
+                reply = HANDLERS[msg["kind"]](worker, msg)
+            except SolutionFailed as failed:
+                link.send({"kind": "failed", "stage": failed.stage, "error": str(failed)})
+                continue
+            except BaseException as exc:  # the solution broke something the evaluator needs
+                link.send({"kind": "failed", "stage": msg["kind"], "error": _error_text(exc)})
+                continue
+            link.send(reply)
+            if msg["kind"] == "finish":
+                break
+    except PeerGone:
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def wait_for_device(device: str) -> float:
+    """Open the CUDA context now (it is slow), so the first request is not charged for it."""
+    started = time.monotonic()
+    if device == "cuda":
+        torch.zeros(1, device="cuda").sum().item()
+    return time.monotonic() - started

@@ -1,0 +1,299 @@
+"""The zygote: a trusted process that has imported torch and Triton (never CUDA) and forks a
+fresh solution process per solution on the supervisor's request.
+
+Why a zygote: a new Python process that imports torch and opens a CUDA context costs seconds;
+a fork of a process that imported torch but never touched CUDA is CUDA-ready in a fraction of
+that, and still gives every solution a process of its own. CUDA does not survive a fork, so the
+zygote must never initialize it; the supervisor (which does) talks to it over a socket.
+
+It also owns the clean-up: it is a child subreaper, so whatever a solution process spawns and
+orphans (a double fork, a `setsid` daemon) is re-parented to it, and `reap` stops and kills every
+descendant until none is left. It dies with the supervisor (parent-death signal and a watch).
+
+Control messages are JSON over a SOCK_SEQPACKET socket; `spawn` carries the solution process's
+channel socket and arena as passed file descriptors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL")
+LOG_NAME = "output.log"  # the solution process's stdout and stderr, in its scratch folder
+
+
+def _prctl(option: int, value: int) -> bool:
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+# --- process tree ---------------------------------------------------------------------------
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def descendants(root: int) -> list[int]:
+    """Live (non-zombie) processes below `root`."""
+    children, found, stack = _children_map(), [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def kill_descendants(root: int, rounds: int = 100) -> int:
+    """Stop, then kill, every process below `root` until none is left; returns how many."""
+    killed: set[int] = set()
+    for _ in range(rounds):
+        pids = descendants(root)
+        if not pids:
+            break
+        for sig in (signal.SIGSTOP, signal.SIGKILL):  # stopped first, so a fork bomb cannot outrun it
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        killed.update(pids)
+        _reap()
+        time.sleep(0.005)
+    _reap()
+    return len(killed)
+
+
+# --- the zygote process ---------------------------------------------------------------------
+
+
+def _exit_status(pid: int, wait_s: float) -> str:
+    """How a solution process ended, in words ("" while it is still running)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return "it had already been reaped"
+        if done:
+            if os.WIFSIGNALED(status):
+                return f"it died from signal {signal.Signals(os.WTERMSIG(status)).name}"
+            return f"it exited with code {os.WEXITSTATUS(status)}"
+        if time.monotonic() >= deadline:
+            return ""
+        time.sleep(0.02)
+
+
+def _set_limits(address_space_bytes: int | None, file_size_bytes: int | None) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if file_size_bytes:  # a larger write (a flood of output, a filled disk) kills the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_bytes, file_size_bytes))
+    if address_space_bytes:  # the CPU only: CUDA reserves far more address space than it uses
+        resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
+
+
+def _confine(scratch: Path, msg: dict[str, Any]) -> dict[str, Any]:
+    """Limits and sandbox for the solution process; what was applied, as the record reports it."""
+    _set_limits(msg.get("address_space_bytes"), msg.get("file_size_bytes"))
+    try:
+        from . import sandbox
+    except ImportError as exc:  # a broken install: say so in the record rather than not evaluate
+        return {"kind": "none", "notes": [f"the sandbox module could not be imported: {exc}"]}
+    return sandbox.enter_sandbox([str(scratch)], allow_network=False).to_dict()
+
+
+def _child(msg: dict[str, Any], fds: list[int]) -> None:
+    """In the forked solution process: isolate, then serve. Never returns."""
+    code = 3
+    try:
+        os.setsid()
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        scratch = Path(msg["scratch"])
+        for name in list(os.environ):
+            if name.startswith(("KBV3_", "HF_")) or any(w in name.upper() for w in SECRET_WORDS):
+                os.environ.pop(name, None)
+        os.environ.update(TRITON_CACHE_DIR=str(scratch / "triton"), TMPDIR=str(scratch / "tmp"), HOME=str(scratch))
+        for sub in ("triton", "tmp"):
+            (scratch / sub).mkdir(exist_ok=True)
+        os.chdir(scratch)
+        # The solution's prints go to its own log in its scratch folder, never to the caller's
+        # stdout; the supervisor keeps the tail and fails a flood (FLOOD_BYTES).
+        log = os.open(scratch / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        from . import worker
+
+        report = _confine(scratch, msg)
+        sock_fd, arena_fd = fds
+        link = worker.Link(socket.socket(fileno=sock_fd))
+        startup_s = worker.wait_for_device(msg["device"])
+        link.send({"kind": "ready", "pid": os.getpid(), "sandbox": {**report, "device_open_s": startup_s}})
+        worker.serve(link, arena_fd, int(msg["arena_size"]), msg["device"])
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def main(ctl_fd: int, device: str) -> None:
+    from .child import die_with_parent
+
+    die_with_parent(int(os.environ.get("KBV3_PARENT_PID") or 0))
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    started = time.monotonic()
+    import torch  # noqa: F401  (what the forked solution processes inherit, ready)
+
+    from . import worker  # noqa: F401
+    from .guard import settle_lazy_torch_patches
+
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except Exception:
+        pass
+    settle_lazy_torch_patches()
+    ctl = socket.socket(fileno=ctl_fd)
+    ctl.send(json.dumps({"kind": "zygote_ready", "pid": os.getpid(), "import_s": time.monotonic() - started}).encode())
+    while True:
+        data, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 4)
+        if not data:
+            break
+        msg = json.loads(data)
+        if msg["kind"] == "spawn":
+            pid = os.fork()
+            if pid == 0:
+                ctl.close()
+                _child(msg, fds)
+            for fd in fds:
+                os.close(fd)
+            ctl.send(json.dumps({"kind": "spawned", "pid": pid}).encode())
+        elif msg["kind"] == "status":
+            ctl.send(json.dumps({"kind": "status", "status": _exit_status(int(msg["pid"]), float(msg["wait_s"]))}).encode())
+        elif msg["kind"] == "reap":
+            ctl.send(json.dumps({"kind": "reaped", "killed": kill_descendants(os.getpid())}).encode())
+        else:
+            break
+    kill_descendants(os.getpid())
+    os._exit(0)
+
+
+# --- the supervisor's handle ----------------------------------------------------------------
+
+
+@dataclass
+class Spawned:
+    pid: int
+    sock: socket.socket  # the supervisor's end of the solution process's channel
+
+
+class Zygote:
+    """The supervisor's handle on a zygote process for one device kind."""
+
+    def __init__(self, device: str, log_path: Path, env: dict[str, str] | None = None):
+        self.device, self.log_path = device, log_path
+        self.ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        log = open(log_path, "ab")
+        package_parent = str(Path(__file__).resolve().parents[2])
+        child_env = {**os.environ, **(env or {}), "KBV3_PARENT_PID": str(os.getpid()),
+                     "TRITON_INTERPRET": "1" if device == "cpu" else "0", "PYTHONUNBUFFERED": "1"}
+        child_env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, child_env.get("PYTHONPATH", "")) if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernelbench_v3.evaluate.zygote", str(theirs.fileno()), device],
+            pass_fds=[theirs.fileno()], env=child_env, start_new_session=True,
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        )
+        log.close()
+        theirs.close()
+        self.ready: dict[str, Any] | None = None
+
+    def _receive(self, timeout_s: float) -> dict[str, Any]:
+        self.ctl.settimeout(timeout_s)
+        try:
+            data = self.ctl.recv(1 << 16)
+        except socket.timeout:
+            raise TimeoutError(f"the zygote did not answer within {timeout_s:.0f} s") from None
+        if not data:
+            raise RuntimeError(f"the zygote exited (code {self.proc.poll()})")
+        return json.loads(data)
+
+    def wait_ready(self, timeout_s: float = 300.0) -> dict[str, Any]:
+        if self.ready is None:
+            self.ready = self._receive(timeout_s)
+        return self.ready
+
+    def spawn(self, *, scratch: Path, arena_fd: int, arena_size: int, limits: dict[str, Any]) -> Spawned:
+        self.wait_ready()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        msg = {"kind": "spawn", "scratch": str(scratch), "device": self.device, "arena_size": arena_size, **limits}
+        socket.send_fds(self.ctl, [json.dumps(msg).encode()], [theirs.fileno(), arena_fd])
+        theirs.close()
+        reply = self._receive(60.0)
+        return Spawned(int(reply["pid"]), ours)
+
+    def exit_status(self, pid: int, wait_s: float = 2.0) -> str:
+        """How solution process `pid` ended ("" if it is still running after `wait_s`)."""
+        self.ctl.send(json.dumps({"kind": "status", "pid": pid, "wait_s": wait_s}).encode())
+        return str(self._receive(wait_s + 30.0)["status"])
+
+    def reap(self) -> int:
+        """Kill every process the solution processes left (the zygote stays)."""
+        self.ctl.send(json.dumps({"kind": "reap"}).encode())
+        return int(self._receive(60.0)["killed"])
+
+    def close(self) -> None:
+        try:
+            self.ctl.send(json.dumps({"kind": "exit"}).encode())
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        self.ctl.close()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2])

@@ -1,0 +1,293 @@
+"""The static tamper scan: each rule fires on its idiom (also behind an alias) and stays silent on
+honest kernel code, including every example solution in the repository."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernelbench_v3.evaluate.tamper_scan import WHY, Finding, TamperScan, scan
+
+REPO = Path(__file__).resolve().parent.parent
+HONEST_FILES = sorted((REPO / "examples" / "solutions").glob("**/*.py")) + [REPO / "tests" / "solutions" / "triton_add_one.py"]
+
+
+def rules(source: str) -> set[str]:
+    return {f.rule for f in scan(textwrap.dedent(source)).findings}
+
+
+# (rule, source): every rule has a plain case and at least one alias or indirect case.
+POSITIVE = [
+    ("frame_introspection", "import sys\nf = sys._getframe(1)"),
+    ("frame_introspection", "import sys as s\nf = s._getframe(1)"),
+    ("frame_introspection", "from inspect import currentframe as cf\nx = cf().f_back.f_locals"),
+    ("frame_introspection", "import inspect\nfor fr in inspect.stack(): pass"),
+    ("frame_introspection", "try:\n    1/0\nexcept Exception as e:\n    g = e.__traceback__.tb_frame.f_globals"),
+    ("frame_introspection", "import sys\nprint(getattr(sys, '_getframe')(0))"),
+    ("process_control", "__import__('subprocess').run(['id'])"),
+    ("frame_introspection", "import sys\nsys.settrace(lambda *a: None)"),
+    ("frame_introspection", "import threading as th\nth.settrace(print)"),
+    ("frame_introspection", "import sys\nsys.monitoring.use_tool_id(1, 'x')"),
+    ("frame_introspection", "import traceback\ns = traceback.walk_stack(None)"),
+    ("frame_introspection", "import sys\ng = getattr(sys, '_getframe', None)"),
+    ("frame_introspection", "import sys\nsys.addaudithook(print)"),
+    ("gc_introspection", "import gc\nobjs = gc.get_objects()"),
+    ("gc_introspection", "from gc import get_referrers as refs\nrefs(1)"),
+    ("evaluator_access", "import kernelbench_v3.evaluate.child"),
+    ("evaluator_access", "from kernelbench_v3.evaluate import timing as t"),
+    ("evaluator_access", "import importlib\nm = importlib.import_module('kernelbench_v3.evaluate.timing')"),
+    ("evaluator_access", "m = __import__('kernelbench_v3')"),
+    ("evaluator_access", "import sys\nm = sys.modules['kernelbench_v3.evaluate.timing']"),
+    ("evaluator_access", "import sys\nm = sys.modules.get('kernelbench_v3.evaluate.timing')"),
+    ("evaluator_access", "import sys\nsys.modules['torch'] = None"),
+    ("evaluator_access", "from sys import modules\nmodules.pop('triton')"),
+    ("evaluator_access", "import sys\nfor m in list(sys.modules.values()): pass"),
+    ("evaluator_access", "import sys\nmain = sys.modules['__main__']"),
+    ("evaluator_access", "from . import helpers"),
+    ("monkeypatching", "import torch\ntorch.allclose = lambda *a, **k: True"),
+    ("monkeypatching", "import time as t\nt.perf_counter = lambda: 0.0"),
+    ("monkeypatching", "import torch\nE = torch.cuda.Event\nE.elapsed_time = lambda self, other: 1e-6"),
+    ("monkeypatching", "from torch import Tensor\nTensor.__sub__ = lambda a, b: a"),
+    ("monkeypatching", "import torch.nn as nn\nnn.Module.__call__ = lambda self, *a: None"),
+    ("monkeypatching", "import torch\nsetattr(torch, 'allclose', lambda *a: True)"),
+    ("monkeypatching", "import json\ndelattr(json, 'dumps')"),
+    ("monkeypatching", "import torch\ntorch.__dict__['allclose'] = max"),
+    ("monkeypatching", "import torch\nvars(torch)['allclose'] = max"),
+    ("monkeypatching", "import torch\nvars(torch.testing).update(assert_close=print)"),
+    ("monkeypatching", "__builtins__.print = None"),
+    ("monkeypatching", "import builtins\nbuiltins.open = None"),
+    ("monkeypatching", "import triton\ntriton.testing.do_bench = lambda *a, **k: 0.001"),
+    ("monkeypatching", "import torch\ndel torch.testing.assert_close"),
+    ("monkeypatching", "import sys\nsys.modules['time'].perf_counter = lambda: 0.0"),
+    ("monkeypatching", "import importlib\ntm = importlib.import_module('time')\ntm.perf_counter = print"),
+    ("monkeypatching", "import torch\ntype.__setattr__(torch.Tensor, 'add', print)"),
+    ("monkeypatching", "import torch\ncuda = getattr(torch, 'cuda')\ncuda.synchronize = print"),
+    ("monkeypatching", "import torch\ntorch.cuda.synchronize += 0"),
+    ("global_flags", "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True"),
+    ("global_flags", "import torch.backends.cudnn as cudnn\ncudnn.allow_tf32 = True"),
+    ("global_flags", "import torch\ntorch.set_float32_matmul_precision('high')"),
+    ("process_control", "import os\nos._exit(0)"),
+    ("process_control", "import sys\nsys.exit(0)"),
+    ("process_control", "from os import _exit as quit_now\nquit_now(0)"),
+    ("process_control", "import posix\nposix._exit(0)"),
+    ("process_control", "from os import *\n_exit(0)"),
+    ("process_control", "import os\nos.execv('/bin/sh', ['sh'])"),
+    ("process_control", "import os\nos.kill(os.getppid(), 9)"),
+    ("process_control", "import subprocess as sp\nsp.run(['ls'])"),
+    ("process_control", "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)"),
+    ("process_control", "import atexit\natexit.register(print)"),
+    ("process_control", "import multiprocessing"),
+    ("process_control", "o = __import__('os')\no.system('id')"),
+    ("threads", "import threading\nthreading.Thread(target=print).start()"),
+    ("threads", "from threading import Timer as T\nT(1.0, print).start()"),
+    ("threads", "import _thread\n_thread.start_new_thread(print, ())"),
+    ("threads", "from concurrent.futures import ThreadPoolExecutor"),
+    ("threads", "import asyncio\nloop = asyncio.new_event_loop()"),
+    ("network", "import socket\ns = socket.socket()"),
+    ("network", "from urllib.request import urlopen as get\nget('http://x')"),
+    ("network", "import http.client"),
+    ("network", "import requests as r\nr.get('http://x')"),
+    ("network", "import ssl"),
+    ("dynamic_code", "exec('print(1)')"),
+    ("dynamic_code", "import builtins\nbuiltins.__dict__['exec']('print(1)')"),
+    ("dynamic_code", "run = eval\nrun('1')"),
+    ("dynamic_code", "code = compile('1', 'x', 'eval')"),
+    ("dynamic_code", "m = __import__('os')"),
+    ("dynamic_code", "import importlib\nimportlib.reload(importlib)"),
+    ("dynamic_code", "from importlib import util"),
+    ("dynamic_code", "import marshal\nmarshal.loads(b'')"),
+    ("dynamic_code", "import pickle as p\np.loads(b'')"),
+    ("dynamic_code", "import base64\nexec(base64.b64decode('cHJpbnQoMSk='))"),
+    ("dynamic_code", "import torch\nname = 'all' + 'close'\nf = getattr(torch, name)"),
+    ("dynamic_code", "import torch\nname = 'allclose'\nsetattr(torch, name, max)"),
+    ("dynamic_code", "globals()['Model'] = object"),
+    ("dynamic_code", "globals().update(Model=object)"),
+    ("dynamic_code", "b = __builtins__"),
+    ("dynamic_code", "subs = object.__subclasses__()"),
+    ("dynamic_code", "def f(): pass\ng = f.__globals__"),
+    ("dynamic_code", "def f(): pass\nc = f.__code__.co_code"),
+    ("dynamic_code", "import types\nf = types.FunctionType(compile('1', 'x', 'exec'), {})"),
+    ("native_code", "import ctypes\nlibc = ctypes.CDLL(None)"),
+    ("native_code", "from ctypes import CDLL as L\nL(None)"),
+    ("native_code", "import cffi"),
+    ("native_code", "import mmap"),
+    ("native_code", "data = open('/proc/self/maps').read()"),
+    ("native_code", "pid = 7\nmem = open(f'/proc/{pid}/mem', 'rb')"),
+    ("native_code", 'import os\npath = "/proc/" + str(os.getppid()) + "/mem"'),
+    ("native_code", 'src = """\n#include <dlfcn.h>\nvoid f() {\n  void* p = dlsym(RTLD_DEFAULT, "x");\n}\n"""'),
+    ("native_code", 'src = """\nvoid f() { syscall(62, 1, 9); }\n"""'),
+    ("native_code", 'cpp = "int g() { return kill(getppid(), 9); }"'),
+    ("native_code", "import torch\ntorch.ops.load_library('evil.so')"),
+    ("file_writes", "with open('result.json', 'w') as f:\n    f.write('{}')"),
+    ("file_writes", "f = open('log.txt', mode='a')"),
+    ("file_writes", "f = open('result.json', 'r+')"),
+    ("file_writes", "import io\nf = io.open('x', 'wb')"),
+    ("file_writes", "from pathlib import Path\nPath('result.json').write_text('{}')"),
+    ("file_writes", "from pathlib import Path as P\np = P('a') / 'b'\np.replace('c')"),
+    ("file_writes", "import os\nos.makedirs('build', exist_ok=True)"),
+    ("file_writes", "from os import remove as rm\nrm('x')"),
+    ("file_writes", "import shutil\nshutil.copy('a', 'b')"),
+    ("file_writes", "import os\nfd = os.open('x', os.O_WRONLY | os.O_CREAT)"),
+    ("file_writes", "import os\nos.dup2(3, 1)"),
+    ("torch_compile", "import torch\nf = torch.compile(lambda x: x + 1)"),
+    ("torch_compile", "from torch import compile as c\nf = c(print)"),
+    ("torch_compile", "import torch._dynamo"),
+    ("torch_compile", "from torch._inductor import config"),
+    ("environment", "import os\nos.environ['CUDA_LAUNCH_BLOCKING'] = '1'"),
+    ("environment", "from os import environ as env\nenv.update({'LD_PRELOAD': 'x.so'})"),
+    ("environment", "import os\nos.putenv('X', '1')"),
+    ("environment", "import os\ndel os.environ['PATH']"),
+    ("environment", "import os\nos.environ.setdefault('TRITON_INTERPRET', '1')"),
+]
+
+
+@pytest.mark.parametrize("rule,source", POSITIVE, ids=[f"{r}-{i}" for i, (r, _) in enumerate(POSITIVE)])
+def test_rule_fires(rule, source):
+    assert rule in rules(source)
+
+
+def test_every_rule_has_a_positive_case():
+    assert {r for r, _ in POSITIVE} == set(WHY) - {"unparseable"}
+
+
+# Honest code close to each rule's idiom: none of it may trip anything.
+HONEST = [
+    "import inspect\nsig = inspect.signature(print)",  # frame_introspection
+    "import traceback\nmsg = traceback.format_exc()",
+    "import gc\ngc.collect()",  # gc_introspection
+    "import sys\nif 'triton' in sys.modules:\n    pass\nm = sys.modules.get('triton')\nn = sys.modules['torch']",  # evaluator_access
+    "if __name__ == '__main__':\n    pass",
+    textwrap.dedent("""
+        import torch.nn as nn
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = 2.0
+                self.lin = nn.Linear(2, 2)
+                self.lin.weight.data = self.lin.weight.data * 2
+                setattr(self, "extra", 1)
+                for i in range(2):
+                    setattr(self, f"p{i}", nn.Parameter(None))
+        Model.extra = 3
+    """),  # monkeypatching
+    "import torch\ny = torch.empty(3)\ny.requires_grad = True",
+    "import torch\ntf32 = torch.backends.cuda.matmul.allow_tf32",  # global_flags
+    "import os, sys\npid = os.getpid()\nargs = sys.argv",  # process_control
+    "import threading\nlock = threading.Lock()",  # threads
+    "sock = 'socket'\nrequests = []\nrequests.append(1)",  # network: local names, not modules
+    "from triton.language import *\nfrom os import *\nx = arange(0, 4)\ny = getpid()",
+    "import re\np = re.compile('x')\nclass M:\n    def eval(self): return self\nM().eval()",  # dynamic_code
+    ("import torch\nimport triton.language as tl\nd = getattr(torch, 'float16')\ne = getattr(tl, 'float32')\n"
+     "class A:\n    pass\na = A()\nname = 'x'\nv = getattr(a, name, None)\nsetattr(a, name, 1)"),
+    "import copy, pickle, torch\nt = copy.deepcopy(torch.ones(2))\nb = pickle.dumps(t)",
+    "s = 'a.b'.replace('.', '_')\nt = s.rename if hasattr(s, 'rename') else None",  # file_writes
+    "text = open('/etc/hostname').read()\nwith open('x', 'rb') as f:\n    pass",
+    "import os\np = os.path.join('a', 'b')\nok = os.path.exists(p)",
+    "import os\nflag = os.environ.get('KBV3_DEBUG', '0')\nval = os.environ['HOME']\nx = os.getenv('X')",  # environment
+    "import os\nos.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'\nos.environ.setdefault('MAX_JOBS', '4')",
+    '"""Docstrings may mention kernelbench_v3, /proc/self and kill() freely."""\nx = 1',
+    ("import functools, math, typing\n@functools.lru_cache(maxsize=None)\ndef f(n: typing.Optional[int]) -> float:\n"
+     "    return math.sqrt(n)"),
+]
+
+
+@pytest.mark.parametrize("source", HONEST)
+def test_honest_snippet_is_clean(source):
+    result = scan(source)
+    assert result.ok and result.parsed, result.findings
+
+
+HONEST_CUDA = r'''
+import os
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+
+cuda_src = """
+#include <torch/extension.h>
+__global__ void add_one(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] + 1.0f;
+}
+torch::Tensor add_one_cuda(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    add_one<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+cpp_src = "torch::Tensor add_one_cuda(torch::Tensor x);"
+ext = load_inline(name="add_one", cpp_sources=cpp_src, cuda_sources=cuda_src,
+                  functions=["add_one_cuda"], extra_cuda_cflags=["-O3"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.add_one_cuda(x.contiguous())
+'''
+
+
+def test_honest_load_inline_solution_is_clean():
+    assert scan(HONEST_CUDA).ok, scan(HONEST_CUDA).findings
+
+
+@pytest.mark.parametrize("path", HONEST_FILES, ids=lambda p: p.name)
+def test_honest_example_solutions_are_clean(path):
+    result = scan(path.read_text())
+    assert result.parsed and result.findings == (), result.summary()
+
+
+def test_repository_cheats_are_named():
+    cheats = REPO / "tests" / "solutions" / "cheats"
+    patched = scan((cheats / "monkeypatch_torch.py").read_text())
+    assert [f.rule for f in patched.findings] == ["monkeypatching"] * 4
+    assert patched.findings[0].text.startswith("torch.allclose = ")
+    forged = scan((cheats / "forged_result_file.py").read_text())
+    assert {f.rule for f in forged.findings} == {"file_writes", "process_control"}
+
+
+def test_runtime_caches_solution_trips_only_torch_compile():
+    result = scan((REPO / "tests" / "solutions" / "runtime_caches_softmax.py").read_text())
+    assert {f.rule for f in result.findings} == {"torch_compile"}
+
+
+def test_findings_are_per_line_and_ordered():
+    source = "import os\nimport sys\n\nsys._getframe(0)\nos._exit(1)\nos._exit(2)\n"
+    result = scan(source)
+    assert [(f.rule, f.line) for f in result.findings] == [
+        ("frame_introspection", 4), ("process_control", 5), ("process_control", 6)]
+    assert result.findings[0] == Finding("frame_introspection", 4, "sys._getframe(0)", WHY["frame_introspection"])
+
+
+def test_long_line_text_is_truncated():
+    source = "import os\nos._exit(0)  # " + "x" * 400
+    (finding,) = scan(source).findings
+    assert len(finding.text) == 160
+
+
+def test_c_source_finding_points_at_the_offending_line():
+    source = 'src = """\nint a;\nint b;\nvoid f() { mprotect(0, 0, 7); }\n"""\n'
+    (finding,) = scan(source).findings
+    assert (finding.rule, finding.line) == ("native_code", 4)
+    assert "mprotect" in finding.text
+
+
+def test_syntax_error_is_unparseable():
+    result = scan("import torch\ndef forward(:\n    pass\n")
+    assert not result.parsed and not result.ok
+    (finding,) = result.findings
+    assert finding.rule == "unparseable" and finding.line == 2
+    assert finding.text == "def forward(:"
+    assert not scan("x = 1\0").parsed  # null bytes: ast raises ValueError, not SyntaxError
+
+
+def test_summary():
+    assert scan("x = 1").summary() == "no tampering idioms found"
+    assert TamperScan((), parsed=True).ok
+    one = scan("import sys\nf = sys._getframe(1)\n")
+    assert one.summary() == "line 2: f = sys._getframe(1) (frame_introspection: reads or traces the evaluator's frames)"
+    many = scan("import sys, os\nsys._getframe(1)\nos._exit(0)\nsys.exit(1)\n")
+    assert many.summary() == (
+        "line 2: sys._getframe(1) (frame_introspection: reads or traces the evaluator's frames); +2 more")
