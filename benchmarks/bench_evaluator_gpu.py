@@ -37,7 +37,7 @@ from kernelbench_v3.catalog import discover  # noqa: E402
 from kernelbench_v3.evaluate import EvalRequest, evaluate  # noqa: E402
 from kernelbench_v3.evaluate.baseline import get_baseline  # noqa: E402
 from kernelbench_v3.evaluate.fingerprint import device_name, software  # noqa: E402
-from kernelbench_v3.evaluate.runner import speed_of_light_ms  # noqa: E402
+from kernelbench_v3.evaluate.supervisor import speed_of_light_ms  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "solutions"
 CHEATS = ROOT / "tests" / "solutions" / "cheats"

@@ -64,7 +64,10 @@ CHEATING = {
     "content_cache": ("level1/23_Softmax", "content_cache.py", CONTENT_CACHE_OPTIONS, "input_reuse"),
     "content_hash_cache": ("level1/23_Softmax", "content_hash_cache.py", CONTENT_CACHE_OPTIONS, "input_reuse"),
     "pure_torch": ("level1/23_Softmax", "pure_torch.py", {"sizes": SOFTMAX}, "custom_kernel"),
-    "monkeypatch": ("level1/23_Softmax", "monkeypatch_torch.py", {"sizes": SOFTMAX}, "global_state"),
+    "monkeypatch": ("level1/23_Softmax", "monkeypatch_torch.py", {"sizes": SOFTMAX}, "source_scan"),
+    # Without the static scan the patches are still seen at run time, and judged in the supervisor.
+    "monkeypatch_unscanned": ("level1/23_Softmax", "monkeypatch_torch.py", {"sizes": SOFTMAX, "scan_source": False},
+                              "global_state"),
     "wrong_dtype": ("level1/23_Softmax", "wrong_dtype.py", {"sizes": SOFTMAX}, "output_dtype"),
     "nan": ("level1/23_Softmax", "nan_output.py", {"sizes": SOFTMAX}, "finite"),
     "forged_result_file": ("level1/23_Softmax", "forged_result_file.py", {"sizes": SOFTMAX}, "process"),
@@ -96,7 +99,8 @@ def records(tmp_path_factory) -> dict[str, tuple[Record, float]]:
     for key, (problem, name, options, _) in CHEATING.items():
         jobs[key] = _request(problem, CHEATS / name, options)
     for key, (name, options, _, _) in BROKEN_CASES.items():
-        jobs[key] = _request("level1/23_Softmax", BROKEN / name, {"sizes": SOFTMAX, **options})
+        # The process-level failures themselves, not the static scan, are under test here.
+        jobs[key] = _request("level1/23_Softmax", BROKEN / name, {"sizes": SOFTMAX, "scan_source": False, **options})
 
     def run(item):
         key, request = item
@@ -162,7 +166,9 @@ def test_returning_the_input_is_also_flagged_as_aliasing(records):
 
 
 def test_monkeypatching_names_what_was_replaced_and_the_verdict_stands(records):
-    record, _ = records["monkeypatch"]
+    scanned, _ = records["monkeypatch"]
+    assert "line 7: torch.allclose = " in scanned.check_details["source_scan"]
+    record, _ = records["monkeypatch_unscanned"]
     detail = record.check_details["global_state"]
     assert "torch.allclose" in detail and "torch.Tensor.__sub__" in detail
     assert record.checks["correctness"] == "fail"  # judged in the parent, unaffected

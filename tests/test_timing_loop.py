@@ -69,7 +69,7 @@ def fake_cuda(monkeypatch):
 
 
 PLAN = timing.TimingPlan(warmup=1, warmup_seconds=0.0, min_reps=10, batch=5, max_reps=20, max_seconds=2.0,
-                         min_seconds=0.0, clock_settle_seconds=0.0, wall_reps=0, profile_reps=0)
+                         min_seconds=0.0, clock_settle_seconds=0.0, wall_reps=0)
 
 
 def _calls(trace, tag):

@@ -26,7 +26,7 @@ import torch
 
 # Groups, in the order their checks are reported.
 CORRECTNESS, STRESS, OTHER_SHAPE, RECOMPUTE = "correctness", "stress", "other_shape", "recompute"
-INPUT_REUSE, TIMED_FRESH = "input_reuse", "timed_fresh"  # content-cache probes (see module doc)
+INPUT_REUSE = "input_reuse"  # the content-cache probe (see module doc)
 FRESH_SEED = 7717  # the partner set blended into fresh timing inputs
 FRESH_PARTNER = "fresh_partner"  # the case that carries it
 FRESH_CHECK_WEIGHT = 0.5  # the blend weight of the checked fresh timed set (the loop's never equal it)

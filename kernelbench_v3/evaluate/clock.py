@@ -31,12 +31,13 @@ from . import cases as C
 from . import checks as K
 from . import messages as M
 from .channel import Layout, TensorRef
-from .fresh import reuse_verdict
+from .fresh import REUSE_RATIO, reuse_verdict
 from .session import Session, SessionLost
-from .timing import CPU_REUSE_RATIO, median_ci_rel, summarize
+from .timing import CLOCK_CHANGE_REL, CPU_REUSE_RATIO, median_ci_rel, summarize
 
 SUPERVISOR_CLOCK = "supervisor_clock"  # the reported time was replaced by the supervisor's
 BOUND_FACTOR = 1.5
+CPU_BOUND_FACTOR = 3.0
 BOUND_ALLOWANCE_MS = 0.02  # launch overhead an honest host-bound call may add to its device time
 SAMPLE_POSITIONS = 2048
 MAX_VERIFIED = 24  # timed outputs checked against the reference per evaluation
@@ -56,12 +57,15 @@ class ClockPlan:
     min_seconds: float
     stable_rel: float
     warmup_seconds: float
+    bound_factor: float  # the supervisor's figure may exceed the reported one by this factor (+ allowance)
 
     @classmethod
     def for_device(cls, device: str, budget_s: float) -> "ClockPlan":
         if device == "cuda":
-            return cls(device, budget_s, 10, 30, 10_000, 1.0, 0.003, 0.5)
-        return cls(device, budget_s, 2, 3, 50, 0.0, 0.02, 0.0)
+            return cls(device, budget_s, 10, 30, 10_000, 1.0, 0.003, 0.5, BOUND_FACTOR)
+        # A CPU shared with other work (CI, several evaluations at once) makes the two wall
+        # clocks disagree by more; a forged clock is off by orders of magnitude.
+        return cls(device, budget_s, 2, 3, 50, 0.0, 0.02, 0.0, CPU_BOUND_FACTOR)
 
 
 @dataclass
@@ -162,18 +166,11 @@ def blend_seconds(verifier: Verifier, weights: list[float], device: str) -> floa
     return best
 
 
-def time_solution(session: Session, plan: ClockPlan, verifier: Verifier, timing_cases: list[str],
-                  out_bytes: int, request_timeout_s: float) -> TimingOutcome:
-    """Warm up, run flushed batches until the reported median is stable or the budget is spent,
-    then back-to-back batches for the supervisor's bound. Raises SessionLost."""
-    outcome = TimingOutcome()
+def _flushed_phase(outcome: TimingOutcome, session: Session, plan: ClockPlan, verifier: Verifier,
+                   request_timeout_s: float) -> tuple[Any, int]:
+    """Flushed batches until the reported median is stable or the supervisor's budget is spent;
+    (the stats of the reported fresh-input times, how many batches added up to more than their wall)."""
     rng = verifier.rng
-    reply, warm_s = session.request(M.Warmup(timing_cases, C.FRESH_PARTNER, plan.warmup_seconds),
-                                    request_timeout_s + 30.0, ("warm",))
-    if reply.kind == "failed":
-        raise SessionLost(f"warm-up failed: {reply.get('error', '')[:500]}")
-    outcome.details.update(host_enqueue_ms=reply.get("enqueue_ms"), sm_clock_mhz=reply.get("sm_clock_mhz"),
-                           warmup_s=round(warm_s, 3))
     fresh_ms: list[float] = []
     repeated_ms: list[float] = []
     started = time.perf_counter()
@@ -204,12 +201,38 @@ def time_solution(session: Session, plan: ClockPlan, verifier: Verifier, timing_
     stats = summarize([max(t, 0.0) for t in fresh_ms], "cuda_events" if plan.device == "cuda" else "cpu_wall_clock")
     stats.details.update(stable=stable, batches=batches, median_ci_rel=round(median_ci_rel(positive), 5),
                          timed_inputs="fresh (a never-seen blend before each call); repeated sets in input_reuse")
-    ratio = None if plan.device == "cuda" else CPU_REUSE_RATIO
-    stats.details["input_reuse"] = reuse = reuse_verdict(fresh_ms, repeated_ms, *( [ratio] if ratio else []))
+    ratio = REUSE_RATIO if plan.device == "cuda" else CPU_REUSE_RATIO
+    stats.details["input_reuse"] = reuse = reuse_verdict(fresh_ms, repeated_ms, ratio)
     if reuse["faster_on_repeated_inputs"]:
         stats.flags.append("faster_on_repeated_inputs")
     if not stable:
         stats.flags.append("median_not_stable")
+    return stats, inconsistent
+
+
+def time_solution(session: Session, plan: ClockPlan, verifier: Verifier, timing_cases: list[str],
+                  out_bytes: int, request_timeout_s: float) -> TimingOutcome:
+    """Warm up, run flushed batches until the reported median is stable or the budget is spent,
+    then back-to-back batches for the supervisor's bound. Raises SessionLost."""
+    outcome = TimingOutcome()
+    reply, warm_s = session.request(M.Warmup(timing_cases, C.FRESH_PARTNER, plan.warmup_seconds),
+                                    request_timeout_s + 30.0, ("warm",))
+    if reply.kind == "failed":
+        raise SessionLost(f"warm-up failed: {reply.get('error', '')[:500]}")
+    outcome.details.update(host_enqueue_ms=reply.get("enqueue_ms"), sm_clock_mhz=reply.get("sm_clock_mhz"),
+                           warmup_s=round(warm_s, 3))
+    stats, inconsistent = _flushed_phase(outcome, session, plan, verifier, request_timeout_s)
+    if plan.device == "cuda":
+        # The SM clock moved while timing (seen on an H200: 1668 -> 1957 MHz), so part of the
+        # samples ran slower; the GPU is warm now, so time once more and keep that.
+        reply, _ = session.request({"kind": "clock"}, request_timeout_s, ("warm",))
+        before, after = outcome.details.get("sm_clock_mhz") or 0.0, reply.get("sm_clock_mhz", 0.0)
+        outcome.details.update(sm_clock_mhz_before=before, sm_clock_mhz_after=after)
+        if before and abs(after - before) > CLOCK_CHANGE_REL * before:
+            first = stats
+            stats, again = _flushed_phase(outcome, session, plan, verifier, request_timeout_s)
+            inconsistent += again
+            stats.details["clock_retry"] = {"first_median_ms": first.median_ms, "first_sm_clock_mhz": [before, after]}
     outcome.stats = stats.to_dict()
     _bound(outcome, session, verifier, plan, stats.median_ms, out_bytes, request_timeout_s, inconsistent)
     return outcome
@@ -235,10 +258,10 @@ def _bound(outcome: TimingOutcome, session: Session, verifier: Verifier, plan: C
     allowance = BOUND_ALLOWANCE_MS + REQUEST_LATENCY_MS / calls
     outcome.details.update(
         supervisor_ms=round(supervisor_ms, 6), supervisor_calls=calls, supervisor_per_batch_ms=[round(t, 6) for t in per_call],
-        supervisor_rule=f"reported median >= (supervisor_ms - {allowance:.4g} ms) / {BOUND_FACTOR:g}",
+        supervisor_rule=f"reported median >= (supervisor_ms - {allowance:.4g} ms) / {plan.bound_factor:g}",
         reported_ms=reported_ms, verified_timed_outputs=outcome.verified,
     )
-    if supervisor_ms > BOUND_FACTOR * reported_ms + allowance or inconsistent:
+    if supervisor_ms > plan.bound_factor * reported_ms + allowance or inconsistent:
         outcome.flags.append(SUPERVISOR_CLOCK)
         outcome.details["sol_ms_source"] = (
             "the supervisor's wall clock per back-to-back call (the reported figures "

@@ -377,6 +377,9 @@ class CudaTimer(Timer):
     def elapsed(marks: tuple[Any, Any]) -> float:
         return marks[0].elapsed_time(marks[1])
 
+    def clock_mhz(self) -> float:
+        return _sleep_cycles_per_ms() / 1e3
+
 
 def time_cuda(
     call: Call, sets: Sequence[Sequence[Any]], plan: TimingPlan = TimingPlan(), fresh: Any = None

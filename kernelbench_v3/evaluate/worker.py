@@ -232,6 +232,10 @@ class Worker:
         self.batch_outputs = []
         return {"kind": "batch_done", "fresh_ms": [], "repeated_ms": [], "outputs": infos, "details": {}}
 
+    def clock(self, msg: dict[str, Any]) -> dict[str, Any]:
+        mhz = self.timer.clock_mhz() if isinstance(self.timer, timing.CudaTimer) else 0.0
+        return {"kind": "warm", "enqueue_ms": 0.0, "sm_clock_mhz": mhz, "calls": 0}
+
     def finish(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {"kind": "finished", "tampered": guard.tampered(self.namespaces)}
 
@@ -256,7 +260,7 @@ class Worker:
 
 
 HANDLERS = {"setup": Worker.setup, "run_case": Worker.run_case, "warmup": Worker.warmup,
-            "time_batch": Worker.time_batch, "sample": Worker.sample, "finish": Worker.finish}
+            "time_batch": Worker.time_batch, "sample": Worker.sample, "clock": Worker.clock, "finish": Worker.finish}
 
 
 def serve(link: Link, arena_fd: int, arena_size: int, device: str) -> None:
