@@ -5,6 +5,7 @@ Each evaluation is a separate `python -m kernelbench_v3 eval --json` process, so
 evaluator (a copy of the package at an older commit, `--old DIR`, put first on PYTHONPATH) and the
 current one run the same way, alternating, on the same GPU.
 
+    git archive 7d376a0 kernelbench_v3 problems | tar -x -C old_kbv3   # the previous evaluator
     python benchmarks/bench_supervisor_gpu.py --part fidelity --runs 3 --old old_kbv3 --out DIR
     python benchmarks/bench_supervisor_gpu.py --part attacks --out DIR
     python benchmarks/bench_supervisor_gpu.py --report DIR   # tables from the saved journal
@@ -28,24 +29,27 @@ EX = "examples/solutions"
 ATTACKS = "tests/solutions/attacks"
 CUDA_ATTACKS = "benchmarks/solutions"
 
-HONEST = [
-    ("level1/23_Softmax", f"{EX}/level1/23_Softmax.py"),
-    ("level1/26_GELU_", f"{EX}/level1/26_GELU_.py"),
-    ("level1/1_Square_matrix_multiplication_", f"{EX}/level1/1_Square_matrix_multiplication_.py"),
-    ("level2/86_Matmul_Divide_GELU", f"{EX}/level2/86_Matmul_Divide_GELU.py"),
+HONEST = [  # (problem, solution, runs per method): the 12-15 us kernels spread most between runs
+    ("level1/23_Softmax", f"{EX}/level1/23_Softmax.py", 3),
+    ("level1/26_GELU_", f"{EX}/level1/26_GELU_.py", 3),
+    ("level1/1_Square_matrix_multiplication_", f"{EX}/level1/1_Square_matrix_multiplication_.py", 1),
+    ("level1/40_LayerNorm", f"{EX}/level1/40_LayerNorm.py", 1),
+    ("level2/86_Matmul_Divide_GELU", f"{EX}/level2/86_Matmul_Divide_GELU.py", 1),
+    ("tile_specialized/gemm_bias_relu", f"{EX}/tile_specialized/gemm_bias_relu.py", 1),
 ]
 # (problem, solution, class, extra CLI flags, what must happen)
+NO_SCAN = ["--no-source-scan"]  # what the other defences do on their own
 CHEATS = [
-    ("level1/23_Softmax", f"{CUDA_ATTACKS}/forged_event_clock_softmax.py", "T2", ["--kernel-rule", "v3"],
-     "flagged supervisor_clock or failed, within 60 s"),
+    ("level1/23_Softmax", f"{CUDA_ATTACKS}/forged_event_clock_softmax.py", "T2", ["--kernel-rule", "v3", *NO_SCAN],
+     "supervisor_clock flag, bounded time"),
     ("level1/23_Softmax", f"{CUDA_ATTACKS}/forged_event_clock_softmax.py", "T2", [], "source_scan"),
-    ("level1/23_Softmax", f"{ATTACKS}/patch_json_dumps.py", "T2", [], "rejected"),
-    ("level1/23_Softmax", f"{ATTACKS}/stack_walk_edit_facts.py", "T2", [], "rejected"),
-    ("level1/23_Softmax", f"{ATTACKS}/token_triton_kernel.py", "T1", [], "main_work"),
+    ("level1/23_Softmax", f"{ATTACKS}/json_rewrite.py", "T2", NO_SCAN, "correctness"),
+    ("level1/23_Softmax", f"{ATTACKS}/stack_walk_getframe.py", "T2", NO_SCAN, "correctness"),
+    ("level1/23_Softmax", f"{ATTACKS}/token_kernel.py", "T1", [], "main_work"),
     ("level2/86_Matmul_Divide_GELU", f"{CUDA_ATTACKS}/matmul_with_triton_epilogue.py", "T1", [], "library_ops"),
-    ("level1/23_Softmax", f"{ATTACKS}/uninitialized_timed_outputs.py", "T1", [], "timed_outputs"),
-    ("level1/23_Softmax", f"{ATTACKS}/inflate_baseline_cache.py", "T3", [], "rejected; cache unchanged"),
-    ("level1/23_Softmax", f"{ATTACKS}/busy_loop_forward.py", "T4", ["--timeout", "60"], "failed in bounded time"),
+    ("level1/23_Softmax", f"{ATTACKS}/empty_after_warmup.py", "T1", [], "timed_outputs"),
+    ("level1/23_Softmax", f"{ATTACKS}/persist_baselines.py", "T3", NO_SCAN, "correct; cache unchanged"),
+    ("level1/23_Softmax", f"{ATTACKS}/busy_loop_forever.py", "T4", ["--timeout", "60"], "process, bounded time"),
 ]
 
 
@@ -75,8 +79,8 @@ def _journal(out: Path, entry: dict) -> None:
 
 def fidelity(out: Path, runs: int, old: Path | None, only: str = "") -> None:
     for r in range(runs):
-        for problem, solution in HONEST:
-            if only not in problem:
+        for problem, solution, wanted in HONEST:
+            if only not in problem or r >= wanted:
                 continue
             for method, path in (("previous", old), ("supervisor", None)):
                 if method == "previous" and old is None:
@@ -119,7 +123,7 @@ def report(out: Path) -> str:
         lines += ["| problem | method | runs | sol ms per run | median | spread | supervisor ms | verified | status |",
                   "|---|---|---|---|---|---|---|---|---|"]
         medians: dict[tuple[str, str], float] = {}
-        for problem, _ in HONEST:
+        for problem, _, _ in HONEST:
             for method in ("previous", "supervisor"):
                 group = [r for r in fid if r["problem"] == problem and r["method"] == method]
                 times = [r["sol_ms"] for r in group if r.get("sol_ms")]
@@ -135,7 +139,7 @@ def report(out: Path) -> str:
                     f"{', '.join(str(r.get('verified')) for r in group)} | {', '.join(sorted({str(r['status']) for r in group}))} |"
                     if med else f"| {problem} | {method} | {len(group)} | - | - | - | - | - | {group[0].get('error', '')[:80]} |")
         lines += ["", "| problem | supervisor / previous (medians) |", "|---|---|"]
-        for problem, _ in HONEST:
+        for problem, _, _ in HONEST:
             a, b = medians.get((problem, "supervisor")), medians.get((problem, "previous"))
             if a and b:
                 lines.append(f"| {problem} | {a / b:.4f} ({(a / b - 1):+.2%}) |")
@@ -154,7 +158,7 @@ def report(out: Path) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["fidelity", "attacks", "all"])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3, help="at most this many runs per problem and method")
     parser.add_argument("--old", type=Path, help="a copy of the previous package's parent folder")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--report", action="store_true", help="only print the tables of --out's journal")

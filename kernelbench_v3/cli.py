@@ -131,6 +131,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kernel-rule", choices=["strict", "v3"], default="strict",
                    help="strict (default): own kernels ran, no library GEMM/conv/attention, own kernels "
                         "do the main work; v3: the published rule only (an own kernel ran)")
+    p.add_argument("--no-source-scan", action="store_true",
+                   help="skip the static tamper scan (to study the other defences; the record says so)")
     p.add_argument("--seeds", help="correctness seeds, e.g. 42,123 (default: 42,123,456,789,1337)")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
     p.add_argument("--timing-seconds", type=_positive_seconds,
@@ -159,7 +161,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             seeds=tuple(int(s) for s in args.seeds.split(",") if s.strip()) if args.seeds else DEFAULT_SEEDS,
             time_solution=not args.no_timing, baseline=not args.no_baseline,
             retry_failed_baseline=args.retry_failed_baseline, timing_seconds=args.timing_seconds,
-            kernel_rule=args.kernel_rule,
+            kernel_rule=args.kernel_rule, scan_source=not args.no_source_scan,
         )
         record = evaluate(request, problems_dir=args.problems, cache_dir=args.cache)
     except (KeyError, ValueError, FileNotFoundError) as exc:

@@ -143,9 +143,13 @@ def test_cpu_timing_is_wall_clock_and_marked(records):
     assert record.sol_reps >= 2 and record.checks["timed_outputs"] == "pass"
     assert record.speedup is None  # no baseline was requested
     assert "REDUCED_SIZES" in record.sizes_note and record.sizes == {"batch_size": 16, "dim": 1024}
-    # Where the time went: one figure per phase, together within the whole evaluation.
-    assert set(record.phase_s) == {"reference", "candidate", "cleanup"}
-    assert all(s > 0 for s in record.phase_s.values()) and sum(record.phase_s.values()) <= record.duration_s
+    # Where the time went: one figure per phase, together within the whole evaluation, and the
+    # solution process's steps within the candidate phase.
+    top = {name: s for name, s in record.phase_s.items() if not name.startswith("solution_")}
+    steps = {name: s for name, s in record.phase_s.items() if name.startswith("solution_")}
+    assert set(top) == {"reference", "candidate", "cleanup"} and sum(top.values()) <= record.duration_s
+    assert set(steps) == {"solution_start", "solution_setup", "solution_cases", "solution_timing"}
+    assert all(s > 0 for s in record.phase_s.values()) and sum(steps.values()) <= top["candidate"]
 
 
 @pytest.mark.parametrize("key", sorted(CHEATING))

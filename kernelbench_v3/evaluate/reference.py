@@ -4,8 +4,8 @@ The problem files are ours, so the reference runs in the trusted supervisor proc
 every planned case it builds the reference model (parameters and buffers re-randomized) and the
 inputs, runs the model, and keeps in memory: the inputs (to send to the solution process), the
 expected output, and for cases marked float64 the residual of a float64 run plus the reference's
-own error against float64 and the error an fp32 computation with TF32-rounded inputs and weights
-would have (the precision floor for fp32 problems). It also records which aten ops the reference
+own error against float64 and, for fp32 problems with matrix products or convolutions, the error
+an fp32 computation with TF32-rounded inputs and weights would have (their precision floor). It also records which aten ops the reference
 dispatches and for how long (the problem's main work, for the kernel rule) and, on CUDA, the
 names of the kernels it launches (so the same kernels in a solution do not count as its own).
 The main-shape model stays alive: the supervisor verifies timed outputs against it.
@@ -135,6 +135,11 @@ def compute(problem: Any, source: str, sizes: dict[str, Any], device: str, cases
                 raw_out = model(*main_inputs)
         run.ops = recorder.summary()
         main_out = _as_tensor(raw_out, problem.problem_id)
+    # TF32 is what tensor cores do to fp32 matrix products; a problem without one (a softmax, a
+    # norm) has no honest TF32 path, so its precision floor is the reference's own error alone.
+    from .kernel_rule import forbidden_ops
+
+    matrix_ops = bool(forbidden_ops(run.ops))
     if any(c.shape == "other" for c in cases):
         chosen = _choose_other_shape(problem, source, sizes, device, tuple(main_out.shape), cases)
         if chosen is None:
@@ -155,7 +160,7 @@ def compute(problem: Any, source: str, sizes: dict[str, Any], device: str, cases
         saved: dict[str, torch.Tensor] = {"expected": out.detach().cpu()}
         if case.float64 and out.is_floating_point() and entry["finite"]:
             try:
-                info = float64_reference(shape.model, inputs, out, tf32=out.dtype == torch.float32)
+                info = float64_reference(shape.model, inputs, out, tf32=out.dtype == torch.float32 and matrix_ops)
             except Exception as exc:  # an op without a float64 kernel
                 info = {"available": False, "reason": f"float64 reference failed: {type(exc).__name__}: {exc}"[:300]}
             if info.pop("available"):

@@ -131,7 +131,7 @@ def _evaluate(work: Path, request: EvalRequest, problem: Any, source: str, solut
         scratch.mkdir(mode=0o700)
         (scratch / "solution.py").write_bytes(solution_bytes)
         with _phase(rec, "candidate"):
-            facts = _run_solution(zygote, scratch, request, ref, timing_seconds)
+            facts = _run_solution(zygote, scratch, request, ref, timing_seconds, rec)
         rec.log_tail, flooded = _log_tail(scratch / LOG_NAME, request.max_log_bytes)
         if flooded:
             facts.lost = facts.lost or SessionLost(f"wrote more than {FLOOD_BYTES >> 20} MiB to stdout/stderr")
@@ -176,7 +176,8 @@ def _arena_size(ref: ReferenceRun) -> tuple[int, int, int]:
     return input_region, output_region, input_region + output_region
 
 
-def _run_solution(zygote: Any, scratch: Path, request: EvalRequest, ref: ReferenceRun, timing_seconds: float) -> SolutionFacts:
+def _run_solution(zygote: Any, scratch: Path, request: EvalRequest, ref: ReferenceRun, timing_seconds: float,
+                  rec: Record) -> SolutionFacts:
     facts = SolutionFacts()
     input_region, output_region, total = _arena_size(ref)
     arena = Arena.create(total)
@@ -192,7 +193,7 @@ def _run_solution(zygote: Any, scratch: Path, request: EvalRequest, ref: Referen
 
         session = Session(Link(spawned.sock), arena, 0, input_region, output_region, pid=spawned.pid, watch=flooded)
         try:
-            _drive(session, facts, scratch, request, ref, timing_seconds)
+            _drive(session, facts, scratch, request, ref, timing_seconds, rec)
         except SessionLost as lost:
             facts.lost = lost
             if not lost.timed_out:
@@ -206,10 +207,13 @@ def _run_solution(zygote: Any, scratch: Path, request: EvalRequest, ref: Referen
 
 
 def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalRequest, ref: ReferenceRun,
-           timing_seconds: float) -> None:
+           timing_seconds: float, rec: Record) -> None:
+    """Setup, every planned case, timing, finish; each step's seconds go into `rec.phase_s`
+    as `solution_<step>`."""
     limit = request.timeout_s
     facts.lost_during = "starting"
-    ready = M.parse_reply(session.link.receive(min(limit, 300.0)))
+    with _phase(rec, "solution_start"):
+        ready = M.parse_reply(session.link.receive(min(limit, 300.0)))
     if ready.kind != "ready":
         raise SessionLost(f"the solution process answered {ready.kind!r} instead of ready")
     facts.sandbox = dict(ready.get("sandbox"))
@@ -219,8 +223,9 @@ def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalR
         state = session.write_state(shape.model.state_dict(), layout)
         shapes[name] = M.ShapeSetup([_init_arg(a) for a in shape.module.get_init_inputs()], state)
     facts.lost_during = "importing the solution"
-    reply, _ = session.request(M.Setup(request.device, str(scratch / "solution.py"), shapes, CUDA_MEMORY_FRACTION),
-                               limit, ("setup_done",))
+    with _phase(rec, "solution_setup"):
+        reply, _ = session.request(M.Setup(request.device, str(scratch / "solution.py"), shapes, CUDA_MEMORY_FRACTION),
+                                   limit, ("setup_done",))
     if reply.kind == "failed":
         facts.failed_stage, facts.error = reply.get("stage"), reply.get("error")
         return
@@ -236,7 +241,8 @@ def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalR
         reuse = correctness[0] if run.case.group == C.RECOMPUTE else None
         message = M.RunCase(name, run.case.shape, session.write_inputs(run.inputs), session.slot(),
                             reuse_buffers_of=reuse, evidence=name == evidence_case)
-        reply, wall = session.request(message, limit, ("case_done",))
+        with _phase(rec, "solution_cases"):
+            reply, wall = session.request(message, limit, ("case_done",))
         if reply.kind == "failed":
             facts.failed_stage, facts.error = reply.get("stage"), reply.get("error")
             return
@@ -255,8 +261,9 @@ def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalR
             ref.cases[C.FRESH_PARTNER].inputs, main.entry, request.tolerance, ref.precision, random.SystemRandom(),
         )
         plan = clock.ClockPlan.for_device(request.device, timing_seconds)
-        facts.timing = clock.time_solution(session, plan, verifier, timing_cases,
-                                           tensor_nbytes(main.saved["expected"]), limit)
+        with _phase(rec, "solution_timing"):
+            facts.timing = clock.time_solution(session, plan, verifier, timing_cases,
+                                               tensor_nbytes(main.saved["expected"]), limit)
     facts.lost_during = "finishing"
     reply, _ = session.request(M.Finish(), 60.0, ("finished",))
     if reply.kind == "finished":

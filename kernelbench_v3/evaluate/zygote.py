@@ -150,7 +150,11 @@ def _child(msg: dict[str, Any], fds: list[int]) -> None:
         for name in list(os.environ):
             if name.startswith(("KBV3_", "HF_")) or any(w in name.upper() for w in SECRET_WORDS):
                 os.environ.pop(name, None)
-        os.environ.update(TRITON_CACHE_DIR=str(scratch / "triton"), TMPDIR=str(scratch / "tmp"), HOME=str(scratch))
+        os.environ.update(TRITON_CACHE_DIR=str(scratch / "triton"), TMPDIR=str(scratch / "tmp"), HOME=str(scratch),
+                          TORCHINDUCTOR_CACHE_DIR=str(scratch / "inductor"))
+        import tempfile
+
+        tempfile.tempdir = None  # the zygote may have cached /tmp; the solution's temp folder is its scratch
         for sub in ("triton", "tmp"):
             (scratch / sub).mkdir(exist_ok=True)
         os.chdir(scratch)

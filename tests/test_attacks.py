@@ -1,0 +1,200 @@
+"""Cheating solutions of every threat class (tests/solutions/attacks/) against the evaluator, on CPU.
+
+Each attack is evaluated with the static tamper scan turned OFF, so what is under test is the
+design itself: the supervisor, the sandboxed solution process, the verified timing and the
+evidence rules. Each must end in the verdict named below, in bounded time, with no file a later
+evaluation trusts changed, no connection made and no process left behind. A separate, static
+test checks that the scan alone names every attack whose file says `Expect: source_scan`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from kernelbench_v3.evaluate import EvalRequest, Record, evaluate
+from kernelbench_v3.evaluate.tamper_scan import scan
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+ATTACKS = ROOT / "tests" / "solutions" / "attacks"
+SIZES = {"batch_size": 4, "dim": 96}
+HANGS = {"busy_loop_forever", "sigterm_ignore_sleep", "threads_200_spin"}
+HANG_LIMIT_S = 15.0
+
+# attack -> (the check the verdict must name, or "correct" where the harm was prevented and the
+# computation is honest; timing flags that must be set)
+EXPECTED: dict[str, tuple[str, set[str]]] = {
+    # T1: rule bending
+    "content_cache_bytes": ("input_reuse", set()),
+    "empty_after_warmup": ("timed_outputs", set()),
+    "partial_rows_after_warmup": ("timed_outputs", set()),
+    "rotate_two_buffers": ("output_aliasing", set()),
+    "rotate_three_buffers": ("output_aliasing", set()),
+    "empty_grid_launch": ("custom_kernel", set()),
+    "fake_launch_stub": ("custom_kernel", set()),
+    "launch_raises_fallback": ("custom_kernel", set()),
+    "uncompilable_kernel_fallback": ("custom_kernel", set()),
+    "token_kernel": ("main_work", set()),
+    "epilogue_copy_kernel": ("main_work", set()),
+    "pointer_cache": ("recompute", set()),
+    "precision_fp16": ("precision", set()),
+    "shape_hardcoded": ("finite", set()),  # NaN at the second shape
+    "torch_compile_reference": ("library_ops", set()),
+    # T2: in-process tampering. Patches reach only the solution process; values are judged and
+    # times bounded in the supervisor.
+    "stack_walk_getframe": ("correctness", set()),
+    "stack_walk_inspect": ("correctness", set()),
+    "gc_mutate_evaluator": ("correctness", set()),
+    "json_rewrite": ("correctness", {"supervisor_clock"}),
+    "patch_torch_compare": ("correctness", set()),
+    "clock_frozen": ("global_state", {"supervisor_clock"}),
+    "clock_slowed": ("global_state", {"supervisor_clock"}),
+    "cuda_event_patch": ("global_state", set()),
+    "constants_overwrite": ("process", set()),
+    "fd_spray_fake_result": ("process", set()),
+    "os_exit_after_first_call": ("process", set()),
+    "background_thread_compute": ("timed_outputs", set()),
+    "builtins_replace": ("correct", set()),
+    "global_flags": ("correct", set()),
+    # T3: persistence: every write outside the scratch folder is denied
+    "persist_baselines": ("correct", set()),
+    "persist_module_dir": ("correct", set()),
+    "persist_package_source": ("correct", set()),
+    "persist_problem_file": ("correct", set()),
+    "persist_triton_cache": ("correct", set()),
+    # T4: denial, and probes of the sandbox
+    "alloc_40gb": ("run", set()),  # RLIMIT_AS: the allocation fails inside forward
+    "busy_loop_forever": ("process", set()),
+    "sigterm_ignore_sleep": ("process", set()),
+    "threads_200_spin": ("process", set()),
+    "stdout_flood": ("process", set()),
+    "fork_setsid_sleeper": ("correct", set()),
+    "network_probe": ("correct", set()),  # it returns zeros if a connection got through
+    "signal_parent_probe": ("correct", set()),  # zeros if a signal got through
+    "proc_parent_mem_probe": ("correct", set()),  # zeros if the parent's memory was readable
+}
+
+
+def _files() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(ATTACKS.glob("*.py"))}
+
+
+def _digest(paths: list[Path]) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths if p.is_file()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory) -> dict:
+    """Files a later evaluation would trust, pointed at by the variables the attacks read."""
+    base = tmp_path_factory.mktemp("targets")
+    cache = base / "cache" / "baselines"
+    modules, problems, triton_cache = base / "modules", base / "problems" / "level1", base / "triton"
+    for folder in (cache, modules, problems, triton_cache):
+        folder.mkdir(parents=True)
+    (cache / "entry.json").write_text('{"baseline_ms": 1.0}')
+    (modules / "23_Softmax_0123456789abcdef.py").write_text((ROOT / "problems/level1/23_Softmax.py").read_text())
+    (problems / "23_Softmax.py").write_text((ROOT / "problems/level1/23_Softmax.py").read_text())
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    os.environ.update(
+        ATTACK_KBV3_CACHE_DIR=str(base / "cache"), ATTACK_KBV3_MODULE_DIR=str(modules),
+        ATTACK_KBV3_PROBLEMS_DIR=str(base / "problems"), ATTACK_TRITON_CACHE_DIR=str(triton_cache),
+        ATTACK_TEST_PORT=str(listener.getsockname()[1]), ATTACK_PID_FILE=str(base / "sleeper.pid"),
+    )
+    package = ROOT / "kernelbench_v3"
+    watched = ([*cache.iterdir(), *modules.iterdir(), *problems.iterdir(), ROOT / "problems/level1/23_Softmax.py"]
+               + sorted(package.rglob("*.py")))
+    yield {"base": base, "listener": listener, "watched": watched, "before": _digest(watched),
+           "listing": sorted(str(p) for p in base.rglob("*")), "triton": triton_cache}
+    listener.close()
+
+
+@pytest.fixture(scope="module")
+def records(targets) -> dict[str, tuple[Record, float]]:
+    def run(item):
+        name, path = item
+        request = EvalRequest("level1/23_Softmax", path, device="cpu", sizes=SIZES, baseline=False, seeds=(42, 123),
+                              timing_seconds=0.5, scan_source=False,
+                              timeout_s=HANG_LIMIT_S if name in HANGS else 120.0)
+        started = time.monotonic()
+        return name, (evaluate(request, cache_dir=targets["base"] / "evaluator-cache"), time.monotonic() - started)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(run, _files().items()))
+
+
+def test_every_attack_file_has_an_expectation():
+    assert sorted(_files()) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_attack_ends_in_the_named_verdict(records, name):
+    record, seconds = records[name]
+    check, flags = EXPECTED[name]
+    where = (record.status, record.failed_check, record.error, record.timing_flags)
+    if check == "correct":
+        assert record.correct, where  # the harm was prevented; what it computed is right
+    else:
+        assert not record.correct and record.speedup is None, where
+        assert record.failed_check == check, where
+    assert flags <= set(record.timing_flags), where
+    limit = HANG_LIMIT_S + 30 if name in HANGS else 120
+    assert seconds < limit, f"{name} took {seconds:.0f} s"
+    assert record.sandbox == "landlock" or not record.sandbox_details.get("landlock_abi"), record.sandbox_details
+
+
+def test_a_forged_clock_is_scored_by_the_supervisors_clock(records):
+    for name in ("clock_frozen", "clock_slowed", "json_rewrite"):
+        record, _ = records[name]
+        details = record.timing_details
+        assert details["supervisor_ms"] > details["reported_ms"], name
+        if record.sol_ms is not None:
+            assert record.sol_ms >= details["supervisor_ms"], name
+
+
+def test_no_file_a_later_evaluation_trusts_was_changed(records, targets):
+    assert _digest(targets["watched"]) == targets["before"]
+    assert sorted(str(p) for p in targets["base"].rglob("*") if "evaluator-cache" not in str(p)) == [
+        p for p in targets["listing"] if "evaluator-cache" not in p]
+    home_triton = Path.home() / ".triton" / "cache"
+    planted = [p for p in home_triton.rglob("*") if "KBV3_ATTACK" in p.name] if home_triton.exists() else []
+    assert not planted
+
+
+def test_no_connection_reached_the_listener(records, targets):
+    with pytest.raises(BlockingIOError):
+        targets["listener"].accept()
+
+
+def test_no_process_survives_the_evaluation(records):
+    record, _ = records["fork_setsid_sleeper"]
+    pids = [int(p) for p in re.findall(r"KBV3_ATTACK_SLEEPER_PID=(\d+)", record.log_tail)]
+    assert pids, record.log_tail[-500:]
+    assert not [p for p in pids if _alive(p)]
+    assert any(w.startswith("leftover_processes") for w in record.warnings)
+
+
+def test_the_static_scan_alone_names_every_attack_that_says_so():
+    for name, path in _files().items():
+        expect = re.search(r"^Expect: (\w+)", path.read_text(), re.M).group(1)
+        result = scan(path.read_text())
+        assert (not result.ok) == (expect == "source_scan"), (name, result.summary())
