@@ -12,7 +12,7 @@ case "${1:-}" in
     mkdir -p "$KB/out"
     cd "$REPO" || exit 1
     export PYTHONPATH=$REPO KBV3_CACHE_DIR=$KB/cache PYTHONUNBUFFERED=1
-    setsid nohup bash -c "python3 benchmarks/bench_supervisor_gpu.py --part fidelity --runs 3 --old old_kbv3 \
+    setsid nohup bash -c "python3 benchmarks/bench_supervisor_gpu.py --part fidelity --runs ${RUNS:-3} --old old_kbv3 \
         --out $KB/out > $KB/log 2>&1; python3 benchmarks/bench_supervisor_gpu.py --part attacks --out $KB/out \
         >> $KB/log 2>&1; touch $KB/done" > /dev/null 2>&1 &
     echo "started in $KB";;
