@@ -48,14 +48,14 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "pointer_cache": ("recompute", set()),
     "precision_fp16": ("precision", set()),
     "shape_hardcoded": ("finite", set()),  # NaN at the second shape
-    "torch_compile_reference": ("library_ops", set()),
+    "torch_compile_reference": ("custom_kernel", set()),  # and library_ops: see ALSO_FAILED
     # T2: in-process tampering. Patches reach only the solution process; values are judged and
     # times bounded in the supervisor.
     "stack_walk_getframe": ("correctness", set()),
     "stack_walk_inspect": ("correctness", set()),
     "gc_mutate_evaluator": ("correctness", set()),
     "json_rewrite": ("correctness", {"supervisor_clock"}),
-    "patch_torch_compare": ("correctness", set()),
+    "patch_torch_compare": ("global_state", set()),  # and correctness: see ALSO_FAILED
     "clock_frozen": ("global_state", {"supervisor_clock"}),
     "clock_slowed": ("global_state", {"supervisor_clock"}),
     "cuda_event_patch": ("global_state", set()),
@@ -82,6 +82,10 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "signal_parent_probe": ("correct", set()),  # zeros if a signal got through
     "proc_parent_mem_probe": ("correct", set()),  # zeros if the parent's memory was readable
 }
+
+
+# Checks that must fail as well as the first one named.
+ALSO_FAILED = {"torch_compile_reference": "library_ops", "patch_torch_compare": "correctness"}
 
 
 def _files() -> dict[str, Path]:
@@ -157,6 +161,8 @@ def test_the_attack_ends_in_the_named_verdict(records, name):
         assert not record.correct and record.speedup is None, where
         assert record.failed_check == check, where
     assert flags <= set(record.timing_flags), where
+    if name in ALSO_FAILED:
+        assert record.checks.get(ALSO_FAILED[name]) == "fail", (ALSO_FAILED[name], record.checks)
     limit = HANG_LIMIT_S + 30 if name in HANGS else 120
     assert seconds < limit, f"{name} took {seconds:.0f} s"
     assert record.sandbox == "landlock" or not record.sandbox_details.get("landlock_abi"), record.sandbox_details
@@ -168,7 +174,7 @@ def test_a_forged_clock_is_scored_by_the_supervisors_clock(records):
         details = record.timing_details
         assert details["supervisor_ms"] > details["reported_ms"], name
         if record.sol_ms is not None:
-            assert record.sol_ms >= details["supervisor_ms"], name
+            assert record.sol_ms == pytest.approx(details["supervisor_ms"], rel=1e-6), name
 
 
 def test_no_file_a_later_evaluation_trusts_was_changed(records, targets):

@@ -51,6 +51,13 @@ def test_every_library_op_is_forbidden(op):
     assert out["library_ops"][0] == "fail"
 
 
+@pytest.mark.parametrize("name", ["gemm_bias_relu_kernel", "gemv_fp8_kernel", "my_gemm",
+                                  "flashlike_softmax", "conv_tile_kernel"])
+def test_own_kernels_named_like_the_work_they_do_are_not_library_kernels(name):
+    out, _ = _cuda([[name, 10.0]])
+    assert out["library_ops"][0] == "pass" and out["custom_kernel"][0] == "pass", out
+
+
 def test_torch_compile_and_inductor_kernels_are_library_work():
     out, _ = _cuda([["triton_poi_fused_gelu_0", 10.0]], compiled=1)
     assert out["library_ops"][0] == "fail" and "torch.compile" in out["library_ops"][1]

@@ -13,14 +13,15 @@ GPU, events; or wall clock on the CPU) and reports the figures: evidence. The su
   cost it measures on its own device and subtracts, then calls with nothing between them) and bounds the
   reported time with it: a reported median that the supervisor's clock cannot explain
   (`BOUND_FACTOR` x reported + an allowance for launch overhead) is replaced by the supervisor's
-  figure and flagged `supervisor_clock`.
+  figure and flagged `supervisor_clock`. The bound is loose by the launch overhead of a call
+  (`BOUND_ALLOWANCE_MS`): back to back, a kernel of a few microseconds is host-bound, and host
+  time is not part of the score.
 """
 
 from __future__ import annotations
 
 import math
 import random
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -38,7 +39,9 @@ from .timing import CLOCK_CHANGE_REL, CPU_REUSE_RATIO, median_ci_rel, summarize
 SUPERVISOR_CLOCK = "supervisor_clock"  # the reported time was replaced by the supervisor's
 BOUND_FACTOR = 1.5
 CPU_BOUND_FACTOR = 3.0
-BOUND_ALLOWANCE_MS = 0.02  # launch overhead an honest host-bound call may add to its device time
+# Launch overhead an honest host-bound call adds to its device time: back to back, a one-kernel
+# Triton forward of 12-15 us is host-bound at about 40-50 us per call on an H200 host.
+BOUND_ALLOWANCE_MS = 0.05
 SAMPLE_POSITIONS = 2048
 MAX_VERIFIED = 24  # timed outputs checked against the reference per evaluation
 BACK_TO_BACK_BATCHES = 3
@@ -245,16 +248,20 @@ def _bound(outcome: TimingOutcome, session: Session, verifier: Verifier, plan: C
     calls = int(min(64, max(8, math.ceil(BACK_TO_BACK_TARGET_MS / max(reported_ms, 1e-3)))))
     calls = max(2, min(calls, BACK_TO_BACK_BYTES // max(out_bytes + in_bytes, 1)))
     per_call: list[float] = []
-    for b in range(BACK_TO_BACK_BATCHES):
+    # Batch 0 is not counted: it pays for the allocator growing to hold a batch's inputs and outputs.
+    for b in range(BACK_TO_BACK_BATCHES + 1):
         weights = _weights(verifier.rng, calls)
         reply, wall = session.request(M.TimeBatch("back_to_back", weights, []), request_timeout_s, ("batch_done",))
         if reply.kind == "failed":
             raise SessionLost(f"a back-to-back call failed: {reply.get('error', '')[:500]}")
         sample_s = _verify_batch(outcome, session, verifier, weights, f"back-to-back batch {b}", 2, request_timeout_s)
-        blend_s = blend_seconds(verifier, weights, plan.device)
-        per_call.append(max(wall - blend_s, 0.0) * 1e3 / calls)
         outcome.details.setdefault("supervisor_sample_s", []).append(round(sample_s, 4))
-    supervisor_ms = statistics.median(per_call)
+        if b:
+            blend_s = blend_seconds(verifier, weights, plan.device)
+            per_call.append(max(wall - blend_s, 0.0) * 1e3 / calls)
+    # Every batch's figure is at least the true cost of its calls (plus host overhead and noise),
+    # so the least of them is the tightest bound that is still sound.
+    supervisor_ms = min(per_call)
     allowance = BOUND_ALLOWANCE_MS + REQUEST_LATENCY_MS / calls
     outcome.details.update(
         supervisor_ms=round(supervisor_ms, 6), supervisor_calls=calls, supervisor_per_batch_ms=[round(t, 6) for t in per_call],

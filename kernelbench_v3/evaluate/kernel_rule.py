@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from .kernels import custom_kernels
+from .kernels import custom_kernels, is_forbidden_kernel
 from .record import FAIL, PASS, SKIP
 
 KernelRule = Literal["strict", "v3", "relaxed"]
@@ -36,12 +36,6 @@ _LIBRARY_OPS = re.compile(
     r"^(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|addmv|mv|dot|vdot|einsum|tensordot|_int_mm|_scaled_mm"
     r"|_weight_int\d+pack_mm\w*|_mixed_dtypes_linear|.*conv.*|.*scaled_dot_product.*|.*flash_attention.*"
     r"|.*efficient_attention.*|.*cudnn_attention.*|_fused_sdp\w*|_native_multi_head_attention|mkldnn_\w+)$"
-)
-_LIBRARY_DEVICE_KERNELS = re.compile(
-    r"cublas|cublasLt|^(?:void )?gemm|gemv|xmma|^ampere_|^volta_|^turing_|^sm\d+_|^hopper_|cutlass_\d+_|cutlass3x_"
-    r"|cudnn|implicit_convolve|flash_fwd|flash_bwd|fmha|mem_efficient|splitKreduce|^nvjet"
-    r"|^triton_(?:poi|red|per|tem|for|mm|bmm|sort|scan|unk)_",
-    re.IGNORECASE,
 )
 # Ops that allocate, view, copy or move data: never the problem's main work.
 DATA_OPS = frozenset({
@@ -77,7 +71,7 @@ def judge(evidence: dict[str, Any], *, device: str, rule: str, reference_ops: di
         total = sum(us for _, us in times)
         share = sum(us for n, us in times if n in own) / total if total > 0 else 0.0
         facts.update(kernel_names=[n for n, _ in times], custom_kernels=own, custom_kernel_time_fraction=round(share, 4))
-        library = sorted({n for n, _ in times if _LIBRARY_DEVICE_KERNELS.search(n)})
+        library = sorted({n for n, _ in times if is_forbidden_kernel(n)})
         if not evidence.get("profiler"):
             ran = (False, "the CUDA profiler could not run in the solution process, so no kernel was seen on the device")
         else:

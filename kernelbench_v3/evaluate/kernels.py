@@ -39,6 +39,22 @@ LIBRARY_KERNEL_PATTERNS: tuple[str, ...] = (
     r"^cudaGraph", r"^nccl",
 )
 _LIBRARY_RE = re.compile("|".join(f"(?:{p})" for p in LIBRARY_KERNEL_PATTERNS), re.IGNORECASE)
+# The subset that is library GEMM, convolution or attention (cuBLAS/cuBLASLt, cuDNN, flash/SDPA)
+# or torch.compile's Inductor: forbidden in a solution's forward under the strict kernel rule.
+FORBIDDEN_KERNEL_PATTERNS: tuple[str, ...] = (
+    r"cublas", r"cublasLt", r"^(?:void )?gemmk\d", r"^(?:void )?gemmSN", r"^(?:void )?gemv2[NT]_",
+    r"^(?:void )?gemvx?_kernel<", r"^sm\d+_xmma", r"xmma_", r"^ampere_", r"^volta_", r"^turing_", r"^hopper_",
+    r"cutlass_\d+_", r"cutlass3x_", r"^nvjet", r"splitKreduce", r"^(?:void )?dot_kernel<",
+    r"cudnn", r"implicit_convolve", r"^fft", r"^vector_fft", r"^regular_fft",
+    r"flash_fwd", r"flash_bwd", r"fmha", r"pytorch_flash", r"mem_efficient",
+    r"^triton_(?:poi|red|per|tem|for|mm|bmm|sort|scan|unk)_",
+)
+_FORBIDDEN_RE = re.compile("|".join(f"(?:{p})" for p in FORBIDDEN_KERNEL_PATTERNS), re.IGNORECASE)
+
+
+def is_forbidden_kernel(name: str) -> bool:
+    """A library GEMM/convolution/attention kernel or an Inductor kernel (see FORBIDDEN_KERNEL_PATTERNS)."""
+    return bool(_FORBIDDEN_RE.search(name.strip()))
 
 
 def is_library_kernel(name: str) -> bool:
