@@ -110,7 +110,6 @@ def collect(fn: Any, device: str, programs: ProgramLog) -> tuple[Any, dict[str, 
     """Run `fn()` once with every collector on; returns its result and the evidence."""
     recorder = OpRecorder()
     programs.reset()
-    frames = dynamo_frames()
     programs.recording = True
     try:
         with recorder:
@@ -126,6 +125,9 @@ def collect(fn: Any, device: str, programs: ProgramLog) -> tuple[Any, dict[str, 
         "failed_launches": list(programs.failed),
         "device_kernels": kernels,
         "profiler": device != "cuda" or kernels is not None,
-        "compiled_frames": dynamo_frames() - frames,
+        # The solution process is fresh and the evaluator compiles nothing in it, so any frame
+        # torch.compile compiled so far is the solution's (compiled code that already ran
+        # dispatches no aten ops, so this is how a compiled forward shows).
+        "compiled_frames": dynamo_frames(),
     }
     return result, evidence
