@@ -384,9 +384,9 @@ def _cmd_runs(args: argparse.Namespace) -> int:
             return 0
         print(f"{len(runs)} flagged run(s) of {len(joined)}; flags: "
               + ", ".join(f"{k} {v}" for k, v in flags["flag"].value_counts().items() if v))
-        if len(flags):
-            print(flags[["run", "model", "gpu", "problem", "speedup", "flag", "reason"]]
-                  .to_string(index=False, max_colwidth=110, float_format=lambda v: f"{v:.3g}"))
+        for row in flags.itertuples(index=False):  # each reason in full: it names the peak used
+            print(f"run {row.run}  {row.model} / {row.gpu} / {row.problem}  speedup {row.speedup:.3g}x  "
+                  f"{row.flag}:\n    {row.reason}")
     if len(missing):
         print(f"\n{len(missing)} run(s) match no catalog problem (kept, with null problem columns):")
         print(missing.to_string(index=False))
