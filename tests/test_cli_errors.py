@@ -196,7 +196,7 @@ def test_sigint_to_a_running_eval_process(tmp_path):
     ("--seeds", "abc", "argument --seeds: 'abc' is not an integer seed"),
     ("--seeds", ",", "argument --seeds: no seeds given"),
     ("--seeds", "-1", "argument --seeds"),
-    ("--timeout", "0", "argument --timeout: must be a positive number of seconds"),
+    ("--timeout", "0", "argument --timeout: must be positive (a number of seconds), got 0"),
     ("--timeout", "soon", "argument --timeout: expected a number of seconds"),
     ("--timing-seconds", "-2", "argument --timing-seconds"),
     ("--sizes", "dim=-4", "argument --sizes: dim=-4: dim is a size (default 16384) and must be a positive integer"),
