@@ -5,15 +5,19 @@ Input is the frame of `runs.join_runs` (optionally with `problem_facts.facts_tab
 The leaderboard counts like the runs card's table: per GPU and model, `correct` is the number of
 distinct problems with a correct run and `total` the number of problems in that GPU's split (43,
 54, 58 for the full catalog), so a model that skipped problems is not flattered. The geometric
-mean speedup is over correct runs; cost per correct is the summed `estimated_cost_usd` of all the
-model's runs on that GPU divided by `correct`. Without a catalog, `total` is the number of
-distinct problems anyone ran on that GPU.
+mean speedup is over correct runs; `fast_p` (KernelBench's metric, p in 0, 1, 1.5, 2) is the
+share of the split's problems solved correctly with a best speedup above p (fast_0 = share
+correct); the mean and median fraction of the speed of light are `sol_light_ms / sol_ms` over
+correct runs; cost per correct is the summed `estimated_cost_usd` of all the model's runs on that
+GPU divided by `correct`. Without a catalog, `total` is the number of distinct problems anyone
+ran on that GPU.
 
 Anomaly flags (one row per run and flag, each with a reason a person can check):
 
 - `faster_than_light`: `sol_ms` below the roofline speed of light for the problem on that GPU,
   taking the fastest precision in reach (the problem's supported ones, the reference's and the
-  one the run used) and the minimal bytes: physically impossible as measured.
+  one the run used) and the minimal bytes: physically impossible as measured. The reason names
+  the peak (GPU, precision, TFLOP/s and bandwidth) the figure uses, as does `above_headroom`'s.
 - `above_headroom`: speedup above `ref_ms / SOL` at the reference's precision, the most any
   solution computing at that precision can gain.
 - `lower_precision`: `precision_used` lower than the reference's (bf16 downcast of an fp32 op).
@@ -64,28 +68,79 @@ def _problem_key(joined: pd.DataFrame) -> pd.Series:
     return joined["problem_id"].where(joined["problem_id"].notna(), joined["problem_file"])
 
 
-def leaderboard(joined: pd.DataFrame, problems: Iterable[Problem] | None = None) -> pd.DataFrame:
-    """One row per (GPU, model): correct, total, `correct_str` ("33/43"), attempted runs,
-    geometric-mean speedup on correct runs, total cost and cost per correct problem."""
+FAST_P = (0.0, 1.0, 1.5, 2.0)
+
+
+def fast_p_column(p: float) -> str:
+    """`fast_0`, `fast_1`, `fast_1.5`, `fast_2`: the leaderboard's column for threshold p."""
+    return f"fast_{p:g}"
+
+
+def _best_speedups(good: pd.DataFrame) -> pd.Series:
+    """Per problem (of correct runs): the best speedup (NaN when no correct run has one)."""
+    return good.groupby("_key")["speedup"].max()
+
+
+def fast_p(joined: pd.DataFrame, thresholds=FAST_P, problems: Iterable[Problem] | None = None) -> pd.DataFrame:
+    """One row per (GPU, model, p): `fast_p`, the share of the split's problems that the model
+    solved correctly with a speedup above p (KernelBench's fast_p; fast_0 is the share correct).
+    A problem counts once, with its best correct run."""
     totals = _split_totals(problems, joined)
     frame = joined.assign(_key=_problem_key(joined), _correct=joined["correct"].fillna(False).astype(bool))
+    rows = []
+    for (gpu, model), group in frame.groupby(["gpu", "model"], sort=False):
+        best = _best_speedups(group[group["_correct"]])
+        total = int(totals.get(gpu, 0))
+        for p in thresholds:
+            hits = len(best) if p == 0 else int((best > p).sum())
+            rows.append({"gpu": gpu, "model": model, "p": float(p), "fast_p": hits / total if total else np.nan})
+    return pd.DataFrame(rows, columns=["gpu", "model", "p", "fast_p"])
+
+
+def leaderboard(joined: pd.DataFrame, problems: Iterable[Problem] | None = None) -> pd.DataFrame:
+    """One row per (GPU, model): correct, total, `correct_str` ("33/43"), attempted runs,
+    geometric-mean speedup on correct runs, `fast_0` .. `fast_2` (share of the split's problems
+    correct with a speedup above p; fast_0 = share correct), the mean and median fraction of
+    the speed of light reached by correct runs (`sol_light_ms / sol_ms`: 1 = at the roofline of
+    the fastest precision in reach; NaN without roofline figures), total cost and cost per
+    correct problem."""
+    totals = _split_totals(problems, joined)
+    if "sol_light_ms" not in joined.columns and {"flops", "bytes", "supported_precisions"} <= set(joined.columns):
+        joined = add_roofline(joined)
+    frame = joined.assign(_key=_problem_key(joined), _correct=joined["correct"].fillna(False).astype(bool))
+    if "sol_light_ms" in frame.columns:
+        frame["_sol_fraction"] = frame["sol_light_ms"] / frame["sol_ms"]
+    else:
+        frame["_sol_fraction"] = np.nan
+    fast_columns = [fast_p_column(p) for p in FAST_P]
     rows = []
     for (gpu, model), group in frame.groupby(["gpu", "model"], sort=False):
         good = group[group["_correct"]]
         correct = int(good["_key"].nunique())
         speedups = good["speedup"].dropna()
         speedups = speedups[speedups > 0]
+        best = _best_speedups(good)
+        fractions = good["_sol_fraction"].replace([np.inf, -np.inf], np.nan).dropna()
         cost = group["estimated_cost_usd"].sum(min_count=1)
         total = int(totals.get(gpu, 0))
-        rows.append({
+        row = {
             "gpu": gpu, "model": model, "correct": correct, "total": total,
             "correct_str": f"{correct}/{total}", "attempted": int(group["_key"].nunique()),
             "geomean_speedup": float(np.exp(np.log(speedups).mean())) if len(speedups) else np.nan,
+        }
+        for p, column in zip(FAST_P, fast_columns):
+            hits = correct if p == 0 else int((best > p).sum())
+            row[column] = hits / total if total else np.nan
+        row.update({
+            "mean_sol_fraction": float(fractions.mean()) if len(fractions) else np.nan,
+            "median_sol_fraction": float(fractions.median()) if len(fractions) else np.nan,
             "cost_usd": float(cost) if pd.notna(cost) else np.nan,
             "cost_per_correct": float(cost) / correct if correct and pd.notna(cost) else np.nan,
         })
+        rows.append(row)
     board = pd.DataFrame(rows, columns=["gpu", "model", "correct", "total", "correct_str", "attempted",
-                                        "geomean_speedup", "cost_usd", "cost_per_correct"])
+                                        "geomean_speedup", *fast_columns, "mean_sol_fraction",
+                                        "median_sol_fraction", "cost_usd", "cost_per_correct"])
     board["_gpu_order"] = board["gpu"].map({g: i for i, g in enumerate(GPU_ORDER)})
     board = board.sort_values(["_gpu_order", "correct", "model"], ascending=[True, False, True])
     return board.drop(columns="_gpu_order").reset_index(drop=True)
@@ -125,8 +180,9 @@ def speedup_distribution(joined: pd.DataFrame) -> pd.DataFrame:
 
 
 def add_roofline(joined: pd.DataFrame) -> pd.DataFrame:
-    """Add `sol_light_ms` (fastest precision in reach), `sol_ref_ms` (at the reference's
-    precision) and `headroom` (= ref_ms / sol_ref_ms) per run; NaN where FLOPs/bytes are unknown."""
+    """Add `sol_light_ms` (fastest precision in reach) and `sol_light_precision` (whose peak it
+    uses), `sol_ref_ms` and `sol_ref_precision` (at the reference's precision) and `headroom`
+    (= ref_ms / sol_ref_ms) per run; NaN/None where FLOPs/bytes are unknown."""
     from .gpus import get_gpu
     from .roofline import speed_of_light_ms
 
@@ -135,25 +191,37 @@ def add_roofline(joined: pd.DataFrame) -> pd.DataFrame:
         [None] * len(out), index=out.index)
     keys = list(zip(out["gpu"], out["flops"], out["bytes"], out["supported_precisions"].fillna(""),
                     out["precision_used"].fillna(""), ref_precision.fillna("")))
-    cache: dict[tuple, tuple[float, float]] = {}
-    light, at_ref = [], []
+    cache: dict[tuple, tuple[float, str | None, float, str | None]] = {}
     for key in keys:
-        if key not in cache:
-            gpu, flops, nbytes, supported, used, ref = key
-            if pd.isna(flops) or pd.isna(nbytes):
-                cache[key] = (np.nan, np.nan)
-            else:
-                spec = get_gpu(gpu)
-                reach = [p for p in {*supported.split(","), used, ref} if p in spec.peak_tflops]
-                best = min((speed_of_light_ms(flops, nbytes, spec, p) for p in reach), default=np.nan)
-                ref_p = ref if ref in spec.peak_tflops else "fp32"
-                cache[key] = (best, speed_of_light_ms(flops, nbytes, spec, ref_p))
-        light.append(cache[key][0])
-        at_ref.append(cache[key][1])
-    out["sol_light_ms"] = light
-    out["sol_ref_ms"] = at_ref
+        if key in cache:
+            continue
+        gpu, flops, nbytes, supported, used, ref = key
+        if pd.isna(flops) or pd.isna(nbytes):
+            cache[key] = (np.nan, None, np.nan, None)
+            continue
+        spec = get_gpu(gpu)
+        reach = sorted(p for p in {*supported.split(","), used, ref} if p in spec.peak_tflops)
+        times = {p: speed_of_light_ms(flops, nbytes, spec, p) for p in reach}
+        # Ties (memory-bound problems) name the reference's precision, else the lowest peak.
+        best = min(times, key=lambda p: (times[p], p != ref, spec.peak_tflops[p]), default=None)
+        ref_p = ref if ref in spec.peak_tflops else "fp32"
+        cache[key] = (times[best] if best else np.nan, best, speed_of_light_ms(flops, nbytes, spec, ref_p), ref_p)
+    values = [cache[key] for key in keys]
+    out["sol_light_ms"] = [v[0] for v in values]
+    out["sol_light_precision"] = pd.Series([v[1] for v in values], index=out.index, dtype=object)
+    out["sol_ref_ms"] = [v[2] for v in values]
+    out["sol_ref_precision"] = pd.Series([v[3] for v in values], index=out.index, dtype=object)
     out["headroom"] = out["ref_ms"] / out["sol_ref_ms"]
     return out
+
+
+def peak_text(gpu: str, precision: str) -> str:
+    """Which peak a speed-of-light figure uses: "the H100 fp16 peak (989 TFLOP/s, 3350 GB/s)"."""
+    from .gpus import get_gpu
+
+    spec = get_gpu(gpu)
+    return (f"the {gpu} {precision} peak ({spec.peak_tflops[precision]:g} TFLOP/s dense, "
+            f"{spec.memory_bandwidth_gbs:g} GB/s)")
 
 
 # ---------------------------------------------------------------- flags
@@ -185,6 +253,7 @@ def flag_anomalies(joined: pd.DataFrame, *, headroom_factor: float = 1.0, z_thre
     fast = correct & (frame["sol_ms"] < frame["sol_light_ms"])
     add(fast, "faster_than_light", _fmt(frame, fast, lambda r: (
         f"sol_ms {r.sol_ms:.4g} ms is below the speed of light {r.sol_light_ms:.4g} ms on {r.gpu} "
+        f"at {peak_text(r.gpu, r.sol_light_precision)}, the fastest precision in reach "
         f"({r.sol_light_ms / r.sol_ms:.1f}x faster than physically possible)")))
 
     limit = frame["headroom"] * headroom_factor
@@ -192,7 +261,7 @@ def flag_anomalies(joined: pd.DataFrame, *, headroom_factor: float = 1.0, z_thre
     add(above, "above_headroom", _fmt(frame, above, lambda r: (
         f"speedup {r.speedup:.3g}x exceeds the roofline headroom {r.headroom:.3g}x "
         f"(ref {r.ref_ms:.4g} ms / speed of light {r.sol_ref_ms:.4g} ms at "
-        f"{getattr(r, 'reference_precision', None) or 'fp32'})")))
+        f"{peak_text(r.gpu, r.sol_ref_precision)}, the reference's precision)")))
 
     if "reference_precision" in frame.columns:
         used_bits = frame["precision_used"].map(PRECISION_BITS)

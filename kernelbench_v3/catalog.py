@@ -115,17 +115,25 @@ class Problem:
         return dict(self.constants).get(name, default)
 
 
+PACKAGE_DIR = Path(__file__).resolve().parent
+# Where a wheel carries the problem files (setup.py copies `problems/` there at build time).
+BUNDLED_PROBLEMS = PACKAGE_DIR / "_problems"
+CHECKOUT_PROBLEMS = PACKAGE_DIR.parent / "problems"
+
+
 def default_problems_dir() -> Path:
-    """`$KBV3_PROBLEMS_DIR`, else the `problems/` folder of this source checkout."""
+    """`$KBV3_PROBLEMS_DIR`, else the checkout's `problems/` (a source tree or an editable
+    install), else the copy shipped inside the installed package (`kernelbench_v3/_problems`)."""
     env = os.environ.get("KBV3_PROBLEMS_DIR")
     if env:
         return Path(env)
-    checkout = Path(__file__).resolve().parent.parent / "problems"
-    if checkout.is_dir():
-        return checkout
+    for candidate in (CHECKOUT_PROBLEMS, BUNDLED_PROBLEMS):
+        if (candidate / "level1").is_dir():
+            return candidate
     raise FileNotFoundError(
         "no problems folder found: set KBV3_PROBLEMS_DIR or pass the folder explicitly "
-        f"(looked for {checkout})"
+        f"(looked for {CHECKOUT_PROBLEMS} and {BUNDLED_PROBLEMS}; reinstall the package if the "
+        "latter is missing)"
     )
 
 
@@ -318,14 +326,52 @@ def discover(root: Path | str | None = None, split: str | None = None) -> list[P
     return problems
 
 
+class UnknownProblemError(KeyError):
+    """A problem id the catalog does not know; the message suggests the nearest ids.
+
+    A KeyError (what callers already catch) whose `str()` is the plain message, not its repr.
+    """
+
+    def __init__(self, problem_id: str, root: Path, suggestions: list[str]):
+        self.problem_id = problem_id
+        self.suggestions = suggestions
+        hint = (f"did you mean {' or '.join(suggestions)}?" if suggestions
+                else "`kbv3 ls` lists the ids (they look like level1/23_Softmax)")
+        self.message = f"no problem {problem_id!r} under {root}; {hint}"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def suggest_ids(problem_id: str, known: Iterable[str], limit: int = 3) -> list[str]:
+    """The known ids nearest to a mistyped one: same file stem first (`23_Softmax` ->
+    `level1/23_Softmax`), then close spellings."""
+    import difflib
+
+    known = list(known)
+    pid = problem_id.strip().removesuffix(".py").replace("\\", "/").strip("/")
+    stem = pid.rsplit("/", 1)[-1].lower()
+    same_stem = [k for k in known if k.rsplit("/", 1)[-1].lower() == stem]
+    if same_stem:
+        return same_stem[:limit]
+    close = difflib.get_close_matches(pid, known, n=limit, cutoff=0.6)
+    if close:
+        return close
+    by_stem = {k.rsplit("/", 1)[-1].lower(): k for k in known}
+    return [by_stem[s] for s in difflib.get_close_matches(stem, list(by_stem), n=limit, cutoff=0.6)]
+
+
 def get_problem(problem_id: str, root: Path | str | None = None) -> Problem:
-    """One problem by id (`level1/40_LayerNorm`; `.py` suffix tolerated)."""
+    """One problem by id (`level1/40_LayerNorm`; `.py` suffix tolerated).
+
+    Raises UnknownProblemError (a KeyError) suggesting the nearest ids when there is none."""
     root = Path(root) if root is not None else default_problems_dir()
     pid = problem_id.removesuffix(".py")
     path = root / f"{pid}.py"
-    if not path.is_file():
-        known = ", ".join(p.problem_id for p in discover(root)[:5])
-        raise KeyError(f"no problem {problem_id!r} under {root} (ids look like: {known}, ...)")
+    if not pid or not path.is_file() or pid.startswith(("/", ".")):
+        known = [p.problem_id for p in discover(root)]
+        raise UnknownProblemError(problem_id, root, suggest_ids(problem_id, known))
     return read_problem(path, root)
 
 

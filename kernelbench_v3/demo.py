@@ -15,7 +15,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples" / "solutions"
+_PACKAGE = Path(__file__).resolve().parent
+# The checkout's examples when run from a source tree, else the copy a wheel ships (setup.py).
+EXAMPLES_DIR = next(
+    (d for d in (_PACKAGE.parent / "examples" / "solutions", _PACKAGE / "_examples") if d.is_dir()),
+    _PACKAGE / "_examples",
+)
 # On CPU each evaluation takes about a minute (interpreter, several child processes,
 # torch.compile of the baseline), so the CPU default is one example; --all-examples runs all.
 CPU_DEFAULT_EXAMPLES = ("level1/23_Softmax",)

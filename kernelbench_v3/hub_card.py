@@ -14,6 +14,11 @@ import pyarrow as pa
 
 LICENSE = "mit"
 TAGS = ("code", "gpu", "cuda", "triton", "kernels", "benchmark", "pytorch")
+# The Hub's task taxonomy: a problem is a prompt whose answer is generated code.
+TASK_CATEGORIES = ("text-generation",)
+RUNS_REPO_ID = "Infatoshi/kernelbench-v3-runs"
+KERNELBENCH_URL = "https://github.com/ScalingIntelligence/KernelBench"
+KERNELBENCH_PAPER = "https://arxiv.org/abs/2502.10517"
 
 COLUMN_DOCS: dict[str, str] = {
     "problem_id": "`<category>/<file stem>`, e.g. `level1/40_LayerNorm`; unique within a split",
@@ -27,7 +32,8 @@ COLUMN_DOCS: dict[str, str] = {
     "gpus": "every split this problem is in",
     "code": "the complete problem file: `Model`, `get_inputs()`, `get_init_inputs()`, constants",
     "sha256": "SHA-256 of `code` (UTF-8); a row whose code does not match is refused",
-    "init_inputs": "JSON of `get_init_inputs()` (tuples as lists); informational, the code is authoritative",
+    "init_inputs": "JSON of `get_init_inputs()` (tuples as lists; `json.loads` it); informational, "
+    "the code is authoritative. A string, not a typed list: see below",
     "input_specs": "one entry per `get_inputs()` element: `kind` (`tensor` or a Python type), "
     "`shape` and `dtype` for tensors, JSON `value` otherwise",
     "output_spec": "`shape` and `dtype` of the forward's output at default sizes (null: see `null_reason`)",
@@ -74,6 +80,7 @@ def front_matter(
         "license": LICENSE,
         "pretty_name": "KernelBench-v3 problems",
         "language": ["en"],
+        "task_categories": list(TASK_CATEGORIES),
         "tags": list(TAGS),
         "size_categories": ["n<1K"],
         "configs": [{
@@ -114,7 +121,10 @@ def render_card(tables: Mapping[str, pa.Table]) -> str:
     columns = "\n".join(f"| `{f.name}` | {COLUMN_DOCS.get(f.name, '')} |" for f in schema)
     splits = "\n".join(f"| `{s}` | {n} | {SPLIT_DOCS.get(s, '')} |" for s, n in counts.items())
     notes = "\n".join(_null_notes(tables)) or "- none: every row has all its values."
-    return f"---\n{header}---\n\n" + BODY.format(columns=columns, splits=splits, null_notes=notes)
+    return f"---\n{header}---\n\n" + BODY.format(
+        columns=columns, splits=splits, null_notes=notes, runs_repo=RUNS_REPO_ID,
+        kernelbench_url=KERNELBENCH_URL, paper=KERNELBENCH_PAPER,
+    )
 
 
 BODY = """\
@@ -129,9 +139,33 @@ accepted) computing the same function on the split's GPU.
 from datasets import load_dataset
 
 h100 = load_dataset("Infatoshi/kernelbench-v3-problems", split="h100")
+level1 = h100.filter(lambda row: row["category"] == "level1")   # one level of a split
 ```
 
-## Splits
+Published results of models on these problems (2071 runs, with the winning solutions) are in
+the runs dataset [`{runs_repo}`](https://huggingface.co/datasets/{runs_repo}). The
+benchmark builds on KernelBench ([paper]({paper}), [harness]({kernelbench_url})); the
+evaluator for this version is the `kernelbench-v3` Python package (the `kbv3` command), whose
+repository also builds this folder.
+
+## How to evaluate
+
+Install the `kernelbench-v3` package (from its repository: `pip install .`; the problem files
+travel with it, no checkout needed), then:
+
+```bash
+kbv3 ls --split h100                                       # the problems of a split
+kbv3 prompts --split h100 --out prompts.jsonl              # one prompt per problem for a model
+kbv3 extract response.md --out solution.py                 # the solution out of a model's answer
+kbv3 eval --problem level1/23_Softmax --solution solution.py --gpu h100   # one solution, isolated
+kbv3 eval-batch solutions/ --split h100 --out results.parquet             # a folder, every GPU
+kbv3 runs summary --source results.parquet                 # correct/total, fast_p, speedups
+```
+
+`kbv3 eval` runs on the GPU when there is one (`--device cpu` uses the Triton interpreter at
+reduced sizes) and exits 0 when the solution is correct, 1 when it is not, 2 on a usage error.
+
+## Splits and configs
 
 One split per GPU. Membership is by source folder plus an exclude list, exactly as the original
 harness's hardware targets choose problems; `hardware_required` never selects.
@@ -139,6 +173,13 @@ harness's hardware targets choose problems; `hardware_required` never selects.
 | split | rows | folders |
 |---|---|---|
 {splits}
+
+There is one config (`default`) whose splits are the GPUs, and no per-level config: a config
+can only choose files, not rows, so `load_dataset(path, "level1")` would need a second copy of
+every row in per-level files, kept in step with the per-GPU ones; the published runs and the
+leaderboard are per GPU. A level (or any category) is a `filter` on the `category` column, as
+above, or on `level` for the difficulty number (graphics and tile-specialized problems carry
+their own).
 
 The Apple-Metal problems of the original repository (its `m4max` target) are **not** published
 here, and no second config for them is planned: this dataset covers the three NVIDIA targets
@@ -157,6 +198,13 @@ a problem outside that table is estimated with `torch.utils.flop_counter` on met
 speed-of-light time on a GPU is `max(flops / peak, bytes / bandwidth)`, with the peak rates and
 bandwidths (and their sources) in `kernelbench_v3.gpus`; `kernelbench_v3.roofline.speed_of_light_ms`
 computes it.
+
+`init_inputs` is a JSON string rather than a typed list because the constructor arguments of
+one problem mix types: integers with floats, booleans and shapes (`[3, 16, 3, 2.0, [16, 1, 1],
+2]`), and an Arrow list (hence a `datasets` `Sequence`) holds a single element type, with no
+union type to fall back on. Casting everything to float would lose the integer shapes and
+channel counts the constructor needs. `json.loads(row["init_inputs"])` gives the list back
+(tuples as lists), and the `code` column stays the authority.
 
 ### Null values
 
@@ -198,6 +246,33 @@ small = instantiate(row, "cpu", 0, sizes=module.REDUCED_SIZES)  # CPU-sized shap
 
 The model is built right after `torch.manual_seed(seed)` and the inputs are drawn after seeding
 again, so the same row, seed and sizes give bit-identical tensors to importing the problem file.
+
+## Citation
+
+KernelBench, on which this benchmark is built:
+
+```bibtex
+@misc{{ouyang2025kernelbench,
+  title         = {{KernelBench: Can LLMs Write Efficient GPU Kernels?}},
+  author        = {{Ouyang, Anne and Guo, Simon and Arora, Simran and Zhang, Alex L. and Hu, William and R{{\\'e}}, Christopher and Mirhoseini, Azalia}},
+  year          = {{2025}},
+  eprint        = {{2502.10517}},
+  archivePrefix = {{arXiv}},
+  url           = {{{paper}}}
+}}
+```
+
+This dataset:
+
+```bibtex
+@misc{{kernelbench_v3_2026,
+  title        = {{KernelBench-v3: GPU kernel problems as a Hugging Face dataset}},
+  author       = {{Infatoshi}},
+  year         = {{2026}},
+  howpublished = {{\\url{{https://huggingface.co/datasets/Infatoshi/kernelbench-v3-problems}}}},
+  note         = {{Results: \\url{{https://huggingface.co/datasets/{runs_repo}}}}}
+}}
+```
 
 ## How this folder is built
 

@@ -1,4 +1,5 @@
-"""Figures of joined runs (matplotlib, Agg backend): speedup vs roofline headroom, speedup by level.
+"""Figures of joined runs (matplotlib, Agg backend): speedup vs roofline headroom, speedup by
+level, fast_p curves per model, flags per model.
 
 Each function takes the frame of `analysis.add_roofline` / `runs.join_runs` (and optionally the
 flags of `analysis.flag_anomalies`) and returns a matplotlib Figure; nothing is shown or saved
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .analysis import GPU_ORDER, level_group
+from .analysis import FAST_P, GPU_ORDER, fast_p, level_group
 
 
 def _pyplot():
@@ -107,5 +108,32 @@ def flags_by_model(flags: pd.DataFrame):
     ax.set_title("Anomaly flags per model")
     ax.tick_params(axis="x", rotation=30)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def fast_p_curves(joined: pd.DataFrame, thresholds=None):
+    """One panel per GPU: each model's fast_p (share of the split's problems correct with a
+    speedup above p) against the threshold p, from 0 (the share correct) up; the leaderboard's
+    thresholds (0, 1, 1.5, 2) are marked."""
+    plt = _pyplot()
+    if thresholds is None:
+        top = float(joined["speedup"].max()) if joined["speedup"].notna().any() else 4.0
+        thresholds = np.unique(np.concatenate([np.linspace(0, max(4.0, min(top, 20.0)), 81), FAST_P]))
+    curves = fast_p(joined, thresholds)
+    gpus = [g for g in GPU_ORDER if g in set(curves["gpu"])] or list(GPU_ORDER)
+    fig, axes = plt.subplots(1, len(gpus), figsize=(5 * len(gpus), 4.2), squeeze=False, sharey=True)
+    for ax, gpu in zip(axes[0], gpus):
+        sub = curves[curves["gpu"] == gpu]
+        for model, line in sub.groupby("model", sort=True):
+            ax.step(line["p"], line["fast_p"], where="post", label=model)
+        for p in FAST_P:
+            ax.axvline(p, color="grey", lw=0.6, ls=":")
+        ax.set_title(f"{gpu}: fast_p per model")
+        ax.set_xlabel("speedup threshold p")
+        ax.set_ylim(0, None)
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("share of the split's problems correct and faster than p")
+    axes[0][-1].legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     return fig

@@ -13,13 +13,18 @@ Owns two facts:
   LayerNorm over 4M elements of randn input is the published case: its output is the input to
   within 2e-3.
 
-Results are cached per problem file content (sha256) in `$KBV3_CACHE_DIR/problem_facts.json`.
+The facts of the bundled problems ship with the package (`data/problem_facts.json`, keyed by
+problem id and file sha256, written by `python -m kernelbench_v3.problem_facts`), so analysis
+starts at once; a problem that is not there (a user's own folder, an edited file) is computed on
+the CPU, with a progress bar on stderr, and cached per file content in
+`$KBV3_CACHE_DIR/problem_facts.json`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -40,10 +45,25 @@ MAX_CHECK_FLOPS = 2e10
 FACT_COLUMNS = ["problem_id", "reference_precision", "near_identity", "identity_max_abs",
                 "identity_tolerance", "identity_sizes", "facts_note"]
 _CACHE_VERSION = 1
+SHIPPED_FACTS = Path(__file__).resolve().parent / "data" / "problem_facts.json"
 
 
 def cache_path() -> Path:
     return cache_root() / "problem_facts.json"
+
+
+def fact_key(problem: Problem) -> str:
+    return f"{problem.problem_id}:{problem.sha256}"
+
+
+def shipped_facts(path: Path = SHIPPED_FACTS) -> dict[str, dict[str, Any]]:
+    """The facts shipped with the package ("problem_id:sha256" -> facts); empty when the file
+    is missing or from another cache version (then everything is computed)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data.get("facts", {}) if data.get("version") == _CACHE_VERSION else {}
 
 
 def compute_facts(problem: Problem, max_elements: int = MAX_CHECK_ELEMENTS,
@@ -107,8 +127,16 @@ def compute_facts(problem: Problem, max_elements: int = MAX_CHECK_ELEMENTS,
 
 
 def facts_table(problems: Iterable[Problem], *, cache: Path | None | bool = True,
-                max_elements: int = MAX_CHECK_ELEMENTS, max_flops: float = MAX_CHECK_FLOPS) -> pd.DataFrame:
-    """Facts of every problem as a frame (one row per problem), computed once per file content."""
+                max_elements: int = MAX_CHECK_ELEMENTS, max_flops: float = MAX_CHECK_FLOPS,
+                shipped: bool = True, progress: bool | None = None) -> pd.DataFrame:
+    """Facts of every problem as a frame (one row per problem), computed once per file content.
+
+    Looked up in the shipped table first (`shipped`, only at the default check limits), then in
+    the cache; the rest is computed on the CPU (about a second each) with a progress bar on
+    stderr (`progress`: None = when stderr is a terminal)."""
+    from tqdm import tqdm
+
+    problems = list(problems)
     path = cache_path() if cache is True else (Path(cache) if cache else None)
     stored: dict[str, Any] = {}
     if path is not None and path.is_file():
@@ -118,18 +146,41 @@ def facts_table(problems: Iterable[Problem], *, cache: Path | None | bool = True
                 stored = data.get("facts", {})
         except (OSError, ValueError):
             stored = {}  # a corrupt cache is recomputed, never trusted
-    rows, changed = [], False
-    for problem in problems:
-        key = f"{problem.problem_id}:{problem.sha256}"
-        if key not in stored:
-            stored[key] = compute_facts(problem, max_elements, max_flops)
-            changed = True
-        rows.append(stored[key])
-    if path is not None and changed:
+    defaults = (max_elements, max_flops) == (MAX_CHECK_ELEMENTS, MAX_CHECK_FLOPS)
+    known = {**(shipped_facts() if shipped and defaults else {}), **stored}
+    keys = [fact_key(p) for p in problems]
+    todo = [(p, k) for p, k in zip(problems, keys) if k not in known]
+    if todo:
+        bar = tqdm(todo, desc=f"problem facts ({len(todo)} not shipped or cached, ~1 s each)",
+                   unit="problem", file=sys.stderr, disable=None if progress is None else not progress)
+        for problem, key in bar:
+            bar.set_postfix_str(problem.problem_id, refresh=False)
+            stored[key] = known[key] = compute_facts(problem, max_elements, max_flops)
+        bar.close()
+    if path is not None and todo:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"version": _CACHE_VERSION, "facts": stored}, indent=1))
         tmp.replace(path)
-    frame = pd.DataFrame(rows, columns=FACT_COLUMNS)
+    frame = pd.DataFrame([known[k] for k in keys], columns=FACT_COLUMNS)
     frame["near_identity"] = frame["near_identity"].astype("boolean")
     return frame
+
+
+def write_shipped_facts(problems: Iterable[Problem], path: Path = SHIPPED_FACTS) -> int:
+    """Compute the facts of `problems` afresh and write them as the shipped table (sorted keys,
+    so the file only changes when a fact does). Returns the number of problems."""
+    problems = list(problems)
+    facts = {fact_key(p): compute_facts(p) for p in problems}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"version": _CACHE_VERSION, "note": "written by `python -m kernelbench_v3.problem_facts`; "
+            "keys are problem_id:sha256 of the problem file", "facts": dict(sorted(facts.items()))}
+    path.write_text(json.dumps(body, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    return len(problems)
+
+
+if __name__ == "__main__":  # regenerate the shipped table from the bundled problems
+    from .catalog import discover
+
+    count = write_shipped_facts(discover(sys.argv[1] if len(sys.argv) > 1 else None))
+    print(f"wrote the facts of {count} problems to {SHIPPED_FACTS}")

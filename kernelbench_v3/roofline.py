@@ -10,17 +10,20 @@ every input, parameter and buffer once and write the output once, at the dtypes 
 `estimate_roofline(model, inputs)` is the generic fallback for problems outside the table (a
 user's own folder): matmul / conv / attention FLOPs from `torch.utils.flop_counter`, and the same
 minimal-bytes rule. It runs on meta tensors, so default shapes cost no memory.
+
+torch is imported only by the functions that take tensors or dtypes, so the runs analysis
+(table look-ups and speed of light from precision names) starts without it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
-
-import torch
-import torch.nn as nn
-from torch.utils.flop_counter import FlopCounterMode
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .gpus import PRECISIONS, GpuSpec, get_gpu
+
+if TYPE_CHECKING:
+    import torch
+    import torch.nn as nn
 
 # problem_id -> (flops, min_bytes) at default shapes.
 DEFAULT_ROOFLINE: dict[str, tuple[int, int]] = {
@@ -117,12 +120,8 @@ DEFAULT_ROOFLINE: dict[str, tuple[int, int]] = {
     "cutile/warp_specialized_gemm": (68_719_476_736, 67_108_864),
 }
 
-_FLOAT8 = tuple(
-    getattr(torch, n)
-    for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")
-    if hasattr(torch, n)
-)
-_FLOAT4 = tuple(getattr(torch, n) for n in ("float4_e2m1fn_x2",) if hasattr(torch, n))
+_FLOAT8_NAMES = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")
+_FLOAT4_NAMES = ("float4_e2m1fn_x2",)
 
 
 def precision_of(dtype: torch.dtype | str) -> str:
@@ -134,15 +133,17 @@ def precision_of(dtype: torch.dtype | str) -> str:
         if dtype in PRECISIONS:
             return dtype
         raise ValueError(f"unknown precision {dtype!r}; known: {list(PRECISIONS)}")
+    import torch
+
     if dtype == torch.float32:
         return "fp32"
     if dtype == torch.float16:
         return "fp16"
     if dtype == torch.bfloat16:
         return "bf16"
-    if dtype in _FLOAT8:
+    if dtype in tuple(getattr(torch, n) for n in _FLOAT8_NAMES if hasattr(torch, n)):
         return "fp8"
-    if dtype in _FLOAT4:
+    if dtype in tuple(getattr(torch, n) for n in _FLOAT4_NAMES if hasattr(torch, n)):
         return "fp4"
     if dtype in (torch.int8, torch.uint8):
         return "int8"
@@ -168,6 +169,8 @@ def speed_of_light_ms(
 
 
 def _tensors(value: Any) -> Iterable[torch.Tensor]:
+    import torch
+
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, (list, tuple)):
@@ -191,6 +194,9 @@ def estimate_roofline(model: nn.Module, inputs: list[Any] | tuple[Any, ...]) -> 
     under `torch.device("meta")` to estimate default shapes without allocating; forwards that need
     real data (`.item()`, `nonzero`, data-dependent shapes) cannot run on meta tensors and raise.
     """
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         output = model(*inputs)

@@ -66,13 +66,17 @@ def read_runs_table(path: Path | str) -> tuple[pd.DataFrame, str]:
         elif suffix == ".jsonl":
             frame = _read_jsonl(path)
         elif suffix == ".json":
-            frame = pd.read_json(path, dtype=False)
+            frame = _read_json(path)
         else:
             raise RunsSourceError(f"{path}: unsupported runs file type {suffix!r} (use .csv, .parquet or .jsonl)")
     except RunsSourceError:
         raise
     except Exception as exc:  # a parser error: say which file
         raise RunsSourceError(f"{path}: cannot be read as {suffix}: {exc}") from exc
+    if frame.empty:
+        what = "a header and no rows" if suffix == ".csv" and len(frame.columns) else "no runs"
+        raise RunsSourceError(f"{path} holds {what}: there is nothing to analyze; "
+                              "pass a results.csv or records file with at least one run")
     kind = _kind_of(frame)
     if kind == "records":
         # A batch journal may hold retries: the last record of a (model, GPU, problem) wins.
@@ -95,6 +99,16 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             if isinstance(obj, dict) and "problem" in obj:
                 rows.append(obj)
     return pd.DataFrame(rows)
+
+
+def _read_json(path: Path) -> pd.DataFrame:
+    """One record (what `kbv3 eval --json` prints) or a list of them."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise RunsSourceError(f"{path}: expected a JSON object (one record) or a list of objects")
+    return pd.DataFrame(data)
 
 
 def _resolve_source(source: Path | str | None, repo_id: str, revision: str | None,

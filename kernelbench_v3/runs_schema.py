@@ -32,6 +32,9 @@ RECORD_COLUMNS = ("model", "gpu", "level", "problem", "compiled", "correct", "sp
                   "ref_ms", "sol_ms", "op_type", "baseline_type", "precision_used")
 RECORD_MARKERS = ("problem_id", "status", "evaluator_version")
 
+# The model name given to evaluator records that have none (`kbv3 eval` without --model).
+UNNAMED_MODEL = "(unnamed)"
+
 # The runs dataset's GPU names and the split each one evaluates.
 GPU_SPLITS: dict[str, str] = {"RTX3090": "rtx3090", "H100": "h100", "B200": "b200"}
 
@@ -157,6 +160,8 @@ def validate_runs(frame: pd.DataFrame, *, origin: str = "runs", records: bool = 
 
     out = frame.copy() if records else frame[list(RUNS_COLUMNS)].copy()
     out.index = pd.RangeIndex(len(out))
+    if records:  # `kbv3 eval` without --model records an empty name: such records are still runs
+        out["model"] = [UNNAMED_MODEL if _is_null(m) else m for m in out["model"]]
     typed: dict[str, list[Any]] = {}
     levels: list[int | None] = []
     hints: list[str | None] = []

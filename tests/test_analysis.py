@@ -215,5 +215,5 @@ def test_cli_summary_and_anomalies(problems_root, capsys):
     data = json.loads(capsys.readouterr().out)
     assert len(data["flags"]) == 9 and {r["run"] for r in data["flagged_runs"]} == {5, 11, 13}
 
-    assert main(["runs", "summary", "--source", str(PUBLISHED / "nope.csv")]) == 1
+    assert main(["runs", "summary", "--source", str(PUBLISHED / "nope.csv")]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -63,10 +63,12 @@ def test_notebook_executes_and_draws(tmp_path, monkeypatch):
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
-    assert len(images) >= 3  # headroom scatter, level boxes, flags per model
+    assert len(images) >= 4  # headroom scatter, level boxes, fast_p curves, flags per model
     assert all(len(o["data"]["image/png"]) > 5000 for o in images)
     text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "21 runs from" in text
     assert "3/4" in text  # the card table
     assert "faster_than_light" in text and "near_identity" in text
+    html = "\n".join(str(o.get("data", {}).get("text/html", "")) for o in outputs)
+    assert "fast_1.5" in html and "median_sol_fraction" in html  # the leaderboard's new columns
     assert "99_Unknown_problem.py" in text  # unmatched runs shown, not dropped
