@@ -111,8 +111,8 @@ def test_a_valid_reply_parses_into_typed_fields():
                            "flag_changes": [], "evidence": {}, "extra": "ignored",
                            "output": {"type_name": "Tensor", "shape": [2, 3], "dtype": "float32",
                                       "ref": {"offset": 128, "shape": [2, 3], "dtype": "float32"}}})
-    out = reply.get("output")
-    assert reply.kind == "case_done" and "extra" not in reply.fields
+    out = reply.output
+    assert isinstance(reply, M.CaseDone) and not hasattr(reply, "extra")
     assert out.shape == (2, 3) and out.ref == TensorRef(128, (2, 3), "float32")
 
 

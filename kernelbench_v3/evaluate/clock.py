@@ -121,9 +121,9 @@ def _sample(session: Session, verifier: Verifier, rng: random.Random, calls: int
     session.arena.view(target_ref).fill_(float("nan"))
     reply, _ = session.request({"kind": "sample", "index": index_ref.to_json(), "target": target_ref.to_json(),
                                 "numel": verifier.numel}, timeout_s, ("batch_done",))
-    if reply.kind == "failed":
-        raise SessionLost(f"sampling the timed outputs failed: {reply.get('error', '')[:300]}")
-    outputs = reply.get("outputs")
+    if isinstance(reply, M.Failed):
+        raise SessionLost(f"sampling the timed outputs failed: {reply.error[:300]}")
+    outputs = reply.outputs
     if len(outputs) != calls:
         raise SessionLost(f"the solution process returned {len(outputs)} timed outputs for {calls} calls")
     return session.arena.view(target_ref).clone(), index, outputs
@@ -181,9 +181,9 @@ def _flushed_phase(outcome: TimingOutcome, session: Session, plan: ClockPlan, ve
     while True:
         weights = _weights(rng, plan.batch)
         reply, wall = session.request(M.TimeBatch("flushed", weights, []), request_timeout_s, ("batch_done",))
-        if reply.kind == "failed":
-            raise SessionLost(f"a timed call failed: {reply.get('error', '')[:500]}")
-        fresh, repeated = reply.get("fresh_ms"), reply.get("repeated_ms")
+        if isinstance(reply, M.Failed):
+            raise SessionLost(f"a timed call failed: {reply.error[:500]}")
+        fresh, repeated = reply.fresh_ms, reply.repeated_ms
         if len(fresh) != len(weights) or len(repeated) != len(weights):
             raise SessionLost("the solution process reported a different number of timed calls than it was asked for")
         # The events lie inside the batch: figures that add up to more than its wall clock are forged.
@@ -220,16 +220,16 @@ def time_solution(session: Session, plan: ClockPlan, verifier: Verifier, timing_
     outcome = TimingOutcome()
     reply, warm_s = session.request(M.Warmup(timing_cases, C.FRESH_PARTNER, plan.warmup_seconds),
                                     request_timeout_s + 30.0, ("warm",))
-    if reply.kind == "failed":
-        raise SessionLost(f"warm-up failed: {reply.get('error', '')[:500]}")
-    outcome.details.update(host_enqueue_ms=reply.get("enqueue_ms"), sm_clock_mhz=reply.get("sm_clock_mhz"),
+    if isinstance(reply, M.Failed):
+        raise SessionLost(f"warm-up failed: {reply.error[:500]}")
+    outcome.details.update(host_enqueue_ms=reply.enqueue_ms, sm_clock_mhz=reply.sm_clock_mhz,
                            warmup_s=round(warm_s, 3))
     stats, inconsistent = _flushed_phase(outcome, session, plan, verifier, request_timeout_s)
     if plan.device == "cuda":
         # The SM clock moved while timing (seen on an H200: 1668 -> 1957 MHz), so part of the
         # samples ran slower; the GPU is warm now, so time once more and keep that.
         reply, _ = session.request({"kind": "clock"}, request_timeout_s, ("warm",))
-        before, after = outcome.details.get("sm_clock_mhz") or 0.0, reply.get("sm_clock_mhz", 0.0)
+        before, after = outcome.details.get("sm_clock_mhz") or 0.0, reply.sm_clock_mhz
         outcome.details.update(sm_clock_mhz_before=before, sm_clock_mhz_after=after)
         if before and abs(after - before) > CLOCK_CHANGE_REL * before:
             first = stats
@@ -252,8 +252,8 @@ def _bound(outcome: TimingOutcome, session: Session, verifier: Verifier, plan: C
     for b in range(BACK_TO_BACK_BATCHES + 1):
         weights = _weights(verifier.rng, calls)
         reply, wall = session.request(M.TimeBatch("back_to_back", weights, []), request_timeout_s, ("batch_done",))
-        if reply.kind == "failed":
-            raise SessionLost(f"a back-to-back call failed: {reply.get('error', '')[:500]}")
+        if isinstance(reply, M.Failed):
+            raise SessionLost(f"a back-to-back call failed: {reply.error[:500]}")
         sample_s = _verify_batch(outcome, session, verifier, weights, f"back-to-back batch {b}", 2, request_timeout_s)
         outcome.details.setdefault("supervisor_sample_s", []).append(round(sample_s, 4))
         if b:

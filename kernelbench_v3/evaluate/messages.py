@@ -2,16 +2,17 @@
 
 Each message is a frozen dataclass with a `kind`; on the wire it is JSON (`to_json`). What the
 supervisor sends is trusted by construction. What the solution process sends is parsed with
-`parse_reply`, which checks every field's type and size and raises `ProtocolError` otherwise:
-those replies are evidence to check, never a verdict.
+`parse_reply` into one of the reply dataclasses (`Ready`, `SetupDone`, `Failed`, `CaseDone`,
+`Warm`, `BatchDone`, `Finished`), every field's type and size checked (`ProtocolError`
+otherwise): those replies are evidence to check, never a verdict.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Union
 
 from .channel import ProtocolError, TensorRef
 
@@ -108,40 +109,84 @@ class OutputInfo:
 
 
 @dataclass(frozen=True)
-class Reply:
-    """Any message from the solution process, with its fields checked."""
-
-    kind: str
-    fields: dict[str, Any] = field(default_factory=dict)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.fields.get(name, default)
+class Ready:
+    pid: int
+    sandbox: dict[str, Any]
+    kind: ClassVar[str] = "ready"
 
 
-# The reply kinds, each with its fields and their types.
-_SCHEMA: dict[str, dict[str, Any]] = {
-    "ready": {"pid": int, "sandbox": dict},
-    "setup_done": {"class_name": str, "state_dict": dict, "import_flag_changes": list, "tampered": list},
-    "failed": {"stage": str, "error": str},
-    "case_done": {"case": str, "output": "output", "mutated_inputs": list, "aliases": list,
-                  "flag_changes": list, "evidence": dict},
-    "warm": {"enqueue_ms": float, "sm_clock_mhz": float, "calls": int},
-    "batch_done": {"fresh_ms": "floats", "repeated_ms": "floats", "outputs": "outputs", "details": dict},
-    "finished": {"tampered": list},
+@dataclass(frozen=True)
+class SetupDone:
+    class_name: str
+    state_dict: dict[str, Any]  # shape -> {missing, wrong_shape, extra_parameters, not_loaded}
+    import_flag_changes: list[str]
+    tampered: list[str]
+    kind: ClassVar[str] = "setup_done"
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The solution failed at `stage` (import, construct, run, or a timing request)."""
+
+    stage: str
+    error: str
+    kind: ClassVar[str] = "failed"
+
+
+@dataclass(frozen=True)
+class CaseDone:
+    case: str
+    output: OutputInfo
+    mutated_inputs: list[int]
+    aliases: list[str]
+    flag_changes: list[str]
+    evidence: dict[str, Any]
+    kind: ClassVar[str] = "case_done"
+
+
+@dataclass(frozen=True)
+class Warm:
+    enqueue_ms: float
+    sm_clock_mhz: float
+    calls: int
+    kind: ClassVar[str] = "warm"
+
+
+@dataclass(frozen=True)
+class BatchDone:
+    fresh_ms: list[float]
+    repeated_ms: list[float]
+    outputs: list[OutputInfo]
+    details: dict[str, Any]
+    kind: ClassVar[str] = "batch_done"
+
+
+@dataclass(frozen=True)
+class Finished:
+    tampered: list[str]
+    kind: ClassVar[str] = "finished"
+
+
+Reply = Union[Ready, SetupDone, Failed, CaseDone, Warm, BatchDone, Finished]
+REPLIES: dict[str, type] = {cls.kind: cls for cls in (Ready, SetupDone, Failed, CaseDone, Warm, BatchDone, Finished)}
+# How each reply field is checked, by its annotation.
+_CHECKS: dict[str, Any] = {
+    "int": int, "str": str, "float": float, "list[str]": list, "list[int]": list, "dict[str, Any]": dict,
+    "OutputInfo": "output", "list[OutputInfo]": "outputs", "list[float]": "floats",
 }
 
 
 def parse_reply(message: dict[str, Any]) -> Reply:
-    kind = message.get("kind")
-    schema = _SCHEMA.get(kind)  # type: ignore[arg-type]
-    if schema is None:
-        raise ProtocolError(f"unexpected message kind {str(kind)[:40]!r}")
-    fields: dict[str, Any] = {}
-    for name, expected in schema.items():
-        if name not in message:
-            raise ProtocolError(f"{kind} message lacks {name!r}")
-        fields[name] = _check(kind, name, message[name], expected)
-    return Reply(kind, fields)
+    """The typed reply a message from the solution process stands for, every field checked."""
+    cls = REPLIES.get(message.get("kind"))  # type: ignore[arg-type]
+    if cls is None:
+        raise ProtocolError(f"unexpected message kind {str(message.get('kind'))[:40]!r}")
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in message:
+            raise ProtocolError(f"{cls.kind} message lacks {f.name!r}")
+        values[f.name] = _check(cls.kind, f.name, message[f.name], _CHECKS[str(f.type)])
+    return cls(**values)
 
 
 def _check(kind: str, name: str, value: Any, expected: Any) -> Any:

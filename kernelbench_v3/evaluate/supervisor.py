@@ -216,7 +216,7 @@ def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalR
         ready = M.parse_reply(session.link.receive(min(limit, 300.0)))
     if ready.kind != "ready":
         raise SessionLost(f"the solution process answered {ready.kind!r} instead of ready")
-    facts.sandbox = dict(ready.get("sandbox"))
+    facts.sandbox = dict(ready.sandbox)
     layout = Layout(session.input_offset)
     shapes = {}
     for name, shape in ref.shapes.items():
@@ -226,11 +226,11 @@ def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalR
     with _phase(rec, "solution_setup"):
         reply, _ = session.request(M.Setup(request.device, str(scratch / "solution.py"), shapes, CUDA_MEMORY_FRACTION),
                                    limit, ("setup_done",))
-    if reply.kind == "failed":
-        facts.failed_stage, facts.error = reply.get("stage"), reply.get("error")
+    if isinstance(reply, M.Failed):
+        facts.failed_stage, facts.error = reply.stage, reply.error
         return
-    facts.class_name, facts.state_dict = reply.get("class_name"), reply.get("state_dict")
-    facts.import_flag_changes, facts.tampered = reply.get("import_flag_changes"), list(reply.get("tampered"))
+    facts.class_name, facts.state_dict = reply.class_name, reply.state_dict
+    facts.import_flag_changes, facts.tampered = reply.import_flag_changes, list(reply.tampered)
     if any(v for report in facts.state_dict.values() for v in (report or {}).values()):
         return  # the reference's weights do not load: nothing else is meaningful
     correctness = [n for n in ref.order if ref.cases[n].case.group == C.CORRECTNESS]
@@ -243,14 +243,14 @@ def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalR
                             reuse_buffers_of=reuse, evidence=name == evidence_case)
         with _phase(rec, "solution_cases"):
             reply, wall = session.request(message, limit, ("case_done",))
-        if reply.kind == "failed":
-            facts.failed_stage, facts.error = reply.get("stage"), reply.get("error")
+        if isinstance(reply, M.Failed):
+            facts.failed_stage, facts.error = reply.stage, reply.error
             return
-        if reply.get("case") != name:
-            raise SessionLost(f"the solution process answered for case {reply.get('case')!r}, not {name!r}")
-        facts.cases[name] = CaseResult(reply, session.read_output(reply.get("output")), wall)
+        if reply.case != name:
+            raise SessionLost(f"the solution process answered for case {reply.case!r}, not {name!r}")
+        facts.cases[name] = CaseResult(reply, session.read_output(reply.output), wall)
         if name == evidence_case:
-            facts.evidence = dict(reply.get("evidence"))
+            facts.evidence = dict(reply.evidence)
     if request.time_solution:
         facts.lost_during = "timing"
         timing_cases = correctness[: 2 if request.device == "cpu" else 4]
@@ -266,8 +266,8 @@ def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalR
                                                tensor_nbytes(main.saved["expected"]), limit)
     facts.lost_during = "finishing"
     reply, _ = session.request(M.Finish(), 60.0, ("finished",))
-    if reply.kind == "finished":
-        facts.tampered += [t for t in reply.get("tampered") if t not in facts.tampered]
+    if isinstance(reply, M.Finished):
+        facts.tampered += [t for t in reply.tampered if t not in facts.tampered]
 
 
 def _init_arg(value: Any) -> Any:

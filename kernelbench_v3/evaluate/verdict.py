@@ -102,7 +102,7 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
 def _judge_global_state(out: dict[str, tuple[str, str]], facts: SolutionFacts) -> None:
     if not facts.class_name:
         return
-    flag_changes = sorted({f for r in facts.cases.values() for f in r.reply.get("flag_changes", [])})
+    flag_changes = sorted({f for r in facts.cases.values() for f in r.reply.flag_changes})
     bad = [str(t) for t in facts.tampered] + [f"torch flag changed during forward: {f}" for f in flag_changes]
     note = (f" (import changed and was reset: {facts.import_flag_changes})" if facts.import_flag_changes else "")
     K.merge(out, "global_state", bool(bad), ("replaced/changed: " + ", ".join(bad[:20]) if bad else "") + note)
@@ -120,13 +120,13 @@ def _judge_cases(rec: Record, out: dict[str, tuple[str, str]], facts: SolutionFa
             continue
         run, reply = ref.cases[name], result.reply
         group = run.case.group
-        mutated = reply.get("mutated_inputs") or []
+        mutated = reply.mutated_inputs or []
         K.merge(out, "input_mutation", bool(mutated), f"{name}: input(s) {mutated} were modified" if mutated else "")
-        info = reply.get("output")
+        info = reply.output
         if info.type_name != "Tensor":
             K.merge(out, "output_shape", True, f"{name}: the solution returned {info.type_name}, not a tensor")
             continue
-        aliases = reply.get("aliases") or []
+        aliases = reply.aliases or []
         K.merge(out, "output_aliasing", bool(aliases),
                 f"{name}: the output shares memory with {', '.join(map(str, aliases))}" if aliases else "")
         if group in (C.STRESS, C.INPUT_REUSE) and not run.entry["finite"]:
