@@ -198,7 +198,8 @@ def parse_runs_name(
 
 # Record fields holding dicts whose keys differ from row to row; Parquet gets them as JSON text
 # so one odd row cannot break the file's schema. `read_results` decodes them again.
-JSON_COLUMNS = ("sizes", "checks", "check_details", "timing_details", "fingerprint", "phase_s")
+JSON_COLUMNS = ("sizes", "checks", "check_details", "timing_details", "fingerprint", "phase_s", "kernel_evidence",
+                "sandbox_details")
 
 
 def write_parquet(records: Iterable[dict[str, Any]], out: Path | str) -> int:

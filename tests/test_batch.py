@@ -347,7 +347,7 @@ def _command(solutions: Path, out: Path) -> list[str]:
             "--seeds", "42", "--no-other-shape", "--no-baseline"]  # the batch is under test
 
 
-EVALUATOR_CHILD = "kernelbench_v3.evaluate.child"
+EVALUATOR_CHILD = "kernelbench_v3.evaluate.zygote"  # the zygote and the solution processes it forks
 
 
 def _batch_processes(cache_dir: str) -> dict[int, str]:

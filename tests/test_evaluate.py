@@ -44,9 +44,10 @@ HONEST = {
     "tile_gemm": ("tile_specialized/gemm_bias_relu", EXAMPLES / "tile_specialized/gemm_bias_relu.py",
                   {**FAST, "sizes": {"m": 32, "n": 64, "k": 48}}),
     # deep-copies/pickles tensors and calls torch.compile at import: runtime caches, no monkeypatch
-    # (its torch.compile at import is what the static scan flags, so the scan is off for it)
+    # (its torch.compile at import is what the static scan and the strict kernel rule reject, so
+    # both are off for it: what is under test is that runtime caches are not taken for tampering)
     "runtime_caches": ("level1/23_Softmax", SOLUTIONS / "runtime_caches_softmax.py",
-                       {**FAST, "sizes": SOFTMAX, "scan_source": False}),
+                       {**FAST, "sizes": SOFTMAX, "scan_source": False, "kernel_rule": "v3"}),
 }
 # (problem, solution, options, the check that must be named as failing)
 CHEATING = {
