@@ -355,3 +355,21 @@ def test_a_failed_baseline_is_cached_reported_and_retried_on_request(tmp_path):
     assert second.speedup is None and "the reference cannot be timed here" in second.baseline_error
     third = run(retry_failed_baseline=True)
     assert third.baseline_cached is False and third.baseline_error
+
+
+def test_a_dataset_row_is_evaluated_from_its_verified_code(tmp_path):
+    from kernelbench_v3.catalog import get_problem
+    from kernelbench_v3.hub import RowIntegrityError
+
+    problem = get_problem("level1/23_Softmax")
+    row = {"problem_id": problem.problem_id, "category": problem.category, "file_name": problem.file_name,
+           "code": problem.source, "sha256": problem.sha256}
+    options = dict(device="cpu", sizes=SOFTMAX, baseline=False, time_solution=False, seeds=(42,))
+    record = evaluate(row, EXAMPLES / "level1/23_Softmax.py", cache_dir=tmp_path, **options)
+    assert record.correct and record.problem_sha256 == problem.sha256
+    by_id = evaluate("level1/23_Softmax", EXAMPLES / "level1/23_Softmax.py", cache_dir=tmp_path, **options)
+    assert by_id.correct
+    with pytest.raises(RowIntegrityError, match="does not match its sha256"):
+        evaluate({**row, "code": row["code"] + "\n# altered\n"}, EXAMPLES / "level1/23_Softmax.py", **options)
+    with pytest.raises(TypeError, match="needs the solution file"):
+        evaluate(row)

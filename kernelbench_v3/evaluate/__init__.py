@@ -19,7 +19,9 @@ over a data-only channel (`channel`, `messages`, `session`); the supervisor judg
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
+from typing import Any, Mapping
 
 from .record import RUNS_COLUMNS, Record
 from .request import DEFAULT_SEEDS, TOLERANCE_MODES, EvalRequest
@@ -28,13 +30,44 @@ __all__ = ["DEFAULT_SEEDS", "RUNS_COLUMNS", "TOLERANCE_MODES", "EvalRequest", "R
 
 
 def evaluate(
-    request: EvalRequest,
+    request: EvalRequest | str | Mapping[str, Any],
+    solution: str | Path | None = None,
     *,
     problems_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
+    **options: Any,
 ) -> Record:
-    """Evaluate one solution; see EvalRequest. `cache_dir` holds the baseline cache
-    (default `$KBV3_CACHE_DIR` or `~/.cache/kbv3`)."""
+    """Evaluate one solution. `request` is an EvalRequest, or a problem id or a dataset row
+    (from `load_problems`) with `solution` and EvalRequest's options as keywords:
+
+        evaluate(EvalRequest("level1/23_Softmax", "sol.py", device="cpu"))
+        evaluate("level1/23_Softmax", "sol.py", device="cpu")
+        evaluate(rows[0], "sol.py", device="cpu")   # the row's code, verified by its sha256
+
+    `cache_dir` holds the baseline cache (default `$KBV3_CACHE_DIR` or `~/.cache/kbv3`)."""
     from .supervisor import run_evaluation
 
-    return run_evaluation(request, problems_dir=problems_dir, cache_dir=cache_dir)
+    if isinstance(request, EvalRequest):
+        if solution is not None or options:
+            raise TypeError("evaluate(EvalRequest) takes no solution or options: they are in the request")
+        return run_evaluation(request, problems_dir=problems_dir, cache_dir=cache_dir)
+    if solution is None:
+        raise TypeError("evaluate(problem, solution, ...) needs the solution file")
+    if isinstance(request, str):
+        return run_evaluation(EvalRequest(request, solution, **options), problems_dir=problems_dir, cache_dir=cache_dir)
+    with tempfile.TemporaryDirectory(prefix="kbv3-row-") as tmp:
+        problem_id = _write_row(request, Path(tmp))
+        return run_evaluation(EvalRequest(problem_id, solution, **options), problems_dir=tmp, cache_dir=cache_dir)
+
+
+def _write_row(row: Mapping[str, Any], root: Path) -> str:
+    """Write a verified dataset row's code where the catalog finds it; returns its problem id."""
+    from ..hub import verify_row
+
+    verify_row(row)
+    category, file_name = str(row["category"]), str(row["file_name"])
+    if "/" in category or "/" in file_name or file_name != Path(file_name).name or not file_name.endswith(".py"):
+        raise ValueError(f"row {row.get('problem_id')!r}: category {category!r} / file_name {file_name!r} is not a problem path")
+    (root / category).mkdir(parents=True)
+    (root / category / file_name).write_text(row["code"], encoding="utf-8")
+    return f"{category}/{Path(file_name).stem}"
