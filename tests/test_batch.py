@@ -38,6 +38,8 @@ from kernelbench_v3.journal import Journal, JournalError, latest_records, read_j
 REPO = Path(__file__).resolve().parent.parent
 PROBLEMS = REPO / "problems"
 
+pytestmark = pytest.mark.slow  # evaluations in child processes
+
 
 # ----------------------------------------------------------------------------- discovery
 

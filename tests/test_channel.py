@@ -75,6 +75,7 @@ def test_messages_round_trip_and_partial_frames_wait_for_the_rest():
     (struct.pack("!I", 5) + b"nope!", ProtocolError, "not JSON"),
     (struct.pack("!I", 2) + b"[]", ProtocolError, "without a kind"),
     (struct.pack("!I", 11) + b'{"kind": 3}', ProtocolError, "without a kind"),
+    (struct.pack("!I", 200_000) + b"[" * 100_000 + b"]" * 100_000, ProtocolError, "nested too deep"),
 ])
 def test_malformed_frames_are_protocol_errors(raw, error, words):
     link, other = _pair()
@@ -99,7 +100,20 @@ def test_a_closed_channel_is_peer_gone():
     ({"kind": "batch_done", "fresh_ms": [1.0, "x"], "repeated_ms": [], "outputs": [], "details": {}}, "finite numbers"),
     ({"kind": "batch_done", "fresh_ms": [], "repeated_ms": [], "outputs": [{"type_name": "Tensor", "shape": [-2],
       "dtype": "float32"}], "details": {}}, "list of sizes"),
-    ({"kind": "setup_done", "class_name": "Model", "state_dict": [], "import_flag_changes": [], "tampered": []}, "dict"),
+    ({"kind": "setup_done", "class_name": "Model", "state_dict": [], "import_flag_changes": [], "tampered": []}, "mapping"),
+    ({"kind": "setup_done", "class_name": "Model", "state_dict": {"main": "ok"}, "import_flag_changes": [],
+      "tampered": []}, "mapping"),
+    ({"kind": "setup_done", "class_name": "Model", "state_dict": {"main": {"missing": [1]}}, "import_flag_changes": [],
+      "tampered": []}, "list of text"),
+    ({"kind": "finished", "tampered": [{"x": 1}]}, "list of text"),
+    ({"kind": "case_done", "case": "s", "output": {"type_name": "int"}, "mutated_inputs": ["0"], "aliases": [],
+      "flag_changes": [], "evidence": {}}, "list of integers"),
+    ({"kind": "case_done", "case": "s", "output": {"type_name": "int"}, "mutated_inputs": [], "aliases": [],
+      "flag_changes": [], "evidence": {"ops": {"mm": 3}}}, "count, seconds"),
+    ({"kind": "case_done", "case": "s", "output": {"type_name": "int"}, "mutated_inputs": [], "aliases": [],
+      "flag_changes": [], "evidence": {"device_kernels": [["k", "fast"]]}}, "finite numbers"),
+    ({"kind": "case_done", "case": "s", "output": {"type_name": "int"}, "mutated_inputs": [], "aliases": [],
+      "flag_changes": [], "evidence": {"programs": [[1, 2]]}}, "pairs"),
 ])
 def test_replies_are_checked_against_their_schema(message, words):
     with pytest.raises(ProtocolError, match=words):

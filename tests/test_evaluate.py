@@ -82,6 +82,8 @@ BROKEN_CASES = {
     "flood": ("flood.py", {}, "process", "MiB"),
 }
 
+pytestmark = pytest.mark.slow  # evaluations in child processes
+
 
 def _request(problem: str, path: Path, options: dict) -> EvalRequest:
     options = dict(options)

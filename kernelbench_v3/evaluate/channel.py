@@ -188,8 +188,8 @@ class Link:
         del self._buffer[: _HEADER.size + length]
         try:
             message = json.loads(blob)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ProtocolError(f"message is not JSON: {exc}") from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise ProtocolError(f"message is not JSON (or nested too deep): {type(exc).__name__}") from None
         if not isinstance(message, dict) or not isinstance(message.get("kind"), str):
             raise ProtocolError(f"message without a kind: {str(message)[:200]}")
         return message

@@ -171,8 +171,13 @@ Reply = Union[Ready, SetupDone, Failed, CaseDone, Warm, BatchDone, Finished]
 REPLIES: dict[str, type] = {cls.kind: cls for cls in (Ready, SetupDone, Failed, CaseDone, Warm, BatchDone, Finished)}
 # How each reply field is checked, by its annotation.
 _CHECKS: dict[str, Any] = {
-    "int": int, "str": str, "float": float, "list[str]": list, "list[int]": list, "dict[str, Any]": dict,
+    "int": int, "str": str, "float": float, "list[str]": "texts", "list[int]": "ints", "dict[str, Any]": dict,
     "OutputInfo": "output", "list[OutputInfo]": "outputs", "list[float]": "floats",
+}
+# Nested fields the supervisor reads, checked as deep as it reads them: text -> (kind of value).
+_NESTED: dict[str, Any] = {
+    "setup_done.state_dict": lambda where, v: _mapping(where, v, lambda w, r: _mapping(w, r, _texts)),
+    "case_done.evidence": lambda where, v: _evidence(where, v),
 }
 
 
@@ -191,6 +196,14 @@ def parse_reply(message: dict[str, Any]) -> Reply:
 
 def _check(kind: str, name: str, value: Any, expected: Any) -> Any:
     where = f"{kind}.{name}"
+    if where in _NESTED:
+        return _NESTED[where](where, value)
+    if expected == "texts":
+        return _texts(where, value)
+    if expected == "ints":
+        if not isinstance(value, list) or len(value) > MAX_LIST or not all(_is_int(v) for v in value):
+            raise ProtocolError(f"{where} must be a list of integers")
+        return value
     if expected == "floats":
         if not isinstance(value, list) or len(value) > MAX_LIST:
             raise ProtocolError(f"{where} must be a list of at most {MAX_LIST} numbers")
@@ -213,6 +226,64 @@ def _check(kind: str, name: str, value: Any, expected: Any) -> Any:
         raise ProtocolError(f"{where} must be a {expected.__name__}")
     if expected in (list, dict) and len(str(value)) > 1 << 20:
         raise ProtocolError(f"{where} is too large")
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _texts(where: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or len(value) > MAX_LIST or not all(isinstance(v, str) for v in value):
+        raise ProtocolError(f"{where} must be a list of text")
+    return [v[:MAX_TEXT] for v in value]
+
+
+def _mapping(where: str, value: Any, check: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or len(value) > MAX_LIST:
+        raise ProtocolError(f"{where} must be a mapping")
+    return {str(k)[:MAX_TEXT]: check(f"{where}.{k}", v) for k, v in value.items()}
+
+
+def _pairs(where: str, value: Any, second: Any) -> list[list[Any]]:
+    """A list of [text, second(...)] pairs."""
+    if not isinstance(value, list) or len(value) > MAX_LIST:
+        raise ProtocolError(f"{where} must be a list of pairs")
+    out = []
+    for item in value:
+        if not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str):
+            raise ProtocolError(f"{where} must be a list of [name, value] pairs")
+        out.append([item[0][:MAX_TEXT], second(where, item[1])])
+    return out
+
+
+def _int(where: str, value: Any) -> int:
+    if not _is_int(value):
+        raise ProtocolError(f"{where} must hold integers")
+    return value
+
+
+def _evidence(where: str, value: Any) -> dict[str, Any]:
+    """The kernel evidence of one forward, in the shape `evidence.collect` gives it."""
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{where} must be a mapping")
+    if not value:
+        return {}
+    ops = _mapping(f"{where}.ops", value.get("ops", {}), lambda w, v: [_number(w, x) for x in _two(w, v)])
+    kernels = value.get("device_kernels")
+    return {
+        "ops": ops,
+        "programs": _pairs(f"{where}.programs", value.get("programs", []), _int),
+        "failed_launches": _texts(f"{where}.failed_launches", value.get("failed_launches", [])),
+        "device_kernels": None if kernels is None else _pairs(f"{where}.device_kernels", kernels, _number),
+        "profiler": value.get("profiler") is True,
+        "compiled_frames": _int(f"{where}.compiled_frames", value.get("compiled_frames", 0)),
+    }
+
+
+def _two(where: str, value: Any) -> list[Any]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise ProtocolError(f"{where} must be a [count, seconds] pair")
     return value
 
 
