@@ -462,6 +462,11 @@ def test_the_readable_report_gives_timing_precision_clock_and_phases():
     assert "phases: reference 9.6s, candidate 14.1s" in text
     assert "timing precision" not in describe(Record(problem_id="x", timing_method="cpu_wall_clock", sol_ms=1.0,
                                                      sol_p10_ms=1.0, sol_p90_ms=1.0, sol_cv=0.0, sol_reps=3))
+    cpu = describe(Record(problem_id="x", timing_method="cpu_wall_clock", sol_ms=1.0, sol_p10_ms=1.0, sol_p90_ms=1.0,
+                          sol_cv=0.0, sol_reps=3, timing_flags=["supervisor_clock"],
+                          timing_details={"median_ci_rel": 0.05, "supervisor_ms": 2.5, "verified_timed_outputs": 7}))
+    assert "(95% CI)\n" in cpu + "\n" and "SM clock" not in cpu  # no clock to speak of on the CPU
+    assert "supervisor's clock: 2.5 ms per call back to back (7 timed outputs verified); the reported time was replaced" in cpu
 
 
 @pytest.mark.parametrize("command", [["eval", "--problem", "level1/23_Softmax", "--solution", "s.py"],

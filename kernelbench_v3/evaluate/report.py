@@ -33,10 +33,15 @@ def describe(record: Record) -> str:
             + (f", flags {record.timing_flags}" if record.timing_flags else "")
         )
         details = record.timing_details
-        if "median_ci_rel" in details or "sm_clock_mhz_before" in details:
+        if "median_ci_rel" in details:
+            clock = (f"; SM clock {details['sm_clock_mhz_before']} -> {details.get('sm_clock_mhz_after', '?')} MHz"
+                     if "sm_clock_mhz_before" in details else "")
+            lines.append(f"timing precision: median within +-{details['median_ci_rel']:.2%} (95% CI){clock}")
+        if details.get("supervisor_ms") is not None:
             lines.append(
-                f"timing precision: median within +-{details.get('median_ci_rel', float('nan')):.2%} (95% CI); "
-                f"SM clock {details.get('sm_clock_mhz_before', '?')} -> {details.get('sm_clock_mhz_after', '?')} MHz"
+                f"supervisor's clock: {details['supervisor_ms']:.4g} ms per call back to back "
+                f"({details.get('verified_timed_outputs', 0)} timed outputs verified)"
+                + ("; the reported time was replaced by it" if "supervisor_clock" in record.timing_flags else "")
             )
     if record.phase_s:
         lines.append("phases: " + ", ".join(f"{name} {sec:.1f}s" for name, sec in record.phase_s.items()))
