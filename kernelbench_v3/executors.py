@@ -126,6 +126,9 @@ def _worker_main(conn, env: dict[str, str], evaluate_fn: EvaluateFn, parent_pid:
         os._exit(1)
 
     threading.Thread(target=exit_when_orphaned, daemon=True).start()
+    from .evaluate.supervisor import keep_zygotes_warm
+
+    keep_zygotes_warm()  # one zygote per worker, a fresh solution process per item
     while True:
         try:
             message = conn.recv()

@@ -108,7 +108,7 @@ def _evaluate(work: Path, request: EvalRequest, problem: Any, source: str, solut
         from .tamper_scan import scan as scan_source
 
         scan = scan_source(solution_bytes.decode("utf-8", "replace"))
-    zygote = Zygote(request.device, work / "zygote.log")  # imports torch while the reference runs
+    zygote = _warm_zygote(request.device) or Zygote(request.device, work / "zygote.log")  # imports torch meanwhile
     try:
         plan = C.plan_cases(request.seeds, request.other_shape, timed=request.time_solution)
         with _phase(rec, "reference"):
@@ -150,8 +150,35 @@ def _evaluate(work: Path, request: EvalRequest, problem: Any, source: str, solut
                 if leftovers:
                     rec.warnings.append(f"leftover_processes: {leftovers} process(es) the solution left were killed")
             except Exception:
-                pass
-            zygote.close()
+                _WARM.pop(request.device, None)  # a zygote that cannot reap is not reused
+                zygote.close()
+            if _WARM.get(request.device) is not zygote:
+                zygote.close()
+
+
+# Zygotes kept alive across evaluations by `keep_zygotes_warm` (a batch worker): device -> zygote.
+_WARM: dict[str, Any] = {}
+_KEEP_WARM = False
+
+
+def keep_zygotes_warm() -> None:
+    """Reuse one zygote per device for every later evaluation in this process (a batch worker
+    evaluating many solutions): each solution still gets a fresh, sandboxed process forked from
+    it, and whatever a solution leaves behind is killed after its evaluation; what is saved is
+    the zygote's own start (a Python process importing torch and Triton)."""
+    global _KEEP_WARM
+    _KEEP_WARM = True
+
+
+def _warm_zygote(device: str) -> Any:
+    """The live warm zygote for `device` (started on first use), or None when not keeping warm."""
+    if not _KEEP_WARM:
+        return None
+    zygote = _WARM.get(device)
+    if zygote is None or zygote.proc.poll() is not None:
+        log = Path(tempfile.mkstemp(prefix=f"kbv3-zygote-{device}-", suffix=".log")[1])
+        zygote = _WARM[device] = Zygote(device, log)
+    return zygote
 
 
 def _log_tail(path: Path, limit: int) -> tuple[str, bool]:
