@@ -27,8 +27,13 @@ FIXTURE = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
 def timed_run(cache: Path) -> tuple[float, int, str]:
     env = {**os.environ, "KBV3_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "kernelbench_v3.cli", "runs", "anomalies", "--source", str(FIXTURE)],
-                          env=env, capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelbench_v3.cli", "runs", "anomalies", "--source", str(FIXTURE)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     elapsed = time.perf_counter() - started
     first = proc.stdout.splitlines()[0] if proc.stdout else proc.stderr.strip()[-200:]
     return elapsed, proc.returncode, first
@@ -51,9 +56,11 @@ def main() -> int:
     parser.add_argument("--uncached", action="store_true", help="also time computing every problem's facts")
     args = parser.parse_args()
 
-    print(f"# kbv3 runs anomalies on a cold cache: {platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f} at the start "
-          "(other jobs share this machine)")
+    print(
+        f"# kbv3 runs anomalies on a cold cache: {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f} at the start "
+        "(other jobs share this machine)"
+    )
     print(f"# source: {FIXTURE.relative_to(REPO)}; each run a fresh process with an empty KBV3_CACHE_DIR")
     print()
     print("| run | cache | wall s | exit | first line of output |")
@@ -71,8 +78,10 @@ def main() -> int:
     print()
     print(f"cold: median {sorted(colds)[len(colds) // 2]:.2f} s, max {max(colds):.2f} s over {len(colds)} runs")
     if args.uncached:
-        print(f"computing the facts of every bundled problem instead of reading the shipped table: "
-              f"{uncached_facts_seconds():.1f} s (in-process, imports excluded)")
+        print(
+            f"computing the facts of every bundled problem instead of reading the shipped table: "
+            f"{uncached_facts_seconds():.1f} s (in-process, imports excluded)"
+        )
     return 0
 
 

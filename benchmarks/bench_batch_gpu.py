@@ -65,8 +65,7 @@ def build_solutions(folder: Path, split: str, limit: int | None) -> int:
     return len(problems)
 
 
-def run_once(gpus: str, args: argparse.Namespace, solutions: Path, work: Path,
-             budget: float) -> dict:
+def run_once(gpus: str, args: argparse.Namespace, solutions: Path, work: Path, budget: float) -> dict:
     tag = "gpus_" + gpus.replace(",", "_")
     run_dir = work / tag
     shutil.rmtree(run_dir, ignore_errors=True)  # a run killed midway starts again, cold
@@ -82,10 +81,27 @@ def run_once(gpus: str, args: argparse.Namespace, solutions: Path, work: Path,
     )
     out = run_dir / "results.parquet"
     command = [
-        sys.executable, "-m", "kernelbench_v3", "eval-batch", str(solutions),
-        "--split", args.split, "--out", str(out), "--device", args.device,
-        "--relax-kernel-check", "--timeout", str(args.timeout), "--sizes", args.sizes,
-        "--model", "reference", "--no-progress", "--timing-seconds", str(args.timing_seconds),
+        sys.executable,
+        "-m",
+        "kernelbench_v3",
+        "eval-batch",
+        str(solutions),
+        "--split",
+        args.split,
+        "--out",
+        str(out),
+        "--device",
+        args.device,
+        "--relax-kernel-check",
+        "--timeout",
+        str(args.timeout),
+        "--sizes",
+        args.sizes,
+        "--model",
+        "reference",
+        "--no-progress",
+        "--timing-seconds",
+        str(args.timing_seconds),
     ]
     if args.device == "cuda":
         command += ["--gpus", gpus]
@@ -119,24 +135,40 @@ def run_once(gpus: str, args: argparse.Namespace, solutions: Path, work: Path,
     longest = max((r.get("duration_s") or 0.0 for r in records), default=0.0)
     print(f"[{tag}] {len(records)} records in {wall:.1f}s: {dict(statuses)}", flush=True)
     # When each evaluation finished, in seconds since the run started (for equal-work speedups).
-    finished = {r["problem_id"]: datetime.fromisoformat(r["started_at"]).timestamp()
-                + (r.get("duration_s") or 0.0) - started_epoch for r in records if r.get("started_at")}
+    finished = {
+        r["problem_id"]: datetime.fromisoformat(r["started_at"]).timestamp()
+        + (r.get("duration_s") or 0.0)
+        - started_epoch
+        for r in records
+        if r.get("started_at")
+    }
     phases = Counter()
     for r in records:
         phases.update(r.get("phase_s") or {})
-    summary = {"finished": finished, **per_problem(records),
-               "gpus": gpus, "n_gpus": len(gpus.split(",")), "wall_s": wall,
-               "records": len(records), "statuses": dict(statuses), "busy_s": busy, "longest_s": longest,
-               "stopped": stopped, "returncode": process.returncode,
-               "mean_phase_s": {k: v / len(records) for k, v in phases.items()} if records else {}}
+    summary = {
+        "finished": finished,
+        **per_problem(records),
+        "gpus": gpus,
+        "n_gpus": len(gpus.split(",")),
+        "wall_s": wall,
+        "records": len(records),
+        "statuses": dict(statuses),
+        "busy_s": busy,
+        "longest_s": longest,
+        "stopped": stopped,
+        "returncode": process.returncode,
+        "mean_phase_s": {k: v / len(records) for k, v in phases.items()} if records else {},
+    }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 
 
 def per_problem(records: list[dict]) -> dict:
     """Each evaluation's duration and measured solution time, by problem id."""
-    return {"duration_s": {r["problem_id"]: r.get("duration_s") for r in records},
-            "sol_ms": {r["problem_id"]: r.get("sol_ms") for r in records}}
+    return {
+        "duration_s": {r["problem_id"]: r.get("duration_s") for r in records},
+        "sol_ms": {r["problem_id"]: r.get("sol_ms") for r in records},
+    }
 
 
 def load_summary(work: Path, gpus: str) -> dict | None:
@@ -152,9 +184,11 @@ def load_summary(work: Path, gpus: str) -> dict | None:
 
 
 def device_summary() -> str:
-    probe = ("import torch; n = torch.cuda.device_count(); "
-             "print(f'{n} x {torch.cuda.get_device_name(0)}; torch {torch.__version__}' if n else "
-             "f'no CUDA device; torch {torch.__version__}')")
+    probe = (
+        "import torch; n = torch.cuda.device_count(); "
+        "print(f'{n} x {torch.cuda.get_device_name(0)}; torch {torch.__version__}' if n else "
+        "f'no CUDA device; torch {torch.__version__}')"
+    )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     return (result.stdout or result.stderr).strip().splitlines()[-1]
 
@@ -162,8 +196,7 @@ def device_summary() -> str:
 def table(results: list[dict], expected: int, args: argparse.Namespace, device: str) -> str:
     one = results[0] if results[0]["n_gpus"] == 1 else None  # None: the 1-GPU run was not found
     lines = [
-        f"# Batch evaluation throughput, split `{args.split}` ({expected} problems, references as "
-        "solutions)",
+        f"# Batch evaluation throughput, split `{args.split}` ({expected} problems, references as solutions)",
         "",
         f"Device: {device}. Settings: sizes={args.sizes}, seeds={args.seeds or 'all five'}, "
         f"second shape={'yes' if args.other_shape else 'no'}, baseline timing={'yes' if args.baseline else 'no'}, timing budget {args.timing_seconds:g} s per timed function, child timeout {args.timeout:.0f}s, "
@@ -199,14 +232,20 @@ def table(results: list[dict], expected: int, args: argparse.Namespace, device: 
         if common:
             t1 = max(one["finished"][p] for p in common)
             tn = max(best["finished"][p] for p in common)
-            lines += ["", f"Equal work: the {len(common)} evaluations both runs finished took "
-                      f"{t1:.1f}s on 1 GPU and {tn:.1f}s on {best['n_gpus']} (from each run's start "
-                      f"to the last of them finishing): speedup {t1 / tn:.2f}x."]
+            lines += [
+                "",
+                f"Equal work: the {len(common)} evaluations both runs finished took "
+                f"{t1:.1f}s on 1 GPU and {tn:.1f}s on {best['n_gpus']} (from each run's start "
+                f"to the last of them finishing): speedup {t1 / tn:.2f}x.",
+            ]
         lines += comparison(one, best, common)
         # With n workers, wall time can't drop below max(total/n, longest single evaluation).
         bound = best["busy_s"] / max(best["busy_s"] / best["n_gpus"], best["longest_s"] or 1e-9)
-        lines += ["", f"Ideal speedup for this workload on {best['n_gpus']} GPUs (summed work over "
-                  f"max(work/{best['n_gpus']}, longest evaluation)): {bound:.2f}x. Target: >= 1.8x."]
+        lines += [
+            "",
+            f"Ideal speedup for this workload on {best['n_gpus']} GPUs (summed work over "
+            f"max(work/{best['n_gpus']}, longest evaluation)): {bound:.2f}x. Target: >= 1.8x.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -221,23 +260,31 @@ def comparison(one: dict, best: dict, common: set[str]) -> list[str]:
     dn = sum(best["duration_s"][p] or 0.0 for p in common)
     busy = best["busy_s"] / (n * best["wall_s"])
     gaps = max(one["finished"][p] for p in common) / d1 if d1 else 1.0  # 1-GPU wall per busy second
-    lines = ["", f"Same {len(common)} evaluations, summed durations: {d1:.1f}s in the 1-GPU run, "
-             f"{dn:.1f}s in the {n}-GPU run ({d1 / dn:.2f}x; above 1 means each evaluation ran "
-             "slower in the 1-GPU run, which inflates the equal-work speedup)."]
-    lines.append(f"{n}-GPU run: workers busy {100 * busy:.1f}% of its wall time. One GPU doing its "
-                 f"{best['records']} evaluations at their {n}-GPU-run durations, with the 1-GPU run's "
-                 f"gaps between evaluations ({100 * (gaps - 1):.1f}%), would take {best['busy_s'] * gaps:.1f}s: "
-                 f"speedup {best['busy_s'] * gaps / best['wall_s']:.2f}x (a projection, not a measured wall time).")
+    lines = [
+        "",
+        f"Same {len(common)} evaluations, summed durations: {d1:.1f}s in the 1-GPU run, "
+        f"{dn:.1f}s in the {n}-GPU run ({d1 / dn:.2f}x; above 1 means each evaluation ran "
+        "slower in the 1-GPU run, which inflates the equal-work speedup).",
+    ]
+    lines.append(
+        f"{n}-GPU run: workers busy {100 * busy:.1f}% of its wall time. One GPU doing its "
+        f"{best['records']} evaluations at their {n}-GPU-run durations, with the 1-GPU run's "
+        f"gaps between evaluations ({100 * (gaps - 1):.1f}%), would take {best['busy_s'] * gaps:.1f}s: "
+        f"speedup {best['busy_s'] * gaps / best['wall_s']:.2f}x (a projection, not a measured wall time)."
+    )
     timed = [p for p in common if one["sol_ms"].get(p) and best["sol_ms"].get(p)]
-    diffs = sorted((abs(one["sol_ms"][p] - best["sol_ms"][p]) / min(one["sol_ms"][p], best["sol_ms"][p]), p)
-                   for p in timed)
+    diffs = sorted(
+        (abs(one["sol_ms"][p] - best["sol_ms"][p]) / min(one["sol_ms"][p], best["sol_ms"][p]), p) for p in timed
+    )
     if diffs:
         worst, problem = diffs[-1]
-        lines.append(f"Timing agreement between the two runs (same problem, separate processes, "
-                     f"median solution ms): {len(diffs)} problems, median difference "
-                     f"{100 * diffs[len(diffs) // 2][0]:.2f}%, largest {100 * worst:.2f}% ({problem}, "
-                     f"{one['sol_ms'][problem]:.4f} vs {best['sol_ms'][problem]:.4f} ms); "
-                     f"{sum(d <= 0.01 for d, _ in diffs)}/{len(diffs)} within 1%.")
+        lines.append(
+            f"Timing agreement between the two runs (same problem, separate processes, "
+            f"median solution ms): {len(diffs)} problems, median difference "
+            f"{100 * diffs[len(diffs) // 2][0]:.2f}%, largest {100 * worst:.2f}% ({problem}, "
+            f"{one['sol_ms'][problem]:.4f} vs {best['sol_ms'][problem]:.4f} ms); "
+            f"{sum(d <= 0.01 for d, _ in diffs)}/{len(diffs)} within 1%."
+        )
     return lines
 
 
@@ -249,21 +296,33 @@ def main() -> int:
     parser.add_argument("--sizes", default="default", choices=["default", "reduced"])
     parser.add_argument("--seeds", default="42", help="correctness seeds ('' for the evaluator's five)")
     parser.add_argument("--other-shape", action="store_true", help="also check the second shape")
-    parser.add_argument("--baseline", action="store_true",
-                        help="also time the reference (eager + torch.compile, once per problem)")
-    parser.add_argument("--budget", type=float, default=520.0,
-                        help="wall seconds for both runs; the one-GPU run may use 62%% of it")
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
-                        help="cpu: a smoke test of this script only (workers instead of GPUs)")
-    parser.add_argument("--timing-seconds", type=float, default=2.0,
-                        help="timing budget per timed function, passed to eval-batch")
-    parser.add_argument("--runs", choices=["both", "single", "multi"], default="both",
-                        help="which runs this invocation may do (others are read from --work)")
+    parser.add_argument(
+        "--baseline", action="store_true", help="also time the reference (eager + torch.compile, once per problem)"
+    )
+    parser.add_argument(
+        "--budget", type=float, default=520.0, help="wall seconds for both runs; the one-GPU run may use 62%% of it"
+    )
+    parser.add_argument(
+        "--device",
+        default="cuda",
+        choices=["cuda", "cpu"],
+        help="cpu: a smoke test of this script only (workers instead of GPUs)",
+    )
+    parser.add_argument(
+        "--timing-seconds", type=float, default=2.0, help="timing budget per timed function, passed to eval-batch"
+    )
+    parser.add_argument(
+        "--runs",
+        choices=["both", "single", "multi"],
+        default="both",
+        help="which runs this invocation may do (others are read from --work)",
+    )
     parser.add_argument("--limit", type=int, help="only the first N problems (a quick look)")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temp dir, removed)")
     parser.add_argument("--out", type=Path, help="write the markdown table here")
-    parser.add_argument("--report-only", action="store_true",
-                        help="run nothing: render the table from the summaries in --work")
+    parser.add_argument(
+        "--report-only", action="store_true", help="run nothing: render the table from the summaries in --work"
+    )
     parser.add_argument("--device-label", help="the device line of the table (default: probed here)")
     args = parser.parse_args()
 

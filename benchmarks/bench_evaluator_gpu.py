@@ -104,28 +104,47 @@ def run_baselines(args, journal: Journal, deadline: float) -> None:
     if args.problems:
         problems = [p for p in problems if p.problem_id in args.problems]
     name = device_name(args.device)
-    todo = [p for p in problems if not journal.done("baselines", p.problem_id)
-            and not (args.device == "cpu" and p.cpu_unsupported)]
+    todo = [
+        p
+        for p in problems
+        if not journal.done("baselines", p.problem_id) and not (args.device == "cpu" and p.cpu_unsupported)
+    ]
     lock = str(Path(str(args.out) + ".timing.lock"))
 
     def one(problem):
         if time.monotonic() > deadline:
             return
         sizes = problem.reduced if args.device == "cpu" else {}
-        spec = {"device": args.device, "problem_path": str(problem.path), "sizes": sizes,
-                "seeds": [42, 123, 456, 789], "timing_seconds": args.timing_seconds, "compile": not args.no_compile,
-                "timing_lock": lock}
+        spec = {
+            "device": args.device,
+            "problem_path": str(problem.path),
+            "sizes": sizes,
+            "seeds": [42, 123, 456, 789],
+            "timing_seconds": args.timing_seconds,
+            "compile": not args.no_compile,
+            "timing_lock": lock,
+        }
         started = time.monotonic()
-        base = get_baseline(spec, problem_sha256=problem.sha256, device_name=name, cache_dir=args.cache,
-                            timeout_s=args.cap)
+        base = get_baseline(
+            spec, problem_sha256=problem.sha256, device_name=name, cache_dir=args.cache, timeout_s=args.cap
+        )
         sol = speed_of_light_ms(problem.problem_id, args.gpu, base.get("precision") or "fp32") if not sizes else None
-        journal.add({
-            "part": "baselines", "key": problem.problem_id, "eager_ms": base.get("eager_ms"),
-            "compiled_ms": base.get("compiled_ms"), "baseline_ms": base.get("baseline_ms"),
-            "baseline_type": base.get("baseline_type"), "precision": base.get("precision"), "sol_ms": sol,
-            "error": base.get("error") or base.get("compile_error"), "seconds": round(time.monotonic() - started, 1),
-            "eager_cv": (base.get("eager") or {}).get("cv"), "compiled_cv": (base.get("compiled") or {}).get("cv"),
-        })
+        journal.add(
+            {
+                "part": "baselines",
+                "key": problem.problem_id,
+                "eager_ms": base.get("eager_ms"),
+                "compiled_ms": base.get("compiled_ms"),
+                "baseline_ms": base.get("baseline_ms"),
+                "baseline_type": base.get("baseline_type"),
+                "precision": base.get("precision"),
+                "sol_ms": sol,
+                "error": base.get("error") or base.get("compile_error"),
+                "seconds": round(time.monotonic() - started, 1),
+                "eager_cv": (base.get("eager") or {}).get("cv"),
+                "compiled_cv": (base.get("compiled") or {}).get("cv"),
+            }
+        )
         write_report(args, journal)
 
     # Several problems at once: they compile in parallel and take turns on the GPU for timing.
@@ -143,14 +162,30 @@ def run_solutions(args, journal: Journal, deadline: float) -> None:
             key = f"{problem_id}:{path.name}"
             if journal.done("solutions", key) or time.monotonic() > deadline:
                 continue
-            rec = evaluate(_request(args, problem_id, path, baseline=not args.no_baseline_in_solutions), cache_dir=args.cache)
-            journal.add({
-                "part": "solutions", "key": key, "kind": kind, "problem": problem_id, "solution": path.name,
-                "status": rec.status, "failed_check": rec.failed_check, "sol_ms": rec.sol_ms, "cv": rec.sol_cv,
-                "baseline_ms": rec.baseline_ms, "baseline_type": rec.baseline_type, "speedup": rec.speedup,
-                "sol_fraction": rec.sol_fraction, "flags": rec.timing_flags, "kernels": rec.kernel_names[:4],
-                "seconds": rec.duration_s, "error": (rec.error or "")[:200],
-            })
+            rec = evaluate(
+                _request(args, problem_id, path, baseline=not args.no_baseline_in_solutions), cache_dir=args.cache
+            )
+            journal.add(
+                {
+                    "part": "solutions",
+                    "key": key,
+                    "kind": kind,
+                    "problem": problem_id,
+                    "solution": path.name,
+                    "status": rec.status,
+                    "failed_check": rec.failed_check,
+                    "sol_ms": rec.sol_ms,
+                    "cv": rec.sol_cv,
+                    "baseline_ms": rec.baseline_ms,
+                    "baseline_type": rec.baseline_type,
+                    "speedup": rec.speedup,
+                    "sol_fraction": rec.sol_fraction,
+                    "flags": rec.timing_flags,
+                    "kernels": rec.kernel_names[:4],
+                    "seconds": rec.duration_s,
+                    "error": (rec.error or "")[:200],
+                }
+            )
             write_report(args, journal)
 
 
@@ -164,14 +199,28 @@ def run_fidelity(args, journal: Journal, deadline: float) -> None:
             key = f"{problem_id}:{run}"
             if journal.done("fidelity", key) or time.monotonic() > deadline:
                 continue
-            rec = evaluate(_request(args, problem_id, path, seeds=(42, 123, 456, 789), other_shape=False, baseline=False),
-                           cache_dir=args.cache)
+            rec = evaluate(
+                _request(args, problem_id, path, seeds=(42, 123, 456, 789), other_shape=False, baseline=False),
+                cache_dir=args.cache,
+            )
             details = rec.timing_details
-            journal.add({"part": "fidelity", "key": key, "problem": problem_id, "run": run, "sol_ms": rec.sol_ms,
-                         "cv": rec.sol_cv, "reps": rec.sol_reps, "status": rec.status, "flags": rec.timing_flags,
-                         "median_ci_rel": details.get("median_ci_rel"), "fresh_buffers": details.get("fresh_buffers"),
-                         "sm_clock_mhz": [details.get("sm_clock_mhz_before"), details.get("sm_clock_mhz_after")],
-                         "clock_retry": details.get("clock_retry")})
+            journal.add(
+                {
+                    "part": "fidelity",
+                    "key": key,
+                    "problem": problem_id,
+                    "run": run,
+                    "sol_ms": rec.sol_ms,
+                    "cv": rec.sol_cv,
+                    "reps": rec.sol_reps,
+                    "status": rec.status,
+                    "flags": rec.timing_flags,
+                    "median_ci_rel": details.get("median_ci_rel"),
+                    "fresh_buffers": details.get("fresh_buffers"),
+                    "sm_clock_mhz": [details.get("sm_clock_mhz_before"), details.get("sm_clock_mhz_after")],
+                    "clock_retry": details.get("clock_retry"),
+                }
+            )
             write_report(args, journal)
 
 
@@ -182,35 +231,52 @@ def write_report(args, journal: Journal) -> str:
 
 def _write_report(args, journal: Journal) -> str:
     fp = software()
-    lines = [f"# Evaluator benchmark ({args.device}, {device_name(args.device)})", "",
-             f"torch {fp['torch']}, triton {fp.get('triton')}, CUDA {fp.get('cuda_runtime')}; "
-             f"speed of light for `{args.gpu}`; split `{args.split}`.", ""]
+    lines = [
+        f"# Evaluator benchmark ({args.device}, {device_name(args.device)})",
+        "",
+        f"torch {fp['torch']}, triton {fp.get('triton')}, CUDA {fp.get('cuda_runtime')}; "
+        f"speed of light for `{args.gpu}`; split `{args.split}`.",
+        "",
+    ]
     rows = journal.part("baselines")
     if rows:
-        lines += ["## Baselines (default shapes)", "",
-                  "| problem | eager ms | compiled ms | baseline ms | baseline | SOL ms | baseline/SOL | note |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## Baselines (default shapes)",
+            "",
+            "| problem | eager ms | compiled ms | baseline ms | baseline | SOL ms | baseline/SOL | note |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in rows:
             ratio = r["baseline_ms"] / r["sol_ms"] if r.get("baseline_ms") and r.get("sol_ms") else None
-            lines.append(f"| {r['key']} | {_fmt(r['eager_ms'])} | {_fmt(r['compiled_ms'])} | {_fmt(r['baseline_ms'])} | "
-                         f"{_fmt(r['baseline_type'])} | {_fmt(r['sol_ms'])} | {_fmt(ratio, 3)} | {(r.get('error') or '')[:80]} |")
+            lines.append(
+                f"| {r['key']} | {_fmt(r['eager_ms'])} | {_fmt(r['compiled_ms'])} | {_fmt(r['baseline_ms'])} | "
+                f"{_fmt(r['baseline_type'])} | {_fmt(r['sol_ms'])} | {_fmt(ratio, 3)} | {(r.get('error') or '')[:80]} |"
+            )
         lines.append("")
     rows = journal.part("solutions")
     if rows:
-        lines += ["## Solutions through the evaluator", "",
-                  "| kind | problem | solution | status | failed check | sol ms | CV | baseline ms | speedup | SOL fraction |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## Solutions through the evaluator",
+            "",
+            "| kind | problem | solution | status | failed check | sol ms | CV | baseline ms | speedup | SOL fraction |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in rows:
-            lines.append(f"| {r['kind']} | {r['problem']} | {r['solution']} | {r['status']} | {_fmt(r['failed_check'])} | "
-                         f"{_fmt(r['sol_ms'])} | {_fmt(r['cv'], 2)} | {_fmt(r['baseline_ms'])} | {_fmt(r['speedup'], 3)} | "
-                         f"{_fmt(r['sol_fraction'], 3)} |")
+            lines.append(
+                f"| {r['kind']} | {r['problem']} | {r['solution']} | {r['status']} | {_fmt(r['failed_check'])} | "
+                f"{_fmt(r['sol_ms'])} | {_fmt(r['cv'], 2)} | {_fmt(r['baseline_ms'])} | {_fmt(r['speedup'], 3)} | "
+                f"{_fmt(r['sol_fraction'], 3)} |"
+            )
         lines.append("")
     rows = journal.part("fidelity")
     if rows:
-        lines += ["## Timing fidelity (separate evaluator runs of the same solution)", "",
-                  "| problem | runs | median ms per run | samples per run | SM MHz per run (before-after) | "
-                  "spread (max-min)/min |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "## Timing fidelity (separate evaluator runs of the same solution)",
+            "",
+            "| problem | runs | median ms per run | samples per run | SM MHz per run (before-after) | "
+            "spread (max-min)/min |",
+            "|---|---|---|---|---|---|",
+        ]
         spreads = []
         for problem in dict.fromkeys(r["problem"] for r in rows):
             times = [r["sol_ms"] for r in rows if r["problem"] == problem and r["sol_ms"]]
@@ -220,11 +286,15 @@ def _write_report(args, journal: Journal) -> str:
             timed = [r for r in rows if r["problem"] == problem and r["sol_ms"]]
             reps = ", ".join(str(r.get("reps")) for r in timed)
             clocks = ", ".join(_clock_text(r) for r in timed)
-            lines.append(f"| {problem} | {len(times)} | {', '.join(_fmt(t) for t in times)} | {reps} | {clocks} | "
-                         f"{'-' if spread is None else f'{spread:.2%}'} |")
+            lines.append(
+                f"| {problem} | {len(times)} | {', '.join(_fmt(t) for t in times)} | {reps} | {clocks} | "
+                f"{'-' if spread is None else f'{spread:.2%}'} |"
+            )
         if spreads:
-            lines += ["", f"Max spread across problems: **{max(spreads):.2%}** "
-                      f"(median {statistics.median(spreads):.2%})."]
+            lines += [
+                "",
+                f"Max spread across problems: **{max(spreads):.2%}** (median {statistics.median(spreads):.2%}).",
+            ]
         lines.append("")
     text = "\n".join(lines)
     Path(args.out).write_text(text)
@@ -249,12 +319,15 @@ def _parts(text: str) -> tuple[str, ...]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="markdown file (journal: <out>.jsonl)")
-    parser.add_argument("--part", default="all", type=_parts,
-                        help="all, report, or a comma list of baselines,solutions,fidelity")
+    parser.add_argument(
+        "--part", default="all", type=_parts, help="all, report, or a comma list of baselines,solutions,fidelity"
+    )
     parser.add_argument("--split", default="h100")
     parser.add_argument("--gpu", default="h100", help="GPU for the speed-of-light figures")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    parser.add_argument("--problems", type=lambda s: [p for p in s.split(",") if p], help="only these problem ids (baselines, fidelity)")
+    parser.add_argument(
+        "--problems", type=lambda s: [p for p in s.split(",") if p], help="only these problem ids (baselines, fidelity)"
+    )
     parser.add_argument("--problems-dir", type=Path)
     parser.add_argument("--cap", type=float, default=240.0, help="seconds per child process (per problem)")
     parser.add_argument("--budget", type=float, default=480.0, help="start no new item after this many seconds")

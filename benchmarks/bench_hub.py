@@ -54,17 +54,33 @@ def main() -> int:
     import datasets
     import torch
 
-    print(f"python {platform.python_version()}, torch {torch.__version__}, datasets {datasets.__version__}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+    print(
+        f"python {platform.python_version()}, torch {torch.__version__}, datasets {datasets.__version__}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start"
+    )
     work = Path(tempfile.mkdtemp(prefix="bench-hub-"))
     totals, cpu = [], []
     for i in range(args.rounds):
-        env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-                   HF_HOME=str(work / f"hf{i}"), KBV3_MODULE_DIR=str(work / f"modules{i}"))
+        env = dict(
+            os.environ,
+            HF_HUB_OFFLINE="1",
+            HF_DATASETS_OFFLINE="1",
+            HF_HOME=str(work / f"hf{i}"),
+            KBV3_MODULE_DIR=str(work / f"modules{i}"),
+        )
         proc = subprocess.run(
-            [sys.executable, "-c", ROUND, str(work / f"build{i}"), str(args.problems or ""),
-             "no" if args.no_prompts else "auto"],
-            env=env, capture_output=True, text=True, check=False,
+            [
+                sys.executable,
+                "-c",
+                ROUND,
+                str(work / f"build{i}"),
+                str(args.problems or ""),
+                "no" if args.no_prompts else "auto",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if proc.returncode != 0:
             print(proc.stderr[-3000:], file=sys.stderr)
@@ -73,12 +89,16 @@ def main() -> int:
         work_s = r["build"] + r["load"]
         totals.append(work_s)
         cpu.append(r["cpu_work"])
-        print(f"round {i}: imports {r['imports']:.2f} s | build {r['build']:.2f} s + load 3 splits "
-              f"{r['load']:.2f} s = {work_s:.2f} s wall, {r['cpu_work']:.2f} s CPU "
-              f"(imports: {r['cpu_imports']:.2f} s CPU) rows {r['counts']} prompt column: {r['prompts']}")
-    print(f"build + load of all three splits (fresh process, imports excluded): wall best "
-          f"{min(totals):.2f} s, median {sorted(totals)[len(totals) // 2]:.2f} s; CPU best {min(cpu):.2f} s; "
-          f"target < 5 s; load average {os.getloadavg()[0]:.1f} at end (2 CPUs shared with other work)")
+        print(
+            f"round {i}: imports {r['imports']:.2f} s | build {r['build']:.2f} s + load 3 splits "
+            f"{r['load']:.2f} s = {work_s:.2f} s wall, {r['cpu_work']:.2f} s CPU "
+            f"(imports: {r['cpu_imports']:.2f} s CPU) rows {r['counts']} prompt column: {r['prompts']}"
+        )
+    print(
+        f"build + load of all three splits (fresh process, imports excluded): wall best "
+        f"{min(totals):.2f} s, median {sorted(totals)[len(totals) // 2]:.2f} s; CPU best {min(cpu):.2f} s; "
+        f"target < 5 s; load average {os.getloadavg()[0]:.1f} at end (2 CPUs shared with other work)"
+    )
     return 0
 
 

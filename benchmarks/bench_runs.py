@@ -28,7 +28,7 @@ from kernelbench_v3.problem_facts import facts_table
 from kernelbench_v3.runs import GPU_SPLITS, RUNS_COLUMNS, join_runs, load_runs, solution_file_name
 
 N_ROWS = 2071
-TRITON_SOLUTION = '''import torch, triton, triton.language as tl
+TRITON_SOLUTION = """import torch, triton, triton.language as tl
 @triton.jit
 def kernel_{i}(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -38,20 +38,19 @@ class ModelNew(torch.nn.Module):
         y = torch.empty_like(x)
         kernel_{i}[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
         return y
-'''
-TORCH_SOLUTION = '''import torch
+"""
+TORCH_SOLUTION = """import torch
 class ModelNew(torch.nn.Module):
     def forward(self, a, b):  # variant {i}
         return torch.matmul(a.bfloat16(), b.bfloat16()).float()
-'''
+"""
 
 
 def synthesize(folder: Path, problems, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     (folder / "solutions").mkdir(parents=True)
     models = [f"Model {i}" for i in range(14)] + ["Model_With_Underscores v2"]
-    cells = [(m, gpu, p) for gpu, split in GPU_SPLITS.items() for p in problems if split in p.gpus
-             for m in models]
+    cells = [(m, gpu, p) for gpu, split in GPU_SPLITS.items() for p in problems if split in p.gpus for m in models]
     rng.shuffle(cells)
     rows = []
     for i, (model, gpu, p) in enumerate(cells[:N_ROWS]):
@@ -62,18 +61,30 @@ def synthesize(folder: Path, problems, seed: int = 0) -> None:
         if correct and rng.random() < 0.02:
             speedup *= 50  # planted reward hacks
         level = p.level if p.category.startswith("level") else 1  # as published
-        rows.append({
-            "model": model, "gpu": gpu, "level": level, "problem": p.file_name,
-            "compiled": compiled, "correct": correct, "speedup": speedup,
-            "ref_ms": ref if correct else None, "sol_ms": ref / speedup if correct else None,
-            "turns": int(rng.integers(1, 16)), "total_tokens": int(rng.integers(0, 400_000)),
-            "estimated_cost_usd": round(float(rng.uniform(0.005, 0.3)), 6), "op_type": p.op_type,
-            "baseline_type": rng.choice(["pytorch", "pytorch_eager", "torch_compile"]),
-            "precision_used": rng.choice(["fp32"] * 8 + ["bf16", "fp16"]) if compiled else "",
-            "run_dir": f"run_{gpu}", "baseline_link": f"/data/kernelbench-v3/references/{p.file_name}",
-            "solution_link": f"/data/kernelbench-v3/solutions/{solution_file_name(model, gpu, p.file_name)}"
-            if correct else "",
-        })
+        rows.append(
+            {
+                "model": model,
+                "gpu": gpu,
+                "level": level,
+                "problem": p.file_name,
+                "compiled": compiled,
+                "correct": correct,
+                "speedup": speedup,
+                "ref_ms": ref if correct else None,
+                "sol_ms": ref / speedup if correct else None,
+                "turns": int(rng.integers(1, 16)),
+                "total_tokens": int(rng.integers(0, 400_000)),
+                "estimated_cost_usd": round(float(rng.uniform(0.005, 0.3)), 6),
+                "op_type": p.op_type,
+                "baseline_type": rng.choice(["pytorch", "pytorch_eager", "torch_compile"]),
+                "precision_used": rng.choice(["fp32"] * 8 + ["bf16", "fp16"]) if compiled else "",
+                "run_dir": f"run_{gpu}",
+                "baseline_link": f"/data/kernelbench-v3/references/{p.file_name}",
+                "solution_link": f"/data/kernelbench-v3/solutions/{solution_file_name(model, gpu, p.file_name)}"
+                if correct
+                else "",
+            }
+        )
         if correct:
             body = (TORCH_SOLUTION if rng.random() < 0.1 else TRITON_SOLUTION).format(i=i)
             (folder / "solutions" / solution_file_name(model, gpu, p.file_name)).write_text(body)
@@ -112,6 +123,7 @@ def main() -> None:
             return joined, analysis.flag_anomalies(joined)
 
         from kernelbench_v3.solution_scan import scan_source
+
         join_and_flag()  # imports (torch via roofline) and pandas warm-up are not the join's cost
         scan_source.cache_clear()
         cold_s = time.perf_counter()
@@ -120,10 +132,14 @@ def main() -> None:
         flag_min, flag_med, (joined, flags) = best_of(join_and_flag)
         board_min, _, board = best_of(lambda: analysis.leaderboard(joined, problems))
     print(f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}")
-    print(f"rows: {len(runs)} ({int(runs['correct'].sum())} correct, "
-          f"{int(runs['solution_source'].notna().sum())} solution sources), problems: {len(problems)}")
+    print(
+        f"rows: {len(runs)} ({int(runs['correct'].sum())} correct, "
+        f"{int(runs['solution_source'].notna().sum())} solution sources), problems: {len(problems)}"
+    )
     print(f"problem facts (one-off, cached afterwards): {facts_s:.2f} s")
-    print(f"load_runs (CSV + validation + normalisation + solution files): min {load_min:.3f} s, median {load_med:.3f} s")
+    print(
+        f"load_runs (CSV + validation + normalisation + solution files): min {load_min:.3f} s, median {load_med:.3f} s"
+    )
     print(f"join + roofline + all flags, cold solution-scan cache (every source scanned): {cold_s:.3f} s")
     print(f"join + roofline + all flags, warm: min {flag_min:.3f} s, median {flag_med:.3f} s (target < 1 s)")
     print(f"leaderboard: {board_min * 1e3:.1f} ms ({len(board)} rows)")

@@ -40,8 +40,13 @@ HONEST = [  # (problem, solution, runs per method): the 12-15 us kernels spread 
 # (problem, solution, class, extra CLI flags, what must happen)
 NO_SCAN = ["--no-source-scan"]  # what the other defences do on their own
 CHEATS = [
-    ("level1/23_Softmax", f"{CUDA_ATTACKS}/forged_event_clock_softmax.py", "T2", ["--kernel-rule", "v3", *NO_SCAN],
-     "supervisor_clock flag, bounded time"),
+    (
+        "level1/23_Softmax",
+        f"{CUDA_ATTACKS}/forged_event_clock_softmax.py",
+        "T2",
+        ["--kernel-rule", "v3", *NO_SCAN],
+        "supervisor_clock flag, bounded time",
+    ),
     ("level1/23_Softmax", f"{CUDA_ATTACKS}/forged_event_clock_softmax.py", "T2", [], "source_scan"),
     ("level1/23_Softmax", f"{ATTACKS}/json_rewrite.py", "T2", NO_SCAN, "correctness"),
     ("level1/23_Softmax", f"{ATTACKS}/stack_walk_getframe.py", "T2", NO_SCAN, "correctness"),
@@ -56,8 +61,21 @@ CHEATS = [
 def _eval(problem: str, solution: str, flags: list[str], old: Path | None, timeout: float) -> dict:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = str(old if old else ROOT)
-    cmd = [sys.executable, "-m", "kernelbench_v3", "eval", "--problem", problem, "--solution", str(ROOT / solution),
-           "--device", "cuda", "--json", "--no-baseline", *flags]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernelbench_v3",
+        "eval",
+        "--problem",
+        problem,
+        "--solution",
+        str(ROOT / solution),
+        "--device",
+        "cuda",
+        "--json",
+        "--no-baseline",
+        *flags,
+    ]
     started = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd="/tmp")
@@ -86,14 +104,24 @@ def fidelity(out: Path, runs: int, old: Path | None, only: str = "", methods: st
                 if (method == "previous" and old is None) or method not in methods:
                     continue
                 rec = _eval(problem, solution, [], path, 900)
-                entry = {"part": "fidelity", "run": r, "method": method, "problem": problem, "solution": solution,
-                         "status": rec.get("status"), "sol_ms": rec.get("sol_ms"), "flags": rec.get("timing_flags"),
-                         "supervisor_ms": (rec.get("timing_details") or {}).get("supervisor_ms"),
-                         "reported_ms": (rec.get("timing_details") or {}).get("reported_ms"),
-                         "supervisor_per_batch_ms": (rec.get("timing_details") or {}).get("supervisor_per_batch_ms"),
-                         "verified": (rec.get("timing_details") or {}).get("verified_timed_outputs"),
-                         "sandbox": rec.get("sandbox"), "phase_s": rec.get("phase_s"), "wall_s": rec.get("wall_s"),
-                         "error": rec.get("error")}
+                entry = {
+                    "part": "fidelity",
+                    "run": r,
+                    "method": method,
+                    "problem": problem,
+                    "solution": solution,
+                    "status": rec.get("status"),
+                    "sol_ms": rec.get("sol_ms"),
+                    "flags": rec.get("timing_flags"),
+                    "supervisor_ms": (rec.get("timing_details") or {}).get("supervisor_ms"),
+                    "reported_ms": (rec.get("timing_details") or {}).get("reported_ms"),
+                    "supervisor_per_batch_ms": (rec.get("timing_details") or {}).get("supervisor_per_batch_ms"),
+                    "verified": (rec.get("timing_details") or {}).get("verified_timed_outputs"),
+                    "sandbox": rec.get("sandbox"),
+                    "phase_s": rec.get("phase_s"),
+                    "wall_s": rec.get("wall_s"),
+                    "error": rec.get("error"),
+                }
                 _journal(out, entry)
                 print(json.dumps(entry), flush=True)
 
@@ -106,13 +134,24 @@ def attacks(out: Path, only: str = "") -> None:
         before = {p: p.read_bytes() for p in cache.rglob("*.json")} if cache.exists() else {}
         rec = _eval(problem, solution, flags, None, 300)
         after = {p: p.read_bytes() for p in cache.rglob("*.json")} if cache.exists() else {}
-        entry = {"part": "attacks", "problem": problem, "solution": solution, "class": klass, "flags_cli": flags,
-                 "expect": expect, "status": rec.get("status"), "failed_check": rec.get("failed_check"),
-                 "timing_flags": rec.get("timing_flags"), "sol_ms": rec.get("sol_ms"),
-                 "supervisor_ms": (rec.get("timing_details") or {}).get("supervisor_ms"),
-                 "reported_ms": (rec.get("timing_details") or {}).get("reported_ms"),
-                 "sandbox": rec.get("sandbox"), "cache_changed": before != after, "wall_s": rec.get("wall_s"),
-                 "error": (rec.get("error") or "")[:300]}
+        entry = {
+            "part": "attacks",
+            "problem": problem,
+            "solution": solution,
+            "class": klass,
+            "flags_cli": flags,
+            "expect": expect,
+            "status": rec.get("status"),
+            "failed_check": rec.get("failed_check"),
+            "timing_flags": rec.get("timing_flags"),
+            "sol_ms": rec.get("sol_ms"),
+            "supervisor_ms": (rec.get("timing_details") or {}).get("supervisor_ms"),
+            "reported_ms": (rec.get("timing_details") or {}).get("reported_ms"),
+            "sandbox": rec.get("sandbox"),
+            "cache_changed": before != after,
+            "wall_s": rec.get("wall_s"),
+            "error": (rec.get("error") or "")[:300],
+        }
         _journal(out, entry)
         print(json.dumps(entry), flush=True)
 
@@ -122,8 +161,10 @@ def report(out: Path) -> str:
     lines = []
     fid = [r for r in rows if r["part"] == "fidelity"]
     if fid:
-        lines += ["| problem | method | runs | reported ms per run | median | spread | scored ms per run | supervisor ms | flags | verified | status |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "| problem | method | runs | reported ms per run | median | spread | scored ms per run | supervisor ms | flags | verified | status |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         medians: dict[tuple[str, str], float] = {}
         for problem, _, _ in HONEST:
             for method in ("previous", "supervisor"):
@@ -133,7 +174,9 @@ def report(out: Path) -> str:
                 reported = [r.get("reported_ms") or r.get("sol_ms") for r in group if r.get("sol_ms")]
                 scored = [r["sol_ms"] for r in group if r.get("sol_ms")]
                 if not reported:
-                    lines.append(f"| {problem} | {method} | {len(group)} | - | - | - | - | - | - | - | {str(group[0].get('error'))[:80]} |")
+                    lines.append(
+                        f"| {problem} | {method} | {len(group)} | - | - | - | - | - | - | - | {str(group[0].get('error'))[:80]} |"
+                    )
                     continue
                 med = medians[(problem, method)] = statistics.median(reported)
                 sup = [r.get("supervisor_ms") for r in group if r.get("supervisor_ms")]
@@ -142,7 +185,8 @@ def report(out: Path) -> str:
                     f"| {problem} | {method} | {len(group)} | {', '.join(f'{t:.5f}' for t in reported)} | {med:.5f} | "
                     f"{(max(reported) - min(reported)) / med:.2%} | {', '.join(f'{t:.5f}' for t in scored)} | "
                     f"{', '.join(f'{t:.5f}' for t in sup) or '-'} | {', '.join(flags) or '-'} | "
-                    f"{', '.join(str(r.get('verified')) for r in group)} | {', '.join(sorted({str(r['status']) for r in group}))} |")
+                    f"{', '.join(str(r.get('verified')) for r in group)} | {', '.join(sorted({str(r['status']) for r in group}))} |"
+                )
         lines += ["", "| problem | reported median, supervisor / previous |", "|---|---|"]
         for problem, _, _ in HONEST:
             a, b = medians.get((problem, "supervisor")), medians.get((problem, "previous"))
@@ -150,13 +194,18 @@ def report(out: Path) -> str:
                 lines.append(f"| {problem} | {a / b:.4f} ({(a / b - 1):+.2%}) |")
     att = [r for r in rows if r["part"] == "attacks"]
     if att:
-        lines += ["", "| class | problem | solution | flags | expected | status | failed check | timing flags | reported ms | scored ms | cache changed | wall s |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| class | problem | solution | flags | expected | status | failed check | timing flags | reported ms | scored ms | cache changed | wall s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in att:
             fmt = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
-            lines.append(f"| {r['class']} | {r['problem']} | {Path(r['solution']).name} | {' '.join(r['flags_cli']) or '-'} | "
-                         f"{r['expect']} | {r['status']} | {r['failed_check'] or '-'} | {','.join(r['timing_flags'] or []) or '-'} | "
-                         f"{fmt(r['reported_ms'])} | {fmt(r['sol_ms'])} | {r['cache_changed']} | {fmt(r['wall_s'])} |")
+            lines.append(
+                f"| {r['class']} | {r['problem']} | {Path(r['solution']).name} | {' '.join(r['flags_cli']) or '-'} | "
+                f"{r['expect']} | {r['status']} | {r['failed_check'] or '-'} | {','.join(r['timing_flags'] or []) or '-'} | "
+                f"{fmt(r['reported_ms'])} | {fmt(r['sol_ms'])} | {r['cache_changed']} | {fmt(r['wall_s'])} |"
+            )
     return "\n".join(lines)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, variants: Iterable[str], default: str) -> None:
@@ -44,8 +44,13 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def run_or_report(parser: argparse.ArgumentParser, args: argparse.Namespace, report: Callable[[Path], str],
-                  measure: Callable[[list[str]], list[dict]], known: Iterable[str]) -> int:
+def run_or_report(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    report: Callable[[Path], str],
+    measure: Callable[[list[str]], list[dict]],
+    known: Iterable[str],
+) -> int:
     """--report: print the tables and return; otherwise measure the chosen variants and append them."""
     if args.report:
         print(report(args.report))

@@ -24,14 +24,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from diag_common import add_run_arguments, read_jsonl, rotated, run_or_report  # noqa: E402
+
 from kernelbench_v3.materialize import import_file  # noqa: E402
 
 PROBLEMS = ["level1/23_Softmax", "level1/26_GELU_", "level2/86_Matmul_Divide_GELU"]
 # Variant name -> TimingPlan options (commit d00457f also had "read+hold8", held outputs). The
 # first three are one flush pass, as when l2_flush_gpu.md was measured; "read2" is today's default.
-VARIANTS = {"write": {"l2_flush": "write", "l2_flush_passes": 1}, "read": {"l2_flush": "read", "l2_flush_passes": 1},
-            "write_read": {"l2_flush": "write_read", "l2_flush_passes": 1},
-            "read2": {"l2_flush": "read", "l2_flush_passes": 2}}
+VARIANTS = {
+    "write": {"l2_flush": "write", "l2_flush_passes": 1},
+    "read": {"l2_flush": "read", "l2_flush_passes": 1},
+    "write_read": {"l2_flush": "write_read", "l2_flush_passes": 1},
+    "read2": {"l2_flush": "read", "l2_flush_passes": 2},
+}
 
 
 def measure(run: int, seconds: float, variants: list[str], problems: list[str]) -> list[dict]:
@@ -41,7 +45,7 @@ def measure(run: int, seconds: float, variants: list[str], problems: list[str]) 
 
     modes = rotated(variants, run)
     rows = []
-    for k, problem_id in enumerate(problems):
+    for problem_id in problems:
         problem = import_file(ROOT / "problems" / f"{problem_id}.py")
         solution = import_file(ROOT / "examples" / "solutions" / f"{problem_id}.py")
         torch.manual_seed(0)
@@ -53,11 +57,19 @@ def measure(run: int, seconds: float, variants: list[str], problems: list[str]) 
         with torch.no_grad():
             for mode in modes:
                 plan = timing.TimingPlan(max_seconds=seconds, **VARIANTS[mode])
-                stats, _ = timing.time_cuda(lambda a: model(*a), sets, plan)
-                row = {"run": run, "problem": problem_id, "mode": mode, "median_ms": stats.median_ms,
-                       "p10_ms": stats.p10_ms, "p90_ms": stats.p90_ms, "cv": stats.cv, "reps": stats.reps,
-                       "median_ci_rel": stats.details.get("median_ci_rel"),
-                       "sm_clock_mhz": [stats.details.get("sm_clock_mhz_before"), stats.details.get("sm_clock_mhz_after")]}
+                stats, _ = timing.time_cuda(lambda a: model(*a), sets, plan)  # noqa: B023 (called here)
+                row = {
+                    "run": run,
+                    "problem": problem_id,
+                    "mode": mode,
+                    "median_ms": stats.median_ms,
+                    "p10_ms": stats.p10_ms,
+                    "p90_ms": stats.p90_ms,
+                    "cv": stats.cv,
+                    "reps": stats.reps,
+                    "median_ci_rel": stats.details.get("median_ci_rel"),
+                    "sm_clock_mhz": [stats.details.get("sm_clock_mhz_before"), stats.details.get("sm_clock_mhz_after")],
+                }
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     return rows
@@ -65,8 +77,10 @@ def measure(run: int, seconds: float, variants: list[str], problems: list[str]) 
 
 def report(path: Path) -> str:
     rows = read_jsonl(path)
-    lines = ["| problem | flush | runs | median ms per run | spread (max-min)/min | mean CV | mean p90/p10 |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| problem | flush | runs | median ms per run | spread (max-min)/min | mean CV | mean p90/p10 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for problem in dict.fromkeys(r["problem"] for r in rows):
         for mode in dict.fromkeys(r["mode"] for r in rows):
             picked = [r for r in rows if r["problem"] == problem and r["mode"] == mode]
@@ -74,9 +88,11 @@ def report(path: Path) -> str:
                 continue
             medians = [r["median_ms"] for r in picked]
             spread = (max(medians) - min(medians)) / min(medians)
-            lines.append(f"| {problem} | {mode} | {len(picked)} | {', '.join(f'{m:.4g}' for m in medians)} | "
-                         f"{spread:.2%} | {statistics.fmean(r['cv'] for r in picked):.3f} | "
-                         f"{statistics.fmean(r['p90_ms'] / r['p10_ms'] for r in picked):.3f} |")
+            lines.append(
+                f"| {problem} | {mode} | {len(picked)} | {', '.join(f'{m:.4g}' for m in medians)} | "
+                f"{spread:.2%} | {statistics.fmean(r['cv'] for r in picked):.3f} | "
+                f"{statistics.fmean(r['p90_ms'] / r['p10_ms'] for r in picked):.3f} |"
+            )
     return "\n".join(lines)
 
 
@@ -86,8 +102,13 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="timing budget per (problem, mode)")
     parser.add_argument("--problems", default=",".join(PROBLEMS), help="comma list of problem ids")
     args = parser.parse_args()
-    return run_or_report(parser, args, report, known=VARIANTS,
-                         measure=lambda variants: measure(args.run, args.seconds, variants, args.problems.split(",")))
+    return run_or_report(
+        parser,
+        args,
+        report,
+        known=VARIANTS,
+        measure=lambda variants: measure(args.run, args.seconds, variants, args.problems.split(",")),
+    )
 
 
 if __name__ == "__main__":

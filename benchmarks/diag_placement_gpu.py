@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from diag_common import add_run_arguments, read_jsonl, rotated, run_or_report  # noqa: E402
+
 from kernelbench_v3.materialize import import_file  # noqa: E402
 
 KERNELS = {  # name -> (solution file, kernel attribute)
@@ -109,7 +110,7 @@ def time_grid(launch, inputs, outputs, reps: int, seed: int, variant: str = "cle
     rows: list[tuple[int, int, float]] = []
     for chunk in range(0, len(order), 256):
         pending = []
-        for i, j in order[chunk:chunk + 256]:
+        for i, j in order[chunk : chunk + 256]:
             if written == "scratch":
                 scratch.copy_(source)
             elif written == "input":
@@ -133,9 +134,14 @@ def summarize_phase(rows: list[tuple[int, int, float]], n_in: int, n_out: int) -
     per_out = [statistics.median(ms for _, j, ms in rows if j == k) for k in range(n_out)]
     ordered = sorted(samples)
     return {
-        "samples": len(samples), "median_ms": statistics.median(samples), "trimmed_mean_ms": trimmed_mean(samples),
-        "p10_ms": ordered[len(ordered) // 10], "p90_ms": ordered[len(ordered) * 9 // 10],
-        "per_input_median_ms": per_in, "per_output_median_ms": per_out, "histogram_us": _histogram(samples),
+        "samples": len(samples),
+        "median_ms": statistics.median(samples),
+        "trimmed_mean_ms": trimmed_mean(samples),
+        "p10_ms": ordered[len(ordered) // 10],
+        "p90_ms": ordered[len(ordered) * 9 // 10],
+        "per_input_median_ms": per_in,
+        "per_output_median_ms": per_out,
+        "histogram_us": _histogram(samples),
     }
 
 
@@ -152,7 +158,7 @@ def measure(run: int, kernels: list[str], n_in: int, n_out: int, reps: int, vari
             return [torch.randn(ROWS, COLS, device="cuda") for _ in range(count)]
 
         inputs, outputs = buffers(n_in), buffers(n_out)
-        timing._keep_calling(lambda a: launch(*a), [(inputs[0], outputs[0])], 1.0)  # warm-up, clocks up
+        timing._keep_calling(lambda a: launch(*a), [(inputs[0], outputs[0])], 1.0)  # noqa: B023 (warm-up, clocks up)
         modes = rotated(variants, run)
         phases = [(v, p) for v in modes for p in (("A", "B", "C") if v == "placement" else ("-",))]
         for variant, phase in phases:
@@ -161,10 +167,18 @@ def measure(run: int, kernels: list[str], n_in: int, n_out: int, reps: int, vari
                 inputs, outputs = buffers(n_in), buffers(n_out)
             clock_before = timing._sleep_cycles_per_ms() / 1e3
             grid = time_grid(launch, inputs, outputs, reps, seed=run * 10 + ord(phase), variant=variant)
-            row = {"run": run, "kernel": name, "variant": variant, "phase": phase, "inputs": n_in, "outputs": n_out, "reps": reps,
-                   "sm_clock_mhz": [round(clock_before, 1), round(timing._sleep_cycles_per_ms() / 1e3, 1)],
-                   "input_ptr_mod_2mib": [x.data_ptr() % (2 << 20) for x in inputs],
-                   **summarize_phase(grid, n_in, n_out)}
+            row = {
+                "run": run,
+                "kernel": name,
+                "variant": variant,
+                "phase": phase,
+                "inputs": n_in,
+                "outputs": n_out,
+                "reps": reps,
+                "sm_clock_mhz": [round(clock_before, 1), round(timing._sleep_cycles_per_ms() / 1e3, 1)],
+                "input_ptr_mod_2mib": [x.data_ptr() % (2 << 20) for x in inputs],
+                **summarize_phase(grid, n_in, n_out),
+            }
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k not in ("histogram_us",)}), flush=True)
     return rows
@@ -185,15 +199,24 @@ def report(path: Path) -> str:
     rows = read_jsonl(path)
     for r in rows:
         r.setdefault("variant", "placement")  # commit a8f60f5 ran only the placement phases
-    lines = ["| kernel | variant | run | phase | median ms | trimmed mean ms (p10-p90) | p10 / p90 ms | "
-             "per-input medians: spread | per-output medians: spread | SM MHz |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| kernel | variant | run | phase | median ms | trimmed mean ms (p10-p90) | p10 / p90 ms | "
+        "per-input medians: spread | per-output medians: spread | SM MHz |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in sorted(rows, key=lambda r: (r["kernel"], list(VARIANTS).index(r["variant"]), r["run"])):
-        lines.append(f"| {r['kernel']} | {r['variant']} | {r['run']} | {r['phase']} | {r['median_ms']:.5f} | "
-                     f"{r['trimmed_mean_ms']:.5f} | {r['p10_ms']:.5f} / {r['p90_ms']:.5f} | "
-                     f"{_spread(r['per_input_median_ms']):.2%} | {_spread(r['per_output_median_ms']):.2%} | "
-                     f"{r['sm_clock_mhz'][0]:.0f}-{r['sm_clock_mhz'][1]:.0f} |")
-    lines += ["", "| kernel | variant | runs x phases | mean of medians ms | spread of medians | spread of trimmed means | "
-              "per-input medians, A vs B (same buffers): Pearson r | per-output, A vs B: r |", "|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['kernel']} | {r['variant']} | {r['run']} | {r['phase']} | {r['median_ms']:.5f} | "
+            f"{r['trimmed_mean_ms']:.5f} | {r['p10_ms']:.5f} / {r['p90_ms']:.5f} | "
+            f"{_spread(r['per_input_median_ms']):.2%} | {_spread(r['per_output_median_ms']):.2%} | "
+            f"{r['sm_clock_mhz'][0]:.0f}-{r['sm_clock_mhz'][1]:.0f} |"
+        )
+    lines += [
+        "",
+        "| kernel | variant | runs x phases | mean of medians ms | spread of medians | spread of trimmed means | "
+        "per-input medians, A vs B (same buffers): Pearson r | per-output, A vs B: r |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for kernel in dict.fromkeys(r["kernel"] for r in rows):
         for variant in VARIANTS:
             picked = [r for r in rows if r["kernel"] == kernel and r["variant"] == variant]
@@ -205,10 +228,12 @@ def report(path: Path) -> str:
             pairs = [p for p in by_run.values() if "A" in p and "B" in p]
             r_in = [_pearson(p["A"]["per_input_median_ms"], p["B"]["per_input_median_ms"]) for p in pairs]
             r_out = [_pearson(p["A"]["per_output_median_ms"], p["B"]["per_output_median_ms"]) for p in pairs]
-            lines.append(f"| {kernel} | {variant} | {len(picked)} | {statistics.fmean(r['median_ms'] for r in picked):.5f} | "
-                         f"{_spread([r['median_ms'] for r in picked]):.2%} | "
-                         f"{_spread([r['trimmed_mean_ms'] for r in picked]):.2%} | "
-                         f"{', '.join(f'{v:.2f}' for v in r_in) or '-'} | {', '.join(f'{v:.2f}' for v in r_out) or '-'} |")
+            lines.append(
+                f"| {kernel} | {variant} | {len(picked)} | {statistics.fmean(r['median_ms'] for r in picked):.5f} | "
+                f"{_spread([r['median_ms'] for r in picked]):.2%} | "
+                f"{_spread([r['trimmed_mean_ms'] for r in picked]):.2%} | "
+                f"{', '.join(f'{v:.2f}' for v in r_in) or '-'} | {', '.join(f'{v:.2f}' for v in r_out) or '-'} |"
+            )
     return "\n".join(lines)
 
 
@@ -220,8 +245,15 @@ def main() -> int:
     parser.add_argument("--outputs", type=int, default=8)
     parser.add_argument("--reps", type=int, default=30, help="timed calls per (input, output) pair per phase")
     args = parser.parse_args()
-    return run_or_report(parser, args, report, known=VARIANTS, measure=lambda variants: measure(
-        args.run, args.kernels.split(","), args.inputs, args.outputs, args.reps, variants))
+    return run_or_report(
+        parser,
+        args,
+        report,
+        known=VARIANTS,
+        measure=lambda variants: measure(
+            args.run, args.kernels.split(","), args.inputs, args.outputs, args.reps, variants
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -72,8 +72,10 @@ def main() -> int:
                 out = model(*inputs)
             times = time_eager(model, inputs, args.warmup, args.reps)
             peak = torch.cuda.max_memory_allocated(device) / 2**30
-            row = (f"| {problem.problem_id} | {tuple(out.shape)} | {str(out.dtype).removeprefix('torch.')} "
-                   f"| {statistics.median(times):.4f} | {peak:.2f} | ok |")
+            row = (
+                f"| {problem.problem_id} | {tuple(out.shape)} | {str(out.dtype).removeprefix('torch.')} "
+                f"| {statistics.median(times):.4f} | {peak:.2f} | ok |"
+            )
             ok += 1
         except Exception as exc:  # report and go on: one problem must not hide the others
             message = f"{type(exc).__name__}: {str(exc).splitlines()[0][:150]}" if str(exc) else type(exc).__name__

@@ -41,10 +41,12 @@ def main() -> int:
         started = time.perf_counter()
         r = evaluate(EvalRequest(problem_id, ROOT / solution, device="cuda", timeout_s=args.timeout))
         fmt = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
-        line = (f"| {problem_id} | {solution} | {r.status} | {r.failed_check or '-'} | {fmt(r.sol_ms)} "
-                f"| {fmt(r.baseline_ms)} ({r.baseline_type or '-'}) | {fmt(r.speedup)} "
-                f"| {fmt(getattr(r, 'custom_kernel_time_fraction', None))} "
-                f"| {'; '.join(getattr(r, 'warnings', []) or []) or '-'} | {time.perf_counter() - started:.1f} |")
+        line = (
+            f"| {problem_id} | {solution} | {r.status} | {r.failed_check or '-'} | {fmt(r.sol_ms)} "
+            f"| {fmt(r.baseline_ms)} ({r.baseline_type or '-'}) | {fmt(r.speedup)} "
+            f"| {fmt(getattr(r, 'custom_kernel_time_fraction', None))} "
+            f"| {'; '.join(getattr(r, 'warnings', []) or []) or '-'} | {time.perf_counter() - started:.1f} |"
+        )
         if r.error and r.status != "incorrect":
             line += f" <!-- {r.error[:200]} -->"
         lines.append(line)

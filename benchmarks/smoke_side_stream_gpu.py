@@ -35,19 +35,28 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=200.0)
     args = parser.parse_args()
     fp = software()
-    lines = [f"# Stream-escape smoke ({device_name('cuda')}; torch {fp['torch']}, triton {fp.get('triton')})", "",
-             f"Problem `{PROBLEM}`, default shapes, 2 seeds, no second shape, no baseline.", "",
-             "| solution | status | failed check | sol ms (scored) | event median ms | wall ms per call | device busy ms per call | source | flags |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Stream-escape smoke ({device_name('cuda')}; torch {fp['torch']}, triton {fp.get('triton')})",
+        "",
+        f"Problem `{PROBLEM}`, default shapes, 2 seeds, no second shape, no baseline.",
+        "",
+        "| solution | status | failed check | sol ms (scored) | event median ms | wall ms per call | device busy ms per call | source | flags |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for path in SOLUTIONS:
-        rec = evaluate(EvalRequest(PROBLEM, path, device="cuda", timeout_s=args.timeout, seeds=(42, 123),
-                                   other_shape=False, baseline=False))
+        rec = evaluate(
+            EvalRequest(
+                PROBLEM, path, device="cuda", timeout_s=args.timeout, seeds=(42, 123), other_shape=False, baseline=False
+            )
+        )
         details = rec.timing_details or {}
         event_ms = details.get("event_median_ms", rec.sol_ms)
-        lines.append(f"| {path.name} | {rec.status} | {_fmt(rec.failed_check)} | {_fmt(rec.sol_ms)} | {_fmt(event_ms)} | "
-                     f"{_fmt(rec.sol_wall_ms)} | {_fmt(details.get('device_busy_ms'))} | "
-                     f"{details.get('sol_ms_source', 'cuda events')} | "
-                     f"{', '.join(rec.timing_flags) or '-'} |")
+        lines.append(
+            f"| {path.name} | {rec.status} | {_fmt(rec.failed_check)} | {_fmt(rec.sol_ms)} | {_fmt(event_ms)} | "
+            f"{_fmt(rec.sol_wall_ms)} | {_fmt(details.get('device_busy_ms'))} | "
+            f"{details.get('sol_ms_source', 'cuda events')} | "
+            f"{', '.join(rec.timing_flags) or '-'} |"
+        )
         if rec.error and rec.status != "correct":
             lines.append(f"<!-- {path.name}: {rec.error[:300]} -->")
         print(lines[-1], flush=True)

@@ -31,8 +31,8 @@ Anomaly flags (one row per run and flag, each with a reason a person can check):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -42,10 +42,16 @@ from .runs import GPU_SPLITS
 
 GPU_ORDER = tuple(GPU_SPLITS)
 # Bits of each precision, for "lower than" comparisons; tf32 keeps 10 mantissa bits.
-PRECISION_BITS = {"fp32": 32, "tf32": 19, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8,
-                  "int4": 4, "fp4": 4}
-FLAGS = ("faster_than_light", "above_headroom", "lower_precision", "no_custom_kernel",
-         "near_identity", "outlier", "speedup_mismatch")
+PRECISION_BITS = {"fp32": 32, "tf32": 19, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4, "fp4": 4}
+FLAGS = (
+    "faster_than_light",
+    "above_headroom",
+    "lower_precision",
+    "no_custom_kernel",
+    "near_identity",
+    "outlier",
+    "speedup_mismatch",
+)
 FLAG_COLUMNS = ["run", "model", "gpu", "problem", "problem_id", "speedup", "flag", "reason"]
 
 
@@ -124,23 +130,43 @@ def leaderboard(joined: pd.DataFrame, problems: Iterable[Problem] | None = None)
         cost = group["estimated_cost_usd"].sum(min_count=1)
         total = int(totals.get(gpu, 0))
         row = {
-            "gpu": gpu, "model": model, "correct": correct, "total": total,
-            "correct_str": f"{correct}/{total}", "attempted": int(group["_key"].nunique()),
+            "gpu": gpu,
+            "model": model,
+            "correct": correct,
+            "total": total,
+            "correct_str": f"{correct}/{total}",
+            "attempted": int(group["_key"].nunique()),
             "geomean_speedup": float(np.exp(np.log(speedups).mean())) if len(speedups) else np.nan,
         }
         for p, column in zip(FAST_P, fast_columns):
             hits = correct if p == 0 else int((best > p).sum())
             row[column] = hits / total if total else np.nan
-        row.update({
-            "mean_sol_fraction": float(fractions.mean()) if len(fractions) else np.nan,
-            "median_sol_fraction": float(fractions.median()) if len(fractions) else np.nan,
-            "cost_usd": float(cost) if pd.notna(cost) else np.nan,
-            "cost_per_correct": float(cost) / correct if correct and pd.notna(cost) else np.nan,
-        })
+        row.update(
+            {
+                "mean_sol_fraction": float(fractions.mean()) if len(fractions) else np.nan,
+                "median_sol_fraction": float(fractions.median()) if len(fractions) else np.nan,
+                "cost_usd": float(cost) if pd.notna(cost) else np.nan,
+                "cost_per_correct": float(cost) / correct if correct and pd.notna(cost) else np.nan,
+            }
+        )
         rows.append(row)
-    board = pd.DataFrame(rows, columns=["gpu", "model", "correct", "total", "correct_str", "attempted",
-                                        "geomean_speedup", *fast_columns, "mean_sol_fraction",
-                                        "median_sol_fraction", "cost_usd", "cost_per_correct"])
+    board = pd.DataFrame(
+        rows,
+        columns=[
+            "gpu",
+            "model",
+            "correct",
+            "total",
+            "correct_str",
+            "attempted",
+            "geomean_speedup",
+            *fast_columns,
+            "mean_sol_fraction",
+            "median_sol_fraction",
+            "cost_usd",
+            "cost_per_correct",
+        ],
+    )
     board["_gpu_order"] = board["gpu"].map({g: i for i, g in enumerate(GPU_ORDER)})
     board = board.sort_values(["_gpu_order", "correct", "model"], ascending=[True, False, True])
     return board.drop(columns="_gpu_order").reset_index(drop=True)
@@ -166,12 +192,19 @@ def speedup_distribution(joined: pd.DataFrame) -> pd.DataFrame:
     over correct runs with a speedup."""
     good = joined[joined["correct"].fillna(False).astype(bool) & (joined["speedup"] > 0)]
     good = good.assign(level_group=level_group(good), _log=np.log(good["speedup"]))
-    stats = good.groupby(["gpu", "level_group"]).agg(
-        runs=("speedup", "size"), geomean=("_log", lambda s: float(np.exp(s.mean()))),
-        median=("speedup", "median"), p10=("speedup", lambda s: s.quantile(0.1)),
-        p90=("speedup", lambda s: s.quantile(0.9)), max=("speedup", "max"),
-        faster_share=("speedup", lambda s: float((s > 1).mean())),
-    ).reset_index()
+    stats = (
+        good.groupby(["gpu", "level_group"])
+        .agg(
+            runs=("speedup", "size"),
+            geomean=("_log", lambda s: float(np.exp(s.mean()))),
+            median=("speedup", "median"),
+            p10=("speedup", lambda s: s.quantile(0.1)),
+            p90=("speedup", lambda s: s.quantile(0.9)),
+            max=("speedup", "max"),
+            faster_share=("speedup", lambda s: float((s > 1).mean())),
+        )
+        .reset_index()
+    )
     stats["_gpu_order"] = stats["gpu"].map({g: i for i, g in enumerate(GPU_ORDER)})
     return stats.sort_values(["_gpu_order", "level_group"]).drop(columns="_gpu_order").reset_index(drop=True)
 
@@ -187,10 +220,21 @@ def add_roofline(joined: pd.DataFrame) -> pd.DataFrame:
     from .roofline import speed_of_light_ms
 
     out = joined.copy()
-    ref_precision = out["reference_precision"] if "reference_precision" in out.columns else pd.Series(
-        [None] * len(out), index=out.index)
-    keys = list(zip(out["gpu"], out["flops"], out["bytes"], out["supported_precisions"].fillna(""),
-                    out["precision_used"].fillna(""), ref_precision.fillna("")))
+    ref_precision = (
+        out["reference_precision"]
+        if "reference_precision" in out.columns
+        else pd.Series([None] * len(out), index=out.index)
+    )
+    keys = list(
+        zip(
+            out["gpu"],
+            out["flops"],
+            out["bytes"],
+            out["supported_precisions"].fillna(""),
+            out["precision_used"].fillna(""),
+            ref_precision.fillna(""),
+        )
+    )
     cache: dict[tuple, tuple[float, str | None, float, str | None]] = {}
     for key in keys:
         if key in cache:
@@ -220,15 +264,23 @@ def peak_text(gpu: str, precision: str) -> str:
     from .gpus import get_gpu
 
     spec = get_gpu(gpu)
-    return (f"the {gpu} {precision} peak ({spec.peak_tflops[precision]:g} TFLOP/s dense, "
-            f"{spec.memory_bandwidth_gbs:g} GB/s)")
+    return (
+        f"the {gpu} {precision} peak ({spec.peak_tflops[precision]:g} TFLOP/s dense, "
+        f"{spec.memory_bandwidth_gbs:g} GB/s)"
+    )
 
 
 # ---------------------------------------------------------------- flags
 
 
-def flag_anomalies(joined: pd.DataFrame, *, headroom_factor: float = 1.0, z_threshold: float = 3.5,
-                   min_group: int = 5, mismatch_tolerance: float = 0.05) -> pd.DataFrame:
+def flag_anomalies(
+    joined: pd.DataFrame,
+    *,
+    headroom_factor: float = 1.0,
+    z_threshold: float = 3.5,
+    min_group: int = 5,
+    mismatch_tolerance: float = 0.05,
+) -> pd.DataFrame:
     """Every anomaly of every run, one row per (run, flag), with a reason (columns FLAG_COLUMNS).
 
     `run` is the row label in `joined`. Only correct runs are flagged (an incorrect run has no
@@ -244,34 +296,69 @@ def flag_anomalies(joined: pd.DataFrame, *, headroom_factor: float = 1.0, z_thre
             return
         sub = frame.loc[mask]
         reasons = pd.Series(reasons, index=frame.index)[mask] if not isinstance(reasons, pd.Series) else reasons[mask]
-        parts.append(pd.DataFrame({
-            "run": sub.index, "model": sub["model"].values, "gpu": sub["gpu"].values,
-            "problem": sub["problem"].values, "problem_id": sub["problem_id"].values,
-            "speedup": sub["speedup"].values, "flag": flag, "reason": reasons.values,
-        }))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "run": sub.index,
+                    "model": sub["model"].values,
+                    "gpu": sub["gpu"].values,
+                    "problem": sub["problem"].values,
+                    "problem_id": sub["problem_id"].values,
+                    "speedup": sub["speedup"].values,
+                    "flag": flag,
+                    "reason": reasons.values,
+                }
+            )
+        )
 
     fast = correct & (frame["sol_ms"] < frame["sol_light_ms"])
-    add(fast, "faster_than_light", _fmt(frame, fast, lambda r: (
-        f"sol_ms {r.sol_ms:.4g} ms is below the speed of light {r.sol_light_ms:.4g} ms on {r.gpu} "
-        f"at {peak_text(r.gpu, r.sol_light_precision)}, the fastest precision in reach "
-        f"({r.sol_light_ms / r.sol_ms:.1f}x faster than physically possible)")))
+    add(
+        fast,
+        "faster_than_light",
+        _fmt(
+            frame,
+            fast,
+            lambda r: (
+                f"sol_ms {r.sol_ms:.4g} ms is below the speed of light {r.sol_light_ms:.4g} ms on {r.gpu} "
+                f"at {peak_text(r.gpu, r.sol_light_precision)}, the fastest precision in reach "
+                f"({r.sol_light_ms / r.sol_ms:.1f}x faster than physically possible)"
+            ),
+        ),
+    )
 
     limit = frame["headroom"] * headroom_factor
     above = correct & (frame["speedup"] > limit)
-    add(above, "above_headroom", _fmt(frame, above, lambda r: (
-        f"speedup {r.speedup:.3g}x exceeds the roofline headroom {r.headroom:.3g}x "
-        f"(ref {r.ref_ms:.4g} ms / speed of light {r.sol_ref_ms:.4g} ms at "
-        f"{peak_text(r.gpu, r.sol_ref_precision)}, the reference's precision)")))
+    add(
+        above,
+        "above_headroom",
+        _fmt(
+            frame,
+            above,
+            lambda r: (
+                f"speedup {r.speedup:.3g}x exceeds the roofline headroom {r.headroom:.3g}x "
+                f"(ref {r.ref_ms:.4g} ms / speed of light {r.sol_ref_ms:.4g} ms at "
+                f"{peak_text(r.gpu, r.sol_ref_precision)}, the reference's precision)"
+            ),
+        ),
+    )
 
     if "reference_precision" in frame.columns:
         used_bits = frame["precision_used"].map(PRECISION_BITS)
         ref_bits = frame["reference_precision"].map(PRECISION_BITS)
         lower = correct & (used_bits < ref_bits)
-        add(lower, "lower_precision", _fmt(frame, lower, lambda r: (
-            f"precision_used {r.precision_used} is lower than the reference's {r.reference_precision}")))
+        add(
+            lower,
+            "lower_precision",
+            _fmt(
+                frame,
+                lower,
+                lambda r: f"precision_used {r.precision_used} is lower than the reference's {r.reference_precision}",
+            ),
+        )
 
     if "solution_source" in frame.columns:
         from .solution_scan import scan_source
+
         has_source = correct & frame["solution_source"].notna()
         scans = {i: scan_source(frame.at[i, "solution_source"]) for i in frame.index[has_source]}
         no_kernel = pd.Series(False, index=frame.index)
@@ -284,21 +371,42 @@ def flag_anomalies(joined: pd.DataFrame, *, headroom_factor: float = 1.0, z_thre
 
     if "near_identity" in frame.columns:
         ident = correct & frame["near_identity"].fillna(False).astype(bool)
-        add(ident, "near_identity", _fmt(frame, ident, lambda r: (
-            f"the problem's output equals its input to within tolerance (max|ref-x| "
-            f"{r.identity_max_abs:.2g} < {r.identity_tolerance:.2g} at {r.identity_sizes} sizes): "
-            "returning the input passes the check")))
+        add(
+            ident,
+            "near_identity",
+            _fmt(
+                frame,
+                ident,
+                lambda r: (
+                    f"the problem's output equals its input to within tolerance (max|ref-x| "
+                    f"{r.identity_max_abs:.2g} < {r.identity_tolerance:.2g} at {r.identity_sizes} sizes): "
+                    "returning the input passes the check"
+                ),
+            ),
+        )
 
     z = robust_z(frame, min_group=min_group)
     out = correct & (z > z_threshold)
-    add(out, "outlier", _fmt(frame.assign(robust_z=z), out, lambda r: (
-        f"speedup {r.speedup:.3g}x is a robust-z {r.robust_z:.1f} outlier among the correct runs on "
-        f"{r.problem} / {r.gpu}")))
+    add(
+        out,
+        "outlier",
+        _fmt(
+            frame.assign(robust_z=z),
+            out,
+            lambda r: (
+                f"speedup {r.speedup:.3g}x is a robust-z {r.robust_z:.1f} outlier among the correct runs on "
+                f"{r.problem} / {r.gpu}"
+            ),
+        ),
+    )
 
     implied = frame["ref_ms"] / frame["sol_ms"]
     mismatch = (frame["speedup"] - implied).abs() > mismatch_tolerance * implied
-    add(mismatch, "speedup_mismatch", _fmt(frame, mismatch, lambda r: (
-        f"speedup {r.speedup:.4g}x but ref_ms / sol_ms = {r.ref_ms / r.sol_ms:.4g}x")))
+    add(
+        mismatch,
+        "speedup_mismatch",
+        _fmt(frame, mismatch, lambda r: f"speedup {r.speedup:.4g}x but ref_ms / sol_ms = {r.ref_ms / r.sol_ms:.4g}x"),
+    )
 
     if not parts:
         return pd.DataFrame(columns=FLAG_COLUMNS)
@@ -338,14 +446,18 @@ def flagged_runs(joined: pd.DataFrame, flags: pd.DataFrame) -> pd.DataFrame:
         reasons=("reason", lambda s: " | ".join(s)),
         n_flags=("flag", "size"),
     )
-    keep = [c for c in ("model", "gpu", "problem", "problem_id", "speedup", "ref_ms", "sol_ms",
-                        "precision_used") if c in joined.columns]
+    keep = [
+        c
+        for c in ("model", "gpu", "problem", "problem_id", "speedup", "ref_ms", "sol_ms", "precision_used")
+        if c in joined.columns
+    ]
     out = joined.loc[per_run.index, keep].join(per_run)
     return out.sort_values(["n_flags", "speedup"], ascending=[False, False])
 
 
-def analyze_runs(source=None, *, problems=None, solutions: bool = True, facts: bool = True,
-                 **flag_options) -> tuple[pd.DataFrame, pd.DataFrame]:
+def analyze_runs(
+    source=None, *, problems=None, solutions: bool = True, facts: bool = True, **flag_options
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Load -> join -> roofline -> flags in one call: (joined frame with roofline columns, flags).
 
     `source`/`problems` as for `runs.load_runs`. Solutions are read where the source has them.

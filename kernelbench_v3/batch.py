@@ -29,9 +29,10 @@ import json
 import os
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .catalog import SPLITS, Problem, discover
 from .journal import Journal, JournalError, Key, latest_records, read_journal, record_key  # noqa: F401
@@ -169,9 +170,7 @@ def discover_solutions(
     return SolutionSet(items=items, skipped=skipped)
 
 
-def parse_runs_name(
-    name: str, by_file: dict[str, list[Problem]], in_split: set[str]
-) -> tuple[str, str, str] | str:
+def parse_runs_name(name: str, by_file: dict[str, list[Problem]], in_split: set[str]) -> tuple[str, str, str] | str:
     """`<model>_<GPU>_<problem file>.txt` -> (model, GPU, problem_id), or why it does not parse.
 
     The name is split by the runs dataset's own parser (`runs.parse_solution_name`: at a
@@ -198,8 +197,16 @@ def parse_runs_name(
 
 # Record fields holding dicts whose keys differ from row to row; Parquet gets them as JSON text
 # so one odd row cannot break the file's schema. `read_results` decodes them again.
-JSON_COLUMNS = ("sizes", "checks", "check_details", "timing_details", "fingerprint", "phase_s", "kernel_evidence",
-                "sandbox_details")
+JSON_COLUMNS = (
+    "sizes",
+    "checks",
+    "check_details",
+    "timing_details",
+    "fingerprint",
+    "phase_s",
+    "kernel_evidence",
+    "sandbox_details",
+)
 
 
 def write_parquet(records: Iterable[dict[str, Any]], out: Path | str) -> int:
@@ -367,7 +374,11 @@ def run_batch(
         try:
             if todo:
                 runner = executors.make_executor(
-                    executor, settings, gpus=gpus, workers=workers, address=address,
+                    executor,
+                    settings,
+                    gpus=gpus,
+                    workers=workers,
+                    address=address,
                     evaluate_fn=evaluate_fn,
                 )
                 runner.run(queue, on_record)
@@ -379,16 +390,23 @@ def run_batch(
         book.close()
     records = [done[it.key] for it in found.items if it.key in done]
     return BatchResult(
-        out=Path(out), journal=journal_path, records=records, ran=sum(statuses.values()),
-        already_done=len(found.items) - len(todo), skipped=found.skipped,
+        out=Path(out),
+        journal=journal_path,
+        records=records,
+        ran=sum(statuses.values()),
+        already_done=len(found.items) - len(todo),
+        skipped=found.skipped,
         wall_s=time.monotonic() - started,
     )
 
 
 def _postfix(statuses: Counter) -> dict[str, int]:
     failures = sum(n for s, n in statuses.items() if s != "correct")
-    return {"correct": statuses.get("correct", 0), "failures": failures,
-            **{s: n for s, n in sorted(statuses.items()) if s != "correct"}}
+    return {
+        "correct": statuses.get("correct", 0),
+        "failures": failures,
+        **{s: n for s, n in sorted(statuses.items()) if s != "correct"},
+    }
 
 
 def _progress_bar(total: int, enabled: bool):
@@ -405,11 +423,11 @@ def describe(result: BatchResult) -> str:
     parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     lines = [
         f"{len(result.records)} records ({parts}) in {result.out}",
-        f"ran {result.ran} now, {result.already_done} already in {result.journal}; "
-        f"{result.wall_s:.1f}s",
+        f"ran {result.ran} now, {result.already_done} already in {result.journal}; {result.wall_s:.1f}s",
     ]
     if result.skipped:
         reasons = Counter(s.reason for s in result.skipped)
-        lines.append(f"skipped {len(result.skipped)} file(s): "
-                     + "; ".join(f"{n}x {r}" for r, n in reasons.most_common(5)))
+        lines.append(
+            f"skipped {len(result.skipped)} file(s): " + "; ".join(f"{n}x {r}" for r, n in reasons.most_common(5))
+        )
     return "\n".join(lines)

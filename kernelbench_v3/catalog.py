@@ -10,9 +10,10 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 SPLITS: tuple[str, ...] = ("rtx3090", "h100", "b200")
 
@@ -29,7 +30,13 @@ SPLIT_EXCLUDES: dict[str, frozenset[str]] = {
     "b200": frozenset(),
 }
 CATEGORIES: tuple[str, ...] = (
-    "level1", "level2", "level3", "level4", "graphics", "tile_specialized", "cutile",
+    "level1",
+    "level2",
+    "level3",
+    "level4",
+    "graphics",
+    "tile_specialized",
+    "cutile",
 )
 
 # Names that may appear in HARDWARE_REQUIRED. "A100" and "M4MAX" appear in the published set
@@ -139,9 +146,7 @@ def default_problems_dir() -> Path:
 
 def splits_of(category: str, file_name: str) -> tuple[str, ...]:
     return tuple(
-        split
-        for split in SPLITS
-        if category in SPLIT_FOLDERS[split] and file_name not in SPLIT_EXCLUDES[split]
+        split for split in SPLITS if category in SPLIT_FOLDERS[split] and file_name not in SPLIT_EXCLUDES[split]
     )
 
 
@@ -149,9 +154,7 @@ def _literal(node: ast.AST, path: Path, name: str) -> Any:
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        raise ProblemFileError(
-            path, f"constant {name} must be a plain literal, got `{ast.unparse(node)}`"
-        ) from None
+        raise ProblemFileError(path, f"constant {name} must be a plain literal, got `{ast.unparse(node)}`") from None
 
 
 def _top_level_assignments(tree: ast.Module) -> list[tuple[str, ast.AST]]:
@@ -207,9 +210,7 @@ def read_problem(path: Path | str, root: Path | str | None = None) -> Problem:
         raise ProblemFileError(path, f"syntax error at line {exc.lineno}: {exc.msg}") from None
 
     defined = {
-        stmt.name
-        for stmt in tree.body
-        if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        stmt.name for stmt in tree.body if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
     }
     assigned = dict(_top_level_assignments(tree))
     missing = [n for n in REQUIRED_DEFINITIONS if n not in defined and n not in assigned]
@@ -335,8 +336,11 @@ class UnknownProblemError(KeyError):
     def __init__(self, problem_id: str, root: Path, suggestions: list[str]):
         self.problem_id = problem_id
         self.suggestions = suggestions
-        hint = (f"did you mean {' or '.join(suggestions)}?" if suggestions
-                else "`kbv3 ls` lists the ids (they look like level1/23_Softmax)")
+        hint = (
+            f"did you mean {' or '.join(suggestions)}?"
+            if suggestions
+            else "`kbv3 ls` lists the ids (they look like level1/23_Softmax)"
+        )
         self.message = f"no problem {problem_id!r} under {root}; {hint}"
         super().__init__(self.message)
 

@@ -65,7 +65,8 @@ def seeds(text: str) -> tuple[int, ...]:
             values.append(int(item))
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"{item!r} is not an integer seed; give comma-separated integers, e.g. 42,123") from None
+                f"{item!r} is not an integer seed; give comma-separated integers, e.g. 42,123"
+            ) from None
         if values[-1] < 0:
             raise argparse.ArgumentTypeError(f"seed {item} is negative; seeds are integers >= 0")
     if not values:
@@ -82,7 +83,8 @@ def gpu_indices(text: str) -> tuple[int, ...]:
             continue
         if not item.isdigit():
             raise argparse.ArgumentTypeError(
-                f"{item!r} is not a GPU index; give comma-separated indices as nvidia-smi numbers them, e.g. 0,1")
+                f"{item!r} is not a GPU index; give comma-separated indices as nvidia-smi numbers them, e.g. 0,1"
+            )
         if int(item) in values:
             raise argparse.ArgumentTypeError(f"GPU {item} is listed twice")
         values.append(int(item))
@@ -132,10 +134,12 @@ def problems_dir(text: str) -> Path:
     path = Path(text).expanduser()
     if not path.is_dir():
         raise argparse.ArgumentTypeError(
-            f"problems folder {text!r} does not exist; omit --problems for the bundled problems")
+            f"problems folder {text!r} does not exist; omit --problems for the bundled problems"
+        )
     if not any((path / c).is_dir() for c in CATEGORIES):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a problems folder: it has none of the folders {', '.join(CATEGORIES)}")
+            f"{text!r} is not a problems folder: it has none of the folders {', '.join(CATEGORIES)}"
+        )
     return path
 
 
@@ -170,8 +174,10 @@ def check_gpus(device: str | None, gpus: tuple[int, ...] | None, executor: str) 
         count = check_cuda("--device cuda" if device == "cuda" else f"--gpus {','.join(map(str, gpus or ()))}")
         missing = [g for g in gpus or () if g >= count]
         if missing:
-            raise CliError(f"argument --gpus: no GPU {', '.join(map(str, missing))}; "
-                           f"this machine has {count} (indices 0-{count - 1})")
+            raise CliError(
+                f"argument --gpus: no GPU {', '.join(map(str, missing))}; "
+                f"this machine has {count} (indices 0-{count - 1})"
+            )
         return "cuda"
     import torch
 
@@ -191,8 +197,7 @@ def check_writable_parent(path: Path, what: str) -> None:
         raise CliError(f"{what}: cannot write {path}: {ancestor} is not writable; choose another location")
 
 
-def check_eval_problem(problem_id: str, gpu: str, sizes: dict[str, Any] | None,
-                       root: Path | None) -> dict[str, Any]:
+def check_eval_problem(problem_id: str, gpu: str, sizes: dict[str, Any] | None, root: Path | None) -> dict[str, Any]:
     """The size overrides, after checking that the problem exists, is in `gpu`'s split and has
     those size variables with values of the right kind."""
     from .catalog import SPLITS, ProblemFileError, get_problem
@@ -212,8 +217,10 @@ def check_eval_problem(problem_id: str, gpu: str, sizes: dict[str, Any] | None,
     unknown = [name for name in sizes if name not in known]
     if unknown:
         listed = ", ".join(f"{k}={v}" for k, v in known.items()) or "none"
-        raise CliError(f"argument --sizes: {problem.problem_id} has no size variable "
-                       f"{', '.join(unknown)}; its size variables (with defaults) are: {listed}")
+        raise CliError(
+            f"argument --sizes: {problem.problem_id} has no size variable "
+            f"{', '.join(unknown)}; its size variables (with defaults) are: {listed}"
+        )
     for name, value in sizes.items():
         default = known[name]
         if isinstance(default, bool):
@@ -221,8 +228,10 @@ def check_eval_problem(problem_id: str, gpu: str, sizes: dict[str, Any] | None,
                 raise CliError(f"argument --sizes: {name}={value}: {name} is True/False (default {default})")
         elif isinstance(default, int) and default > 0:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise CliError(f"argument --sizes: {name}={value}: {name} is a size (default {default}) "
-                               "and must be a positive integer")
+                raise CliError(
+                    f"argument --sizes: {name}={value}: {name} is a size (default {default}) "
+                    "and must be a positive integer"
+                )
         elif isinstance(value, bool):
             raise CliError(f"argument --sizes: {name}={value}: {name} is a number (default {default})")
     return sizes

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 _PACKAGE = Path(__file__).resolve().parent
 # The checkout's examples when run from a source tree, else the copy a wheel ships (setup.py).
@@ -29,8 +29,7 @@ CPU_DEFAULT_EXAMPLES = ("level1/23_Softmax",)
 def example_solutions(examples_dir: Path = EXAMPLES_DIR) -> dict[str, Path]:
     """problem_id -> path of every bundled example solution."""
     return {
-        path.relative_to(examples_dir).with_suffix("").as_posix(): path
-        for path in sorted(examples_dir.glob("*/*.py"))
+        path.relative_to(examples_dir).with_suffix("").as_posix(): path for path in sorted(examples_dir.glob("*/*.py"))
     }
 
 
@@ -45,10 +44,10 @@ def run_demo(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
+    from .catalog import get_problem
     from .evaluate import EvalRequest, evaluate
     from .hub import build, instantiate, load_problems
     from .materialize import instantiate as instantiate_file
-    from .catalog import get_problem
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -56,8 +55,10 @@ def run_demo(
 
     started = time.perf_counter()
     result = build(out_dir / "hub", overwrite=True)
-    say(f"[1/3] built {result.out_dir} in {time.perf_counter() - started:.1f} s: "
-        + ", ".join(f"{s} {n} rows" for s, n in result.counts.items()))
+    say(
+        f"[1/3] built {result.out_dir} in {time.perf_counter() - started:.1f} s: "
+        + ", ".join(f"{s} {n} rows" for s, n in result.counts.items())
+    )
 
     rows = load_problems(split, source=out_dir / "hub", cache_dir=str(out_dir / "hf_cache"))
     row = rows[0]
@@ -65,8 +66,10 @@ def run_demo(
     from_row = instantiate(row, "cpu", seed=0, sizes=problem.reduced).run()
     from_file = instantiate_file(problem, "cpu", seed=0, sizes=problem.reduced).run()
     same = torch.equal(from_row, from_file)
-    say(f"[2/3] loaded split {split!r} back through datasets: {len(rows)} rows; row "
-        f"{row['problem_id']} materialized and matches its problem file bit for bit: {same}")
+    say(
+        f"[2/3] loaded split {split!r} back through datasets: {len(rows)} rows; row "
+        f"{row['problem_id']} materialized and matches its problem file bit for bit: {same}"
+    )
     if not same:
         raise RuntimeError(f"row {row['problem_id']} does not reproduce its problem file")
 
@@ -84,9 +87,10 @@ def run_demo(
             sink.flush()
             records.append(record.to_dict())
             speed = f"{record.speedup:.3f}x" if record.speedup is not None else "-"
-            say(f"    {pid:<40} correct={record.correct!s:<5} speedup={speed:<9} "
-                f"kernels={','.join(record.kernel_names) or '-'}"
-                + (f"  ({record.error})" if record.error else ""))
+            say(
+                f"    {pid:<40} correct={record.correct!s:<5} speedup={speed:<9} "
+                f"kernels={','.join(record.kernel_names) or '-'}" + (f"  ({record.error})" if record.error else "")
+            )
     say(f"records appended to {journal}")
     return records
 

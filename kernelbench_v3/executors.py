@@ -24,9 +24,10 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import wait as wait_for
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .batch import BatchItem, BatchSettings, WorkQueue
 
@@ -81,9 +82,12 @@ def failure_record(item: BatchItem, settings: BatchSettings, error: str) -> dict
     from .evaluate.record import Record
 
     record = Record(
-        model=item.model, gpu=item.gpu, problem_id=item.problem_id,
+        model=item.model,
+        gpu=item.gpu,
+        problem_id=item.problem_id,
         problem=item.problem_id.rsplit("/", 1)[-1] + ".py",
-        solution_path=item.solution_path, solution_sha256=item.solution_sha256,
+        solution_path=item.solution_path,
+        solution_sha256=item.solution_sha256,
         device=settings.device,
     )
     try:
@@ -99,8 +103,13 @@ def stamp(record: dict[str, Any], item: BatchItem) -> dict[str, Any]:
     """The record with the batch key fields taken from the item, so the journal's keys always
     match the batch's own (the record describes the file the batch discovered)."""
     record = dict(record)
-    record.update(model=item.model, gpu=item.gpu, problem_id=item.problem_id,
-                  solution_sha256=item.solution_sha256, solution_path=item.solution_path)
+    record.update(
+        model=item.model,
+        gpu=item.gpu,
+        problem_id=item.problem_id,
+        solution_sha256=item.solution_sha256,
+        solution_path=item.solution_path,
+    )
     return record
 
 
@@ -156,7 +165,9 @@ class _Worker:
         context = multiprocessing.get_context("spawn")  # never fork a parent that holds torch
         parent_end, child_end = context.Pipe()
         self.process = context.Process(
-            target=_worker_main, name=f"kbv3-batch-{self.name}", daemon=True,
+            target=_worker_main,
+            name=f"kbv3-batch-{self.name}",
+            daemon=True,
             args=(child_end, self.env, self.evaluate_fn, os.getpid()),
         )
         self.process.start()
@@ -206,8 +217,9 @@ class _Worker:
 class LocalExecutor:
     """One worker process per slot; `slots` maps a worker name to its environment."""
 
-    def __init__(self, settings: BatchSettings, slots: dict[str, dict[str, str]],
-                 evaluate_fn: EvaluateFn = evaluate_item):
+    def __init__(
+        self, settings: BatchSettings, slots: dict[str, dict[str, str]], evaluate_fn: EvaluateFn = evaluate_item
+    ):
         self.settings = settings
         self.slots = slots
         self.evaluate_fn = evaluate_fn
@@ -258,8 +270,7 @@ def local_slots(device: str, gpus: list[int] | None, workers: int) -> dict[str, 
 # ----------------------------------------------------------------------------- Ray
 
 
-def ray_evaluate(item: BatchItem, settings: BatchSettings, source: bytes,
-                 evaluate_fn: EvaluateFn) -> dict[str, Any]:
+def ray_evaluate(item: BatchItem, settings: BatchSettings, source: bytes, evaluate_fn: EvaluateFn) -> dict[str, Any]:
     """The body of one Ray task: evaluate `source` (the solution's bytes) as `item`."""
     with tempfile.TemporaryDirectory(prefix="kbv3-ray-") as folder:
         local = Path(folder) / Path(item.solution_path).name.removesuffix(".txt")
@@ -271,8 +282,14 @@ def ray_evaluate(item: BatchItem, settings: BatchSettings, source: bytes,
 class RayExecutor:
     """One Ray task per evaluation; Ray places them (one GPU each) across the cluster."""
 
-    def __init__(self, settings: BatchSettings, address: str | None, gpus: list[int] | None,
-                 workers: int, evaluate_fn: EvaluateFn = evaluate_item):
+    def __init__(
+        self,
+        settings: BatchSettings,
+        address: str | None,
+        gpus: list[int] | None,
+        workers: int,
+        evaluate_fn: EvaluateFn = evaluate_item,
+    ):
         self.settings, self.address, self.gpus, self.workers = settings, address, gpus, workers
         self.evaluate_fn = evaluate_fn
 
@@ -293,8 +310,7 @@ class RayExecutor:
             resources = {"num_cpus": max(self.workers, len(self.gpus or [0]))}
             if self.gpus is not None:
                 resources["num_gpus"] = len(self.gpus)
-        ray.init(include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
-                 **resources)
+        ray.init(include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1", **resources)
         return True
 
     def run(self, queue: WorkQueue, on_record: OnRecord) -> None:
@@ -327,9 +343,15 @@ class RayExecutor:
                 ray.shutdown()
 
 
-def make_executor(kind: str, settings: BatchSettings, *, gpus: list[int] | None = None,
-                  workers: int = 1, address: str | None = None,
-                  evaluate_fn: EvaluateFn | None = None):
+def make_executor(
+    kind: str,
+    settings: BatchSettings,
+    *,
+    gpus: list[int] | None = None,
+    workers: int = 1,
+    address: str | None = None,
+    evaluate_fn: EvaluateFn | None = None,
+):
     evaluate_fn = evaluate_fn or evaluate_item
     if kind == "local":
         if address:

@@ -57,11 +57,7 @@ class Solution:
 
 def _closes(line: str, fence: str) -> bool:
     stripped = line.strip()
-    return (
-        len(line) - len(line.lstrip(" ")) <= 3
-        and len(stripped) >= len(fence)
-        and set(stripped) == {fence[0]}
-    )
+    return len(line) - len(line.lstrip(" ")) <= 3 and len(stripped) >= len(fence) and set(stripped) == {fence[0]}
 
 
 def _label(info: str) -> str:
@@ -87,8 +83,9 @@ def code_blocks(text: str) -> list[CodeBlock]:
         if label in PYTHON_LABELS and not _parses(_body(lines, start, end, indent)):
             # A fence-looking line inside a string may have closed the block early.
             end = next((j for j in closers[1:] if _parses(_body(lines, start, j, indent))), end)
-        blocks.append(CodeBlock(label=label, code=_body(lines, start, end, indent), line=i + 1,
-                                closed=end < len(lines)))
+        blocks.append(
+            CodeBlock(label=label, code=_body(lines, start, end, indent), line=i + 1, closed=end < len(lines))
+        )
         i = end + 1
     return blocks
 
@@ -96,7 +93,7 @@ def code_blocks(text: str) -> list[CodeBlock]:
 def _body(lines: list[str], start: int, end: int, indent: int) -> str:
     # CommonMark removes up to the opening fence's indentation from each content line.
     def dedent(line: str) -> str:
-        return line[min(indent, len(line) - len(line.lstrip(" "))):]
+        return line[min(indent, len(line) - len(line.lstrip(" "))) :]
 
     return "\n".join(dedent(line) for line in lines[start:end])
 
@@ -110,7 +107,7 @@ def _parses(code: str) -> bool:
 
 
 def _defined_class(code: str) -> str | None:
-    """"Model" if the code defines it at top level, else "ModelNew", else None."""
+    """ "Model" if the code defines it at top level, else "ModelNew", else None."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -129,22 +126,24 @@ def extract_solution(text: str) -> Solution:
     for block in reversed(blocks):
         name = _defined_class(block.code) if block.is_python else None
         if name is not None:
-            return Solution(code=block.code.rstrip("\n") + "\n", class_name=name,
-                            line=block.line, block_count=len(blocks))
+            return Solution(
+                code=block.code.rstrip("\n") + "\n", class_name=name, line=block.line, block_count=len(blocks)
+            )
     raise ExtractionError(_why_nothing(blocks))
 
 
 def _why_nothing(blocks: list[CodeBlock]) -> str:
     if not blocks:
-        return ("no fenced code block in the response: the solution must be one ```python block "
-                "holding the whole file, defining `class Model`")
+        return (
+            "no fenced code block in the response: the solution must be one ```python block "
+            "holding the whole file, defining `class Model`"
+        )
     python = [b for b in blocks if b.is_python]
     other = sorted({b.label for b in blocks if not b.is_python})
     detail = f"{len(blocks)} fenced block(s), {len(python)} of them Python"
     if other:
         detail += f" (other labels: {', '.join(other)})"
-    return (f"no fenced Python block defining `class Model` (or `class ModelNew`) in the "
-            f"response: {detail}")
+    return f"no fenced Python block defining `class Model` (or `class ModelNew`) in the response: {detail}"
 
 
 def extract_file(response: Path | str, out: Path | str | None = None) -> Solution:

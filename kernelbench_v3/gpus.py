@@ -15,9 +15,9 @@ it (NVIDIA's "MB" for caches is MiB-based; the figures are not converted).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
 
@@ -113,8 +113,12 @@ GPUS: dict[str, GpuSpec] = {
         memory_bandwidth_gbs=3350.0,
         l2_cache_mb=50.0,
         peak_tflops={
-            "fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4,
-            "fp8": 1978.9, "int8": 1978.9,
+            "fp32": 67.0,
+            "tf32": 494.7,
+            "fp16": 989.4,
+            "bf16": 989.4,
+            "fp8": 1978.9,
+            "int8": 1978.9,
         },
         sources={
             "architecture": _H100,
@@ -141,8 +145,12 @@ GPUS: dict[str, GpuSpec] = {
         memory_bandwidth_gbs=4800.0,
         l2_cache_mb=50.0,
         peak_tflops={
-            "fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4,
-            "fp8": 1978.9, "int8": 1978.9,
+            "fp32": 67.0,
+            "tf32": 494.7,
+            "fp16": 989.4,
+            "bf16": 989.4,
+            "fp8": 1978.9,
+            "int8": 1978.9,
         },
         sources={
             "architecture": _H200_DS,
@@ -167,8 +175,13 @@ GPUS: dict[str, GpuSpec] = {
         memory_bandwidth_gbs=8000.0,
         l2_cache_mb=126.0,
         peak_tflops={
-            "fp32": 75.0, "tf32": 1125.0, "fp16": 2250.0, "bf16": 2250.0,
-            "fp8": 4500.0, "int8": 4500.0, "fp4": 9000.0,
+            "fp32": 75.0,
+            "tf32": 1125.0,
+            "fp16": 2250.0,
+            "bf16": 2250.0,
+            "fp8": 4500.0,
+            "int8": 4500.0,
+            "fp4": 9000.0,
         },
         sources={
             "architecture": "NVIDIA Blackwell Architecture Technical Brief",
@@ -199,15 +212,17 @@ _ALIASES: dict[str, str] = {}
 for _key, _spec in GPUS.items():
     for _alias in (_key, _spec.sku, _spec.name, _spec.name.replace("NVIDIA ", "")):
         _ALIASES[_normalize(_alias)] = _key
-_ALIASES.update({
-    _normalize("GeForce RTX 3090"): "rtx3090",
-    _normalize("NVIDIA GeForce RTX 3090"): "rtx3090",
-    _normalize("H100 SXM"): "h100",
-    _normalize("NVIDIA H100 80GB HBM3"): "h100",  # torch.cuda.get_device_name spelling
-    _normalize("H200 SXM"): "h200",
-    _normalize("NVIDIA H200"): "h200",
-    _normalize("NVIDIA B200"): "b200",
-})
+_ALIASES.update(
+    {
+        _normalize("GeForce RTX 3090"): "rtx3090",
+        _normalize("NVIDIA GeForce RTX 3090"): "rtx3090",
+        _normalize("H100 SXM"): "h100",
+        _normalize("NVIDIA H100 80GB HBM3"): "h100",  # torch.cuda.get_device_name spelling
+        _normalize("H200 SXM"): "h200",
+        _normalize("NVIDIA H200"): "h200",
+        _normalize("NVIDIA B200"): "b200",
+    }
+)
 
 
 def get_gpu(name: str | GpuSpec) -> GpuSpec:

@@ -19,10 +19,11 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,12 +35,14 @@ DEFAULT_REPO_ID = "Infatoshi/kernelbench-v3-problems"
 DATA_DIR = "data"
 CARD_FILE = "README.md"
 
-INPUT_SPEC = pa.struct([
-    ("kind", pa.string()),  # "tensor", or the Python type name of a non-tensor input
-    ("shape", pa.list_(pa.int64())),  # tensors only
-    ("dtype", pa.string()),  # tensors only, torch name without "torch." ("float32")
-    ("value", pa.string()),  # non-tensors only, as JSON
-])
+INPUT_SPEC = pa.struct(
+    [
+        ("kind", pa.string()),  # "tensor", or the Python type name of a non-tensor input
+        ("shape", pa.list_(pa.int64())),  # tensors only
+        ("dtype", pa.string()),  # tensors only, torch name without "torch." ("float32")
+        ("value", pa.string()),  # non-tensors only, as JSON
+    ]
+)
 OUTPUT_SPEC = pa.struct([("shape", pa.list_(pa.int64())), ("dtype", pa.string())])
 
 # (column, type, nullable). The card's `dataset_info.features` is generated from this list.
@@ -115,9 +118,13 @@ def _roofline(problem: Problem, model: Any, inputs: Any) -> tuple[int | None, in
     try:
         flops, min_bytes = estimate_roofline(model, inputs)
     except Exception as exc:  # noqa: BLE001 - data-dependent forwards cannot be traced on meta
-        return None, None, (
-            f"flops/bytes are null: {problem.problem_id} is not in the package's roofline table "
-            f"and estimating it on meta tensors failed ({describe_error(exc)})"
+        return (
+            None,
+            None,
+            (
+                f"flops/bytes are null: {problem.problem_id} is not in the package's roofline table "
+                f"and estimating it on meta tensors failed ({describe_error(exc)})"
+            ),
         )
     return int(flops), int(min_bytes), None
 
@@ -200,9 +207,11 @@ def split_rows(
                 try:
                     row["prompt"] = render_prompt(problem, split)
                 except Exception as exc:  # noqa: BLE001 - reported per file, like other defects
-                    errors.append(ProblemFileError(
-                        problem.path, f"rendering its {split} prompt failed: {type(exc).__name__}: {exc}"
-                    ))
+                    errors.append(
+                        ProblemFileError(
+                            problem.path, f"rendering its {split} prompt failed: {type(exc).__name__}: {exc}"
+                        )
+                    )
                     continue
             out[split].append(row)
     if errors:
@@ -263,10 +272,7 @@ def build(
     if with_prompts and render_prompt is None:
         raise ModuleNotFoundError("with_prompts=True needs kernelbench_v3.prompts, which is not installed")
     rows = split_rows(problems, render_prompt)
-    tables = {
-        split: pa.Table.from_pylist(rows[split], schema=schema(render_prompt is not None))
-        for split in SPLITS
-    }
+    tables = {split: pa.Table.from_pylist(rows[split], schema=schema(render_prompt is not None)) for split in SPLITS}
     card = render_card(tables)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -305,8 +311,7 @@ def load_problems(split: str, source: str | Path | None = None, **load_kwargs: A
         folder = Path(source).expanduser()
         if not (folder / CARD_FILE).is_file():
             raise FileNotFoundError(
-                f"{folder} is not a built dataset folder (no {CARD_FILE}); build one with "
-                f"`kbv3 build {folder}`"
+                f"{folder} is not a built dataset folder (no {CARD_FILE}); build one with `kbv3 build {folder}`"
             )
         source = str(folder)
     import datasets

@@ -8,7 +8,8 @@ function of its arguments, so the card is byte-identical from one build to the n
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -83,15 +84,15 @@ def front_matter(
         "task_categories": list(TASK_CATEGORIES),
         "tags": list(TAGS),
         "size_categories": ["n<1K"],
-        "configs": [{
-            "config_name": "default",
-            "data_files": [{"split": s, "path": split_files[s]} for s in counts],
-        }],
+        "configs": [
+            {
+                "config_name": "default",
+                "data_files": [{"split": s, "path": split_files[s]} for s in counts],
+            }
+        ],
         "dataset_info": {
             "features": [{"name": f.name, **feature_yaml(f.type)} for f in schema],
-            "splits": [
-                {"name": s, "num_bytes": num_bytes[s], "num_examples": n} for s, n in counts.items()
-            ],
+            "splits": [{"name": s, "num_bytes": num_bytes[s], "num_examples": n} for s, n in counts.items()],
             "dataset_size": sum(num_bytes.values()),
         },
     }
@@ -122,8 +123,12 @@ def render_card(tables: Mapping[str, pa.Table]) -> str:
     splits = "\n".join(f"| `{s}` | {n} | {SPLIT_DOCS.get(s, '')} |" for s, n in counts.items())
     notes = "\n".join(_null_notes(tables)) or "- none: every row has all its values."
     return f"---\n{header}---\n\n" + BODY.format(
-        columns=columns, splits=splits, null_notes=notes, runs_repo=RUNS_REPO_ID,
-        kernelbench_url=KERNELBENCH_URL, paper=KERNELBENCH_PAPER,
+        columns=columns,
+        splits=splits,
+        null_notes=notes,
+        runs_repo=RUNS_REPO_ID,
+        kernelbench_url=KERNELBENCH_URL,
+        paper=KERNELBENCH_PAPER,
     )
 
 

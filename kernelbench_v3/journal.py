@@ -15,8 +15,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 JOURNAL_FORMAT = 1
 
@@ -55,7 +56,7 @@ class Journal:
         self._lock = None
         self.existing: list[dict[str, Any]] = []  # records found when opened
 
-    def __enter__(self) -> "Journal":
+    def __enter__(self) -> Journal:
         self.open()
         return self
 
@@ -80,8 +81,7 @@ class Journal:
         wanted = json.loads(json.dumps(self.settings.to_dict()))  # as it reads back
         if header is not None and header["settings"] != wanted:
             self.close()
-            diff = {k: (header["settings"].get(k), v) for k, v in wanted.items()
-                    if header["settings"].get(k) != v}
+            diff = {k: (header["settings"].get(k), v) for k, v in wanted.items() if header["settings"].get(k) != v}
             raise JournalError(
                 f"journal {self.path} was started with other settings "
                 f"(field: (journal, now)) {diff}; use another --out/--journal or the same settings"

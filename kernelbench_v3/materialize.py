@@ -14,10 +14,11 @@ import importlib.util
 import os
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
@@ -66,8 +67,7 @@ def rewrite_sizes(source: str, sizes: Mapping[str, SizeValue], origin: str = "<s
     unknown = sorted(set(sizes) - set(known))
     if unknown:
         raise MaterializeError(
-            f"{origin}: cannot override {unknown}: not size variables of this problem "
-            f"(size variables: {sorted(known)})"
+            f"{origin}: cannot override {unknown}: not size variables of this problem (size variables: {sorted(known)})"
         )
     for stmt in tree.body:
         if not isinstance(stmt, ast.Assign):

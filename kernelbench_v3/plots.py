@@ -19,10 +19,11 @@ def _pyplot():
     import sys
 
     import matplotlib
-    if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND") \
-            and "ipykernel" not in sys.modules:
+
+    if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND") and "ipykernel" not in sys.modules:
         matplotlib.use("Agg")  # headless (CLI, tests, CI); inside Jupyter the inline backend wins
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -31,8 +32,7 @@ def speedup_vs_headroom(joined: pd.DataFrame, flags: pd.DataFrame | None = None)
     log-log, with the y = x line above which a speedup is impossible at the reference's
     precision. Flagged runs are drawn in red."""
     plt = _pyplot()
-    good = joined[joined["correct"].fillna(False).astype(bool) & (joined["speedup"] > 0)
-                  & (joined["headroom"] > 0)]
+    good = joined[joined["correct"].fillna(False).astype(bool) & (joined["speedup"] > 0) & (joined["headroom"] > 0)]
     gpus = [g for g in GPU_ORDER if g in set(joined["gpu"])] or list(GPU_ORDER)
     fig, axes = plt.subplots(1, len(gpus), figsize=(5 * len(gpus), 4.5), squeeze=False, sharey=True)
     flagged = set(flags["run"]) if flags is not None and len(flags) else set()
@@ -42,10 +42,23 @@ def speedup_vs_headroom(joined: pd.DataFrame, flags: pd.DataFrame | None = None)
     for ax, gpu in zip(axes[0], gpus):
         sub = good[good["gpu"] == gpu]
         is_flagged = sub.index.isin(list(flagged))
-        ax.scatter(sub.loc[~is_flagged, "headroom"], sub.loc[~is_flagged, "speedup"], s=22,
-                   alpha=0.7, color="tab:blue", label="correct run")
-        ax.scatter(sub.loc[is_flagged, "headroom"], sub.loc[is_flagged, "speedup"], s=40,
-                   alpha=0.9, color="tab:red", marker="D", label="flagged run")
+        ax.scatter(
+            sub.loc[~is_flagged, "headroom"],
+            sub.loc[~is_flagged, "speedup"],
+            s=22,
+            alpha=0.7,
+            color="tab:blue",
+            label="correct run",
+        )
+        ax.scatter(
+            sub.loc[is_flagged, "headroom"],
+            sub.loc[is_flagged, "speedup"],
+            s=40,
+            alpha=0.9,
+            color="tab:red",
+            marker="D",
+            label="flagged run",
+        )
         ax.plot([lo, hi], [lo, hi], color="black", lw=1, ls="--", label="speedup = headroom")
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
         ax.fill_between([lo, hi], [lo, hi], [hi, hi], color="tab:red", alpha=0.06)

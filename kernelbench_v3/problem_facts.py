@@ -25,8 +25,9 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -35,15 +36,27 @@ from .paths import cache_root
 
 # Harness tolerances (atol, rtol) by reference precision (shared/problem-spec.md, harness context).
 TOLERANCES: dict[str, tuple[float, float]] = {
-    "fp32": (1e-3, 1e-3), "tf32": (1e-3, 1e-3), "fp16": (1e-2, 1e-2), "bf16": (1e-2, 1e-2),
-    "fp8": (0.1, 0.05), "fp4": (0.5, 0.1), "int8": (1e-3, 1e-3),
+    "fp32": (1e-3, 1e-3),
+    "tf32": (1e-3, 1e-3),
+    "fp16": (1e-2, 1e-2),
+    "bf16": (1e-2, 1e-2),
+    "fp8": (0.1, 0.05),
+    "fp4": (0.5, 0.1),
+    "int8": (1e-3, 1e-3),
 }
 # Problems with more input elements (summed) or more FLOPs (roofline table) than these are
 # checked at REDUCED_SIZES instead of default sizes, so the check stays a few seconds on a CPU.
 MAX_CHECK_ELEMENTS = 2**27
 MAX_CHECK_FLOPS = 2e10
-FACT_COLUMNS = ["problem_id", "reference_precision", "near_identity", "identity_max_abs",
-                "identity_tolerance", "identity_sizes", "facts_note"]
+FACT_COLUMNS = [
+    "problem_id",
+    "reference_precision",
+    "near_identity",
+    "identity_max_abs",
+    "identity_tolerance",
+    "identity_sizes",
+    "facts_note",
+]
 _CACHE_VERSION = 1
 SHIPPED_FACTS = Path(__file__).resolve().parent / "data" / "problem_facts.json"
 
@@ -66,8 +79,9 @@ def shipped_facts(path: Path = SHIPPED_FACTS) -> dict[str, dict[str, Any]]:
     return data.get("facts", {}) if data.get("version") == _CACHE_VERSION else {}
 
 
-def compute_facts(problem: Problem, max_elements: int = MAX_CHECK_ELEMENTS,
-                  max_flops: float = MAX_CHECK_FLOPS) -> dict[str, Any]:
+def compute_facts(
+    problem: Problem, max_elements: int = MAX_CHECK_ELEMENTS, max_flops: float = MAX_CHECK_FLOPS
+) -> dict[str, Any]:
     """The facts of one problem (see the module docstring); failures are noted, not raised."""
     import torch
 
@@ -75,9 +89,15 @@ def compute_facts(problem: Problem, max_elements: int = MAX_CHECK_ELEMENTS,
     from .roofline import DEFAULT_ROOFLINE, precision_of
     from .specs import problem_specs
 
-    facts: dict[str, Any] = {"problem_id": problem.problem_id, "reference_precision": None,
-                             "near_identity": None, "identity_max_abs": None,
-                             "identity_tolerance": None, "identity_sizes": None, "facts_note": ""}
+    facts: dict[str, Any] = {
+        "problem_id": problem.problem_id,
+        "reference_precision": None,
+        "near_identity": None,
+        "identity_max_abs": None,
+        "identity_tolerance": None,
+        "identity_sizes": None,
+        "facts_note": "",
+    }
     try:
         specs = problem_specs(load_module(problem))
     except Exception as exc:  # noqa: BLE001 - a broken problem file is reported, not fatal here
@@ -118,17 +138,27 @@ def compute_facts(problem: Problem, max_elements: int = MAX_CHECK_ELEMENTS,
         facts["facts_note"] = f"identity check failed to run: {type(exc).__name__}: {exc}"[:300]
         return facts
     if best == math.inf:
-        facts.update(near_identity=False, identity_tolerance=float(tolerance),
-                     facts_note="no input has the output's shape at the checked sizes")
+        facts.update(
+            near_identity=False,
+            identity_tolerance=float(tolerance),
+            facts_note="no input has the output's shape at the checked sizes",
+        )
         return facts
-    facts.update(near_identity=bool(best < tolerance), identity_max_abs=float(best),
-                 identity_tolerance=float(tolerance))
+    facts.update(
+        near_identity=bool(best < tolerance), identity_max_abs=float(best), identity_tolerance=float(tolerance)
+    )
     return facts
 
 
-def facts_table(problems: Iterable[Problem], *, cache: Path | None | bool = True,
-                max_elements: int = MAX_CHECK_ELEMENTS, max_flops: float = MAX_CHECK_FLOPS,
-                shipped: bool = True, progress: bool | None = None) -> pd.DataFrame:
+def facts_table(
+    problems: Iterable[Problem],
+    *,
+    cache: Path | None | bool = True,
+    max_elements: int = MAX_CHECK_ELEMENTS,
+    max_flops: float = MAX_CHECK_FLOPS,
+    shipped: bool = True,
+    progress: bool | None = None,
+) -> pd.DataFrame:
     """Facts of every problem as a frame (one row per problem), computed once per file content.
 
     Looked up in the shipped table first (`shipped`, only at the default check limits), then in
@@ -151,8 +181,13 @@ def facts_table(problems: Iterable[Problem], *, cache: Path | None | bool = True
     keys = [fact_key(p) for p in problems]
     todo = [(p, k) for p, k in zip(problems, keys) if k not in known]
     if todo:
-        bar = tqdm(todo, desc=f"problem facts ({len(todo)} not shipped or cached, ~1 s each)",
-                   unit="problem", file=sys.stderr, disable=None if progress is None else not progress)
+        bar = tqdm(
+            todo,
+            desc=f"problem facts ({len(todo)} not shipped or cached, ~1 s each)",
+            unit="problem",
+            file=sys.stderr,
+            disable=None if progress is None else not progress,
+        )
         for problem, key in bar:
             bar.set_postfix_str(problem.problem_id, refresh=False)
             stored[key] = known[key] = compute_facts(problem, max_elements, max_flops)
@@ -173,8 +208,11 @@ def write_shipped_facts(problems: Iterable[Problem], path: Path = SHIPPED_FACTS)
     problems = list(problems)
     facts = {fact_key(p): compute_facts(p) for p in problems}
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = {"version": _CACHE_VERSION, "note": "written by `python -m kernelbench_v3.problem_facts`; "
-            "keys are problem_id:sha256 of the problem file", "facts": dict(sorted(facts.items()))}
+    body = {
+        "version": _CACHE_VERSION,
+        "note": "written by `python -m kernelbench_v3.problem_facts`; keys are problem_id:sha256 of the problem file",
+        "facts": dict(sorted(facts.items())),
+    }
     path.write_text(json.dumps(body, indent=1, sort_keys=False) + "\n", encoding="utf-8")
     return len(problems)
 

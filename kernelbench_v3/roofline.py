@@ -17,7 +17,8 @@ torch is imported only by the functions that take tensors or dtypes, so the runs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from .gpus import PRECISIONS, GpuSpec, get_gpu
 
@@ -153,9 +154,7 @@ def precision_of(dtype: torch.dtype | str) -> str:
     )
 
 
-def speed_of_light_ms(
-    flops: float, bytes_moved: float, gpu: GpuSpec | str, precision: str | torch.dtype
-) -> float:
+def speed_of_light_ms(flops: float, bytes_moved: float, gpu: GpuSpec | str, precision: str | torch.dtype) -> float:
     """Roofline lower bound in milliseconds: max(flops / peak, bytes / bandwidth).
 
     `gpu` is a GpuSpec or any name `gpus.get_gpu` accepts; `precision` a key such as "bf16" or a
@@ -216,7 +215,5 @@ def roofline_of(problem_id: str, model: nn.Module | None = None, inputs: Any = N
     if problem_id in DEFAULT_ROOFLINE:
         return DEFAULT_ROOFLINE[problem_id]
     if model is None or inputs is None:
-        raise KeyError(
-            f"{problem_id!r} is not in DEFAULT_ROOFLINE; pass its model and inputs to estimate it"
-        )
+        raise KeyError(f"{problem_id!r} is not in DEFAULT_ROOFLINE; pass its model and inputs to estimate it")
     return estimate_roofline(model, inputs)

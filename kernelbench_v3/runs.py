@@ -27,16 +27,25 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .catalog import Problem, discover
 from .runs_schema import (  # noqa: F401 - re-exported: the runs API in one place
-    GPU_SPLITS, RECORD_MARKERS, RUNS_COLUMNS, RUNS_SCHEMA, RunsSchemaError, SchemaProblem,
-    canonical_gpu, parse_level, validate_runs, _is_null,
+    GPU_SPLITS,
+    RECORD_MARKERS,
+    RUNS_COLUMNS,
+    RUNS_SCHEMA,
+    RunsSchemaError,
+    SchemaProblem,
+    _is_null,
+    canonical_gpu,
+    parse_level,
+    validate_runs,
 )
 
 HUB_REPO_ID = "Infatoshi/kernelbench-v3-runs"
@@ -75,8 +84,10 @@ def read_runs_table(path: Path | str) -> tuple[pd.DataFrame, str]:
         raise RunsSourceError(f"{path}: cannot be read as {suffix}: {exc}") from exc
     if frame.empty:
         what = "a header and no rows" if suffix == ".csv" and len(frame.columns) else "no runs"
-        raise RunsSourceError(f"{path} holds {what}: there is nothing to analyze; "
-                              "pass a results.csv or records file with at least one run")
+        raise RunsSourceError(
+            f"{path} holds {what}: there is nothing to analyze; "
+            "pass a results.csv or records file with at least one run"
+        )
     kind = _kind_of(frame)
     if kind == "records":
         # A batch journal may hold retries: the last record of a (model, GPU, problem) wins.
@@ -111,8 +122,7 @@ def _read_json(path: Path) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
-def _resolve_source(source: Path | str | None, repo_id: str, revision: str | None,
-                    solutions: bool) -> Path:
+def _resolve_source(source: Path | str | None, repo_id: str, revision: str | None, solutions: bool) -> Path:
     if source is not None:
         path = Path(source).expanduser()
         if path.is_dir():
@@ -125,9 +135,11 @@ def _resolve_source(source: Path | str | None, repo_id: str, revision: str | Non
         return path
     try:
         from huggingface_hub import hf_hub_download, snapshot_download
+
         if solutions:
-            folder = snapshot_download(repo_id, repo_type="dataset", revision=revision,
-                                       allow_patterns=[RESULTS_FILE, f"{SOLUTIONS_DIR}/*"])
+            folder = snapshot_download(
+                repo_id, repo_type="dataset", revision=revision, allow_patterns=[RESULTS_FILE, f"{SOLUTIONS_DIR}/*"]
+            )
             return Path(folder) / RESULTS_FILE
         return Path(hf_hub_download(repo_id, RESULTS_FILE, repo_type="dataset", revision=revision))
     except Exception as exc:
@@ -167,8 +179,11 @@ def load_runs(
     catalog = _catalog(problems)
     runs = normalize_runs(runs, catalog)
     if solutions:
-        folder = Path(solutions) if not isinstance(solutions, bool) else (
-            path.parent / SOLUTIONS_DIR if path is not None else None)
+        folder = (
+            Path(solutions)
+            if not isinstance(solutions, bool)
+            else (path.parent / SOLUTIONS_DIR if path is not None else None)
+        )
         runs = attach_solutions(runs, folder)
     runs.attrs["source"] = origin
     runs.attrs["kind"] = kind
@@ -205,8 +220,7 @@ def normalize_runs(runs: pd.DataFrame, problems: Iterable[Problem]) -> pd.DataFr
     out = runs.copy()
     files = out["problem"].map(_problem_file)
     given_ids = out["problem_id"] if "problem_id" in out.columns else pd.Series([None] * len(out))
-    keys = list(zip(files, out["category_hint"], out["level"].astype(object), out["split"],
-                    given_ids.astype(object)))
+    keys = list(zip(files, out["category_hint"], out["level"].astype(object), out["split"], given_ids.astype(object)))
     cache: dict[tuple, tuple[str | None, str]] = {}
     ids, matches = [], []
     for key in keys:
@@ -228,8 +242,16 @@ def _problem_file(problem: Any) -> str:
     return name if name.endswith(".py") else f"{name}.py"
 
 
-def _match_one(file_name: str, hint: Any, level: Any, split: str, given_id: Any, *,
-               by_file: dict[str, list[Problem]], known_ids: dict[str, Problem]) -> tuple[str | None, str]:
+def _match_one(
+    file_name: str,
+    hint: Any,
+    level: Any,
+    split: str,
+    given_id: Any,
+    *,
+    by_file: dict[str, list[Problem]],
+    known_ids: dict[str, Problem],
+) -> tuple[str | None, str]:
     if isinstance(given_id, str) and given_id:
         if given_id in known_ids:
             return given_id, "matched"
@@ -276,12 +298,11 @@ def parse_solution_name(name: str, known_problems: Iterable[str] | None = None) 
     splits = []
     for gpu in GPU_SPLITS:
         for match in re.finditer(re.escape(f"_{gpu}_"), stem):
-            model, problem = stem[: match.start()], stem[match.end():]
+            model, problem = stem[: match.start()], stem[match.end() :]
             if model and problem:
                 splits.append((model, gpu, problem))
     if not splits:
-        raise ValueError(f"solution file {name!r} has no _<GPU>_ separator for a known GPU "
-                         f"({', '.join(GPU_SPLITS)})")
+        raise ValueError(f"solution file {name!r} has no _<GPU>_ separator for a known GPU ({', '.join(GPU_SPLITS)})")
     fitting = [s for s in splits if s[2] in known]
     return (fitting or splits)[-1]
 
@@ -336,23 +357,38 @@ def problem_table(problems: Iterable[Problem]) -> pd.DataFrame:
     rows = []
     for p in problems:
         flops, nbytes = DEFAULT_ROOFLINE.get(p.problem_id, (None, None))
-        rows.append({
-            "problem_id": p.problem_id,
-            "problem_category": p.category,
-            "problem_level": p.level,
-            "problem_op_type": p.op_type,
-            "supported_precisions": ",".join(p.supported_precisions),
-            "problem_gpus": ",".join(p.gpus),
-            "flops": float(flops) if flops is not None else np.nan,
-            "bytes": float(nbytes) if nbytes is not None else np.nan,
-        })
-    columns = ["problem_id", "problem_category", "problem_level", "problem_op_type",
-               "supported_precisions", "problem_gpus", "flops", "bytes"]
+        rows.append(
+            {
+                "problem_id": p.problem_id,
+                "problem_category": p.category,
+                "problem_level": p.level,
+                "problem_op_type": p.op_type,
+                "supported_precisions": ",".join(p.supported_precisions),
+                "problem_gpus": ",".join(p.gpus),
+                "flops": float(flops) if flops is not None else np.nan,
+                "bytes": float(nbytes) if nbytes is not None else np.nan,
+            }
+        )
+    columns = [
+        "problem_id",
+        "problem_category",
+        "problem_level",
+        "problem_op_type",
+        "supported_precisions",
+        "problem_gpus",
+        "flops",
+        "bytes",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
-def join_runs(runs: pd.DataFrame, problems: Iterable[Problem] | pd.DataFrame,
-              facts: pd.DataFrame | None = None, *, warn: bool = True) -> pd.DataFrame:
+def join_runs(
+    runs: pd.DataFrame,
+    problems: Iterable[Problem] | pd.DataFrame,
+    facts: pd.DataFrame | None = None,
+    *,
+    warn: bool = True,
+) -> pd.DataFrame:
     """Every run with its problem's columns beside it; unmatched runs are kept and reported.
 
     `problems`: the catalog (list of Problem) or a `problem_table`. `facts`: an optional
@@ -378,10 +414,14 @@ def join_runs(runs: pd.DataFrame, problems: Iterable[Problem] | pd.DataFrame,
     missing = unmatched(joined)
     joined.attrs["unmatched"] = len(missing)
     if warn and len(missing):
-        examples = "; ".join(f"{r.model}/{r.gpu}/{r.problem}: {r.match}"
-                             for r in missing.head(5).itertuples(index=False))
-        warnings.warn(f"{len(missing)} run(s) match no problem of the catalog and keep null problem "
-                      f"columns (e.g. {examples})", UnmatchedRunsWarning, stacklevel=2)
+        examples = "; ".join(
+            f"{r.model}/{r.gpu}/{r.problem}: {r.match}" for r in missing.head(5).itertuples(index=False)
+        )
+        warnings.warn(
+            f"{len(missing)} run(s) match no problem of the catalog and keep null problem columns (e.g. {examples})",
+            UnmatchedRunsWarning,
+            stacklevel=2,
+        )
     return joined
 
 

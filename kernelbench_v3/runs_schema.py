@@ -19,17 +19,42 @@ from .catalog import CATEGORIES
 
 # The published columns, in their order, with the type each must parse as.
 RUNS_SCHEMA: dict[str, str] = {
-    "model": "str", "gpu": "gpu", "level": "level", "problem": "str",
-    "compiled": "bool", "correct": "bool", "speedup": "float", "ref_ms": "float", "sol_ms": "float",
-    "turns": "int", "total_tokens": "int", "estimated_cost_usd": "float",
-    "op_type": "str", "baseline_type": "str", "precision_used": "str",
-    "run_dir": "str", "solution_link": "str", "baseline_link": "str",
+    "model": "str",
+    "gpu": "gpu",
+    "level": "level",
+    "problem": "str",
+    "compiled": "bool",
+    "correct": "bool",
+    "speedup": "float",
+    "ref_ms": "float",
+    "sol_ms": "float",
+    "turns": "int",
+    "total_tokens": "int",
+    "estimated_cost_usd": "float",
+    "op_type": "str",
+    "baseline_type": "str",
+    "precision_used": "str",
+    "run_dir": "str",
+    "solution_link": "str",
+    "baseline_link": "str",
 }
 RUNS_COLUMNS: tuple[str, ...] = tuple(RUNS_SCHEMA)
 NOT_NULL = ("model", "gpu", "problem", "compiled", "correct")
 # Columns every evaluator record has (the rest of RUNS_COLUMNS may be missing from records).
-RECORD_COLUMNS = ("model", "gpu", "level", "problem", "compiled", "correct", "speedup",
-                  "ref_ms", "sol_ms", "op_type", "baseline_type", "precision_used")
+RECORD_COLUMNS = (
+    "model",
+    "gpu",
+    "level",
+    "problem",
+    "compiled",
+    "correct",
+    "speedup",
+    "ref_ms",
+    "sol_ms",
+    "op_type",
+    "baseline_type",
+    "precision_used",
+)
 RECORD_MARKERS = ("problem_id", "status", "evaluator_version")
 
 # The model name given to evaluator records that have none (`kbv3 eval` without --model).
@@ -68,13 +93,11 @@ class RunsSchemaError(ValueError):
         self.problems = problems
         lines = [p.describe(origin, header_lines) for p in problems[:_MAX_LISTED]]
         more = f"\n  ... and {len(problems) - _MAX_LISTED} more" if len(problems) > _MAX_LISTED else ""
-        super().__init__(
-            f"{len(problems)} schema error(s) in {origin}:\n  - " + "\n  - ".join(lines) + more
-        )
+        super().__init__(f"{len(problems)} schema error(s) in {origin}:\n  - " + "\n  - ".join(lines) + more)
 
 
 def canonical_gpu(value: Any) -> str | None:
-    """"RTX 3090" / "rtx3090" / "h100" -> "RTX3090" / "H100"; None when not a known GPU."""
+    """ "RTX 3090" / "rtx3090" / "h100" -> "RTX3090" / "H100"; None when not a known GPU."""
     key = re.sub(r"[\s_\-]", "", str(value)).upper()
     return key if key in GPU_SPLITS else None
 
@@ -137,8 +160,9 @@ def _parse_float(value: Any) -> float | None:
     return number if not np.isnan(number) else None
 
 
-def validate_runs(frame: pd.DataFrame, *, origin: str = "runs", records: bool = False,
-                  header_lines: int = 0) -> pd.DataFrame:
+def validate_runs(
+    frame: pd.DataFrame, *, origin: str = "runs", records: bool = False, header_lines: int = 0
+) -> pd.DataFrame:
     """Check columns, types, GPU names and row consistency; return a typed copy.
 
     Published tables must have exactly the published columns. Evaluator records may carry more
@@ -148,9 +172,18 @@ def validate_runs(frame: pd.DataFrame, *, origin: str = "runs", records: bool = 
     needed = RECORD_COLUMNS if records else RUNS_COLUMNS
     for column in needed:
         if column not in frame.columns:
-            problems.append(SchemaProblem(None, column, "missing column" + (
-                " (evaluator records must have the runs columns " + ", ".join(RECORD_COLUMNS) + ")"
-                if records else f" (the published columns are: {', '.join(RUNS_COLUMNS)})")))
+            problems.append(
+                SchemaProblem(
+                    None,
+                    column,
+                    "missing column"
+                    + (
+                        " (evaluator records must have the runs columns " + ", ".join(RECORD_COLUMNS) + ")"
+                        if records
+                        else f" (the published columns are: {', '.join(RUNS_COLUMNS)})"
+                    ),
+                )
+            )
     if not records:
         for column in frame.columns:
             if column not in RUNS_SCHEMA:
@@ -222,8 +255,9 @@ def _parse_cell(kind: str, value: Any) -> tuple[Any, str | None]:
     if kind == "level":
         level = parse_level(value)
         if level is None:
-            return None, (f"level {value!r} is not a level number (1-4), 'levelN' or a category "
-                          f"({', '.join(CATEGORIES)})")
+            return None, (
+                f"level {value!r} is not a level number (1-4), 'levelN' or a category ({', '.join(CATEGORIES)})"
+            )
         return level, None
     if kind == "bool":
         parsed = _parse_bool(value)

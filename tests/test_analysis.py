@@ -10,7 +10,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from kernelbench_v3 import analysis
@@ -21,8 +20,14 @@ from kernelbench_v3.solution_scan import scan_source
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
-FIXTURE_PROBLEMS = ("level1/2_Standard_matrix_multiplication_", "level1/23_Softmax", "level1/40_LayerNorm",
-                    "graphics/bloom", "tile_specialized/gemv_bf16", "cutile/stream_k_gemm")
+FIXTURE_PROBLEMS = (
+    "level1/2_Standard_matrix_multiplication_",
+    "level1/23_Softmax",
+    "level1/40_LayerNorm",
+    "graphics/bloom",
+    "tile_specialized/gemv_bf16",
+    "cutile/stream_k_gemm",
+)
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +113,7 @@ def test_speedup_distribution(joined):
 def test_roofline_columns(joined):
     zeta = joined.loc[11]  # softmax on H100: 33.5 MB at the H100's bandwidth
     from kernelbench_v3.gpus import get_gpu
+
     expected = 33_554_432 / get_gpu("H100").bandwidth_bytes_per_s * 1e3
     assert zeta.sol_light_ms == pytest.approx(expected)
     assert zeta.headroom == pytest.approx(0.027 / expected)
@@ -118,9 +124,15 @@ def test_flags_exactly(joined):
     flags = analysis.flag_anomalies(joined)
     got = {(int(r.run), str(r.flag)) for r in flags.itertuples()}
     assert got == {
-        (5, "no_custom_kernel"), (5, "near_identity"),
-        (11, "faster_than_light"), (11, "above_headroom"), (11, "no_custom_kernel"), (11, "outlier"),
-        (13, "above_headroom"), (13, "lower_precision"), (13, "no_custom_kernel"),
+        (5, "no_custom_kernel"),
+        (5, "near_identity"),
+        (11, "faster_than_light"),
+        (11, "above_headroom"),
+        (11, "no_custom_kernel"),
+        (11, "outlier"),
+        (13, "above_headroom"),
+        (13, "lower_precision"),
+        (13, "no_custom_kernel"),
     }
     reasons = {(int(r.run), str(r.flag)): r.reason for r in flags.itertuples()}
     assert "below the speed of light" in reasons[(11, "faster_than_light")]
@@ -151,16 +163,27 @@ def test_speedup_mismatch_and_factor(joined):
     assert not any(f == "above_headroom" for _, f in got)  # factor 100 lifts the headroom line
 
 
-@pytest.mark.parametrize("source, has_kernel, marker", [
-    ("import triton\n@triton.jit\ndef k(x):\n    pass\ndef f(x):\n    k[(1,)](x)\n", True, "triton.jit"),
-    ("import triton\n@triton.jit\ndef k(x):\n    pass\ndef f(x):\n    return x.sum()\n", False, None),
-    ("from torch.utils.cpp_extension import load_inline\nm = load_inline('m', '', cuda_sources=s)\n", True, "load_inline"),
-    ('src = """__global__ void k(float* x) {}"""\n', True, "cuda source"),
-    ("import cuda.tile as ct\n@ct.kernel\ndef k(a):\n    pass\n", True, "cutile"),
-    ("import cutlass.cute as cute\n", True, "cutlass"),
-    ("# uses @triton.jit\nimport torch\ny = torch.nn.functional.scaled_dot_product_attention(q, k, v)\n", False, None),
-    ("import torch\ndef f(a, b):\n    return torch.matmul(a, b)\n", False, None),
-])
+@pytest.mark.parametrize(
+    "source, has_kernel, marker",
+    [
+        ("import triton\n@triton.jit\ndef k(x):\n    pass\ndef f(x):\n    k[(1,)](x)\n", True, "triton.jit"),
+        ("import triton\n@triton.jit\ndef k(x):\n    pass\ndef f(x):\n    return x.sum()\n", False, None),
+        (
+            "from torch.utils.cpp_extension import load_inline\nm = load_inline('m', '', cuda_sources=s)\n",
+            True,
+            "load_inline",
+        ),
+        ('src = """__global__ void k(float* x) {}"""\n', True, "cuda source"),
+        ("import cuda.tile as ct\n@ct.kernel\ndef k(a):\n    pass\n", True, "cutile"),
+        ("import cutlass.cute as cute\n", True, "cutlass"),
+        (
+            "# uses @triton.jit\nimport torch\ny = torch.nn.functional.scaled_dot_product_attention(q, k, v)\n",
+            False,
+            None,
+        ),
+        ("import torch\ndef f(a, b):\n    return torch.matmul(a, b)\n", False, None),
+    ],
+)
 def test_scan_source(source, has_kernel, marker):
     scan = scan_source(source)
     assert scan.has_custom_kernel is has_kernel, scan.reason
@@ -184,8 +207,11 @@ def test_plots_produce_figures(joined, tmp_path):
     from kernelbench_v3 import plots
 
     flags = analysis.flag_anomalies(joined)
-    for name, fig in [("headroom", plots.speedup_vs_headroom(joined, flags)),
-                      ("levels", plots.speedup_by_level(joined)), ("flags", plots.flags_by_model(flags))]:
+    for name, fig in [
+        ("headroom", plots.speedup_vs_headroom(joined, flags)),
+        ("levels", plots.speedup_by_level(joined)),
+        ("flags", plots.flags_by_model(flags)),
+    ]:
         assert fig.axes
         path = tmp_path / f"{name}.png"
         fig.savefig(path)

@@ -120,15 +120,28 @@ def targets(tmp_path_factory) -> dict:
     listener.listen(8)
     listener.setblocking(False)
     os.environ.update(
-        ATTACK_KBV3_CACHE_DIR=str(base / "cache"), ATTACK_KBV3_MODULE_DIR=str(modules),
-        ATTACK_KBV3_PROBLEMS_DIR=str(base / "problems"), ATTACK_TRITON_CACHE_DIR=str(triton_cache),
-        ATTACK_TEST_PORT=str(listener.getsockname()[1]), ATTACK_PID_FILE=str(base / "sleeper.pid"),
+        ATTACK_KBV3_CACHE_DIR=str(base / "cache"),
+        ATTACK_KBV3_MODULE_DIR=str(modules),
+        ATTACK_KBV3_PROBLEMS_DIR=str(base / "problems"),
+        ATTACK_TRITON_CACHE_DIR=str(triton_cache),
+        ATTACK_TEST_PORT=str(listener.getsockname()[1]),
+        ATTACK_PID_FILE=str(base / "sleeper.pid"),
     )
     package = ROOT / "kernelbench_v3"
-    watched = ([*cache.iterdir(), *modules.iterdir(), *problems.iterdir(), ROOT / "problems/level1/23_Softmax.py"]
-               + sorted(package.rglob("*.py")))
-    yield {"base": base, "listener": listener, "watched": watched, "before": _digest(watched),
-           "listing": sorted(str(p) for p in base.rglob("*")), "triton": triton_cache}
+    watched = [
+        *cache.iterdir(),
+        *modules.iterdir(),
+        *problems.iterdir(),
+        ROOT / "problems/level1/23_Softmax.py",
+    ] + sorted(package.rglob("*.py"))
+    yield {
+        "base": base,
+        "listener": listener,
+        "watched": watched,
+        "before": _digest(watched),
+        "listing": sorted(str(p) for p in base.rglob("*")),
+        "triton": triton_cache,
+    }
     listener.close()
 
 
@@ -136,9 +149,17 @@ def targets(tmp_path_factory) -> dict:
 def records(targets) -> dict[str, tuple[Record, float]]:
     def run(item):
         name, path = item
-        request = EvalRequest("level1/23_Softmax", path, device="cpu", sizes=SIZES, baseline=False, seeds=(42, 123),
-                              timing_seconds=0.5, scan_source=False,
-                              timeout_s=HANG_LIMIT_S if name in HANGS else 120.0)
+        request = EvalRequest(
+            "level1/23_Softmax",
+            path,
+            device="cpu",
+            sizes=SIZES,
+            baseline=False,
+            seeds=(42, 123),
+            timing_seconds=0.5,
+            scan_source=False,
+            timeout_s=HANG_LIMIT_S if name in HANGS else 120.0,
+        )
         started = time.monotonic()
         return name, (evaluate(request, cache_dir=targets["base"] / "evaluator-cache"), time.monotonic() - started)
 
@@ -180,7 +201,8 @@ def test_a_forged_clock_is_scored_by_the_supervisors_clock(records):
 def test_no_file_a_later_evaluation_trusts_was_changed(records, targets):
     assert _digest(targets["watched"]) == targets["before"]
     assert sorted(str(p) for p in targets["base"].rglob("*") if "evaluator-cache" not in str(p)) == [
-        p for p in targets["listing"] if "evaluator-cache" not in p]
+        p for p in targets["listing"] if "evaluator-cache" not in p
+    ]
     home_triton = Path.home() / ".triton" / "cache"
     planted = [p for p in home_triton.rglob("*") if "KBV3_ATTACK" in p.name] if home_triton.exists() else []
     assert not planted

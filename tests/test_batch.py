@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -31,7 +30,6 @@ from kernelbench_v3.batch import (
     run_batch,
     write_parquet,
 )
-from kernelbench_v3.catalog import discover
 from kernelbench_v3.executors import failure_record
 from kernelbench_v3.journal import Journal, JournalError, latest_records, read_journal
 
@@ -68,7 +66,9 @@ def test_runs_layout_names_resolve_with_underscores_hyphens_and_gpu_tokens(tmp_p
     assert reasons == ["graphics/bloom is not in split h100", "solution for B200, batch is for H100"]
     # batch order follows the catalog (level1/1 before 23 before 40)
     assert [it.problem_id for it in found.items] == [
-        "level1/1_Square_matrix_multiplication_", "level1/23_Softmax", "level1/40_LayerNorm",
+        "level1/1_Square_matrix_multiplication_",
+        "level1/23_Softmax",
+        "level1/40_LayerNorm",
     ]
 
 
@@ -78,8 +78,10 @@ def test_problems_layout_and_unknown_files_are_errors_naming_them(tmp_path):
     _touch(folder / "graphics" / "bloom.py")
     found = discover_solutions(folder, "h100", PROBLEMS)
     assert [(it.model, it.problem_id) for it in found.items] == [("agent-x", "level1/40_LayerNorm")]
-    assert found.items[0].solution_sha256 == __import__("hashlib").sha256(
-        (folder / "level1" / "40_LayerNorm.py").read_bytes()).hexdigest()
+    assert (
+        found.items[0].solution_sha256
+        == __import__("hashlib").sha256((folder / "level1" / "40_LayerNorm.py").read_bytes()).hexdigest()
+    )
     assert discover_solutions(folder, "h100", PROBLEMS, model="m").items[0].model == "m"
 
     _touch(folder / "level1" / "40_LayerNrom.py")
@@ -94,8 +96,7 @@ def test_problems_layout_and_unknown_files_are_errors_naming_them(tmp_path):
 # ----------------------------------------------------------------------------- journal
 
 
-SETTINGS = BatchSettings(split="h100", device="cpu", sizes="reduced", timeout_s=5.0,
-                         problems_root=str(PROBLEMS))
+SETTINGS = BatchSettings(split="h100", device="cpu", sizes="reduced", timeout_s=5.0, problems_root=str(PROBLEMS))
 
 
 def _item(problem: str, model: str = "m", sha: str = "0" * 64) -> BatchItem:
@@ -135,8 +136,7 @@ def test_journal_refuses_other_settings_and_a_second_writer(tmp_path):
     with Journal(path, SETTINGS):
         with pytest.raises(JournalError, match="in use by another running batch"):
             Journal(path, SETTINGS).open()
-    other = BatchSettings(split="h100", device="cpu", sizes="default", timeout_s=5.0,
-                          problems_root=str(PROBLEMS))
+    other = BatchSettings(split="h100", device="cpu", sizes="default", timeout_s=5.0, problems_root=str(PROBLEMS))
     with pytest.raises(JournalError, match="other settings.*sizes"):
         Journal(path, other).open()
     Journal(path, SETTINGS).open()  # the refused attempts released the lock
@@ -170,8 +170,7 @@ def test_parquet_round_trip_and_last_record_per_key_wins(tmp_path):
 
 
 def test_work_queue_builds_each_baseline_once_before_sharing_it():
-    a1, a2, b1 = _item("level1/23_Softmax", "m1"), _item("level1/23_Softmax", "m2"), \
-        _item("level1/26_GELU_", "m1")
+    a1, a2, b1 = _item("level1/23_Softmax", "m1"), _item("level1/23_Softmax", "m2"), _item("level1/26_GELU_", "m1")
     queue = WorkQueue([a1, a2, b1])
     assert queue.take() == a1
     assert queue.take() == b1  # a2 waits: a1 is building the Softmax baseline
@@ -204,8 +203,9 @@ def fake_evaluate(item: BatchItem, settings: BatchSettings) -> dict:
         time.sleep(600)  # the evaluator hangs past the batch watchdog
     if "RAISE" in text:
         raise RuntimeError("evaluator bug")
-    return _record(item, "correct", ref_ms=1.0, baseline_ms=1.0,
-                   log_tail=os.environ.get("CUDA_VISIBLE_DEVICES", "unset"))
+    return _record(
+        item, "correct", ref_ms=1.0, baseline_ms=1.0, log_tail=os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+    )
 
 
 def test_dead_stuck_or_raising_evaluator_costs_only_its_own_record(tmp_path, monkeypatch):
@@ -219,20 +219,27 @@ def test_dead_stuck_or_raising_evaluator_costs_only_its_own_record(tmp_path, mon
     for name in ("40_LayerNorm", "42_Max_Pooling_2D", "47_Sum_reduction_over_a_dimension"):
         _touch(folder / "level1" / f"{name}.py", "fine")
     settings = BatchSettings(split="h100", device="cpu", timeout_s=0.5, problems_root=str(PROBLEMS))
-    result = run_batch(folder, tmp_path / "out.parquet", settings, workers=2,
-                       evaluate_fn=fake_evaluate, progress=False)
+    result = run_batch(folder, tmp_path / "out.parquet", settings, workers=2, evaluate_fn=fake_evaluate, progress=False)
     by_problem = {r["problem_id"].split("/")[1]: r for r in result.records}
     assert "died (exit code 3)" in by_problem["23_Softmax"]["error"]
     assert "watchdog" in by_problem["26_GELU_"]["error"]
     assert "evaluator raised" in by_problem["36_RMSNorm_"]["error"]
-    assert {r["status"] for k, r in by_problem.items()
-            if k not in ("23_Softmax", "26_GELU_", "36_RMSNorm_")} == {"correct"}
+    assert {r["status"] for k, r in by_problem.items() if k not in ("23_Softmax", "26_GELU_", "36_RMSNorm_")} == {
+        "correct"
+    }
     assert all(r["log_tail"] == "" for r in result.records if r["status"] == "correct")  # CPU: no GPU
     assert len(read_results(tmp_path / "out.parquet")) == 6
 
     # --retry-errors reruns exactly the three error records; the Parquet keeps one per key
-    again = run_batch(folder, tmp_path / "out.parquet", settings, workers=2,
-                      evaluate_fn=fake_evaluate, progress=False, retry_errors=True)
+    again = run_batch(
+        folder,
+        tmp_path / "out.parquet",
+        settings,
+        workers=2,
+        evaluate_fn=fake_evaluate,
+        progress=False,
+        retry_errors=True,
+    )
     assert again.ran == 3 and again.already_done == 3
     assert len(read_journal(tmp_path / "out.parquet.journal.jsonl")[1]) == 9
     assert len(read_results(tmp_path / "out.parquet")) == 6
@@ -247,7 +254,9 @@ def test_dead_stuck_or_raising_evaluator_costs_only_its_own_record(tmp_path, mon
 
 TRITON_HEADER = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
 
-GELU_KERNEL = TRITON_HEADER + '''
+GELU_KERNEL = (
+    TRITON_HEADER
+    + """
 
 @triton.jit
 def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
@@ -265,10 +274,13 @@ class Model(nn.Module):
         y = torch.empty_like(x)
         gelu_kernel[(triton.cdiv(x.numel(), {block}),)](x, y, x.numel(), BLOCK={block})
         return y
-'''
+"""
+)
 GELU_EXACT = "0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))"
 
-SOFTMAX_KERNEL = TRITON_HEADER + '''
+SOFTMAX_KERNEL = (
+    TRITON_HEADER
+    + """
 
 @triton.jit
 def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
@@ -288,7 +300,8 @@ class Model(nn.Module):
         y = torch.empty_like(x)
         softmax_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]), num_warps={warps})
         return y
-'''
+"""
+)
 SOFTMAX_EXACT = "e / tl.sum(e, axis=0)"
 
 
@@ -302,9 +315,9 @@ def _softmax(formula=SOFTMAX_EXACT, before="pass", warps=4):
 
 TORCH_ONLY = {
     "26_GELU_": "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-                "    def forward(self, x):\n        return torch.nn.functional.gelu(x)\n",
+    "    def forward(self, x):\n        return torch.nn.functional.gelu(x)\n",
     "23_Softmax": "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-                  "    def forward(self, x):\n        return torch.softmax(x, dim=1)\n",
+    "    def forward(self, x):\n        return torch.softmax(x, dim=1)\n",
 }
 # A cheat that swaps the reference's own op for its kernel, hoping the check compares a patched
 # reference with itself.
@@ -343,10 +356,32 @@ def _build_runs_folder(folder: Path, cases=CASES) -> None:
 
 
 def _command(solutions: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "kernelbench_v3", "eval-batch", str(solutions), "--split", "h100",
-            "--out", str(out), "--device", "cpu", "--workers", "2", "--sizes", "reduced",
-            "--timeout", str(TIMEOUT_S), "--problems", str(PROBLEMS), "--no-progress",
-            "--seeds", "42", "--no-other-shape", "--no-baseline"]  # the batch is under test
+    return [
+        sys.executable,
+        "-m",
+        "kernelbench_v3",
+        "eval-batch",
+        str(solutions),
+        "--split",
+        "h100",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--workers",
+        "2",
+        "--sizes",
+        "reduced",
+        "--timeout",
+        str(TIMEOUT_S),
+        "--problems",
+        str(PROBLEMS),
+        "--no-progress",
+        "--seeds",
+        "42",
+        "--no-other-shape",
+        "--no-baseline",
+    ]  # the batch is under test
 
 
 EVALUATOR_CHILD = "kernelbench_v3.evaluate.zygote"  # the zygote and the solution processes it forks
@@ -369,8 +404,13 @@ def _batch_processes(cache_dir: str) -> dict[int, str]:
 @pytest.fixture(scope="module")
 def batch_env(tmp_path_factory):
     root = tmp_path_factory.mktemp("batch")
-    env = dict(os.environ, KBV3_CACHE_DIR=str(root / "cache"), KBV3_MODULE_DIR=str(root / "modules"),
-               TRITON_CACHE_DIR=str(root / "triton"), PYTHONPATH=str(REPO))
+    env = dict(
+        os.environ,
+        KBV3_CACHE_DIR=str(root / "cache"),
+        KBV3_MODULE_DIR=str(root / "modules"),
+        TRITON_CACHE_DIR=str(root / "triton"),
+        PYTHONPATH=str(REPO),
+    )
     return root, env
 
 
@@ -381,8 +421,9 @@ def killed_and_resumed(batch_env):
     solutions, out = root / "solutions", root / "results.parquet"
     journal = root / "results.parquet.journal.jsonl"
     _build_runs_folder(solutions)
-    process = subprocess.Popen(_command(solutions, out), env=env, start_new_session=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        _command(solutions, out), env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     cache = env["KBV3_CACHE_DIR"]
     in_flight: list[str] = []
     deadline = time.monotonic() + 300
@@ -407,11 +448,17 @@ def killed_and_resumed(batch_env):
         except ProcessLookupError:
             pass
     before = read_journal(journal)[1]
-    resumed = subprocess.run(_command(solutions, out), env=env, capture_output=True, text=True,
-                             timeout=900)
-    return {"before": before, "resumed": resumed, "journal": journal, "out": out,
-            "solutions": solutions, "output": process.stdout.read().decode(errors="replace"),
-            "in_flight": in_flight, "survivors": survivors}
+    resumed = subprocess.run(_command(solutions, out), env=env, capture_output=True, text=True, timeout=900)
+    return {
+        "before": before,
+        "resumed": resumed,
+        "journal": journal,
+        "out": out,
+        "solutions": solutions,
+        "output": process.stdout.read().decode(errors="replace"),
+        "in_flight": in_flight,
+        "survivors": survivors,
+    }
 
 
 def _expected_kind(record: dict) -> str:
@@ -428,10 +475,8 @@ def test_killed_batch_resumes_with_every_record_exactly_once(killed_and_resumed)
     assert len(keys) == len(set(keys)) == len(CASES)  # nothing lost, nothing twice
     assert records[: len(run["before"])] == run["before"]  # the journal was only appended to
     rows = read_results(run["out"])
-    assert sorted((r["model"], r["problem_id"]) for r in rows) == sorted(
-        (m, f"level1/{s}") for m, s in CASES)
-    assert f"ran {len(CASES) - len(run['before'])} now, {len(run['before'])} already" \
-        in run["resumed"].stdout
+    assert sorted((r["model"], r["problem_id"]) for r in rows) == sorted((m, f"level1/{s}") for m, s in CASES)
+    assert f"ran {len(CASES) - len(run['before'])} now, {len(run['before'])} already" in run["resumed"].stdout
 
 
 def test_sigkilled_batch_leaves_no_evaluator_process_behind(killed_and_resumed):
@@ -446,8 +491,9 @@ def test_batch_records_have_the_right_verdicts(killed_and_resumed):
     for row in rows:
         kind, what = _expected_kind(row), f"{row['model']} on {row['problem_id']}: {row}"
         assert row["gpu"] == "H100" and row["device"] == "cpu", what
-        assert row["solution_sha256"] == __import__("hashlib").sha256(
-            Path(row["solution_path"]).read_bytes()).hexdigest()
+        assert (
+            row["solution_sha256"] == __import__("hashlib").sha256(Path(row["solution_path"]).read_bytes()).hexdigest()
+        )
         if kind == "correct":
             assert row["status"] == "correct" and row["correct"], what
             assert row["sol_ms"] and row["ref_ms"] is None, what  # timed; no baseline asked
@@ -467,12 +513,15 @@ def test_batch_records_have_the_right_verdicts(killed_and_resumed):
     assert len(runs) == len(CASES) and set(runs["problem_id"]) == {"level1/26_GELU_", "level1/23_Softmax"}
 
 
-RAY_SUBSET = [("honest-w2", "23_Softmax"), ("exits", "23_Softmax"),
-              ("honest-b512", "26_GELU_"), ("torch-only", "26_GELU_")]
+RAY_SUBSET = [
+    ("honest-w2", "23_Softmax"),
+    ("exits", "23_Softmax"),
+    ("honest-b512", "26_GELU_"),
+    ("torch-only", "26_GELU_"),
+]
 
 
-def test_ray_executor_gives_the_same_records_as_the_local_one(killed_and_resumed, batch_env,
-                                                              tmp_path, monkeypatch):
+def test_ray_executor_gives_the_same_records_as_the_local_one(killed_and_resumed, batch_env, tmp_path, monkeypatch):
     pytest.importorskip("ray")
     root, env = batch_env
     for name in ("KBV3_CACHE_DIR", "KBV3_MODULE_DIR", "TRITON_CACHE_DIR"):
@@ -482,20 +531,24 @@ def test_ray_executor_gives_the_same_records_as_the_local_one(killed_and_resumed
     for model, stem in RAY_SUBSET:
         name = f"{model}_H100_{stem}.py.txt"
         _touch(subset / name, (killed_and_resumed["solutions"] / name).read_text())
-    settings = BatchSettings(split="h100", device="cpu", sizes="reduced", timeout_s=TIMEOUT_S,
-                             problems_root=str(PROBLEMS),
-                             evaluator_options=(("baseline", False), ("other_shape", False),
-                                                ("seeds", (42,)), ("tolerance", "v3")))
-    result = run_batch(subset, tmp_path / "ray.parquet", settings, executor="ray", workers=2,
-                       progress=False)
-    local = {(r["model"], r["problem_id"], r["solution_sha256"]): r
-             for r in read_results(killed_and_resumed["out"])}
+    settings = BatchSettings(
+        split="h100",
+        device="cpu",
+        sizes="reduced",
+        timeout_s=TIMEOUT_S,
+        problems_root=str(PROBLEMS),
+        evaluator_options=(("baseline", False), ("other_shape", False), ("seeds", (42,)), ("tolerance", "v3")),
+    )
+    result = run_batch(subset, tmp_path / "ray.parquet", settings, executor="ray", workers=2, progress=False)
+    local = {(r["model"], r["problem_id"], r["solution_sha256"]): r for r in read_results(killed_and_resumed["out"])}
     assert len(result.records) == len(RAY_SUBSET)
     for record in result.records:
         twin = local[(record["model"], record["problem_id"], record["solution_sha256"])]
         # Say why two records differ: the records are long and pytest truncates their repr.
-        what = (f"{record['model']} on {record['problem_id']}: ray {record['status']} "
-                f"({record['error']}) vs local {twin['status']} ({twin['error']})")
+        what = (
+            f"{record['model']} on {record['problem_id']}: ray {record['status']} "
+            f"({record['error']}) vs local {twin['status']} ({twin['error']})"
+        )
         for field_name in ("gpu", "status", "correct", "compiled", "failed_check", "checks"):
             assert record[field_name] == twin[field_name], (field_name, what)
         assert record["solution_path"] == str(subset / Path(record["solution_path"]).name)

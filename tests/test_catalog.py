@@ -18,8 +18,15 @@ from kernelbench_v3.catalog import (
 SPEC = Path(__file__).resolve().parent.parent.parent / "shared" / "problem-spec.md"
 
 # Ids as the spec names them (problem-spec.md section headings), per folder.
-EXPECTED_COUNTS = {"level1": 15, "level2": 15, "level3": 3, "level4": 9, "graphics": 2,
-                   "tile_specialized": 13, "cutile": 3}
+EXPECTED_COUNTS = {
+    "level1": 15,
+    "level2": 15,
+    "level3": 3,
+    "level4": 9,
+    "graphics": 2,
+    "tile_specialized": 13,
+    "cutile": 3,
+}
 
 
 def spec_file_names() -> set[str]:
@@ -74,7 +81,7 @@ def test_every_problem_has_reduced_sizes_naming_real_size_variables(problems_dir
         assert set(p.reduced) <= set(p.sizes), p.problem_id
 
 
-GOOD = textwrap.dedent('''
+GOOD = textwrap.dedent("""
     import torch
     OP_TYPE = "gemm"
     SUPPORTED_PRECISIONS = ["fp32"]
@@ -87,7 +94,7 @@ GOOD = textwrap.dedent('''
         return [torch.randn(n)]
     def get_init_inputs():
         return []
-''')
+""")
 
 DEFECTS = {
     "syntax": (GOOD.replace("def get_inputs():", "def get_inputs(:"), "syntax error at line"),
@@ -95,7 +102,7 @@ DEFECTS = {
     "no_get_inputs": (GOOD.replace("def get_inputs", "def make_inputs"), "get_inputs"),
     "no_get_init_inputs": (GOOD.replace("def get_init_inputs", "def init"), "get_init_inputs"),
     "no_op_type": (GOOD.replace('OP_TYPE = "gemm"\n', ""), "missing required constant(s): OP_TYPE"),
-    "not_literal": (GOOD.replace('["fp32"]', '[str(32)]'), "SUPPORTED_PRECISIONS must be a plain literal"),
+    "not_literal": (GOOD.replace('["fp32"]', "[str(32)]"), "SUPPORTED_PRECISIONS must be a plain literal"),
     "unknown_gpu": (GOOD.replace('["H100"]', '["H100", "GTX480"]'), "unknown GPU name(s) ['GTX480']"),
     "bad_reduced": (GOOD + "REDUCED_SIZES = {'m': 2}\n", "REDUCED_SIZES names ['m']"),
     "precision_type": (GOOD.replace('["fp32"]', '"fp32"'), "SUPPORTED_PRECISIONS must be a list of strings"),

@@ -17,7 +17,14 @@ import torch
 
 from kernelbench_v3.evaluate import messages as M
 from kernelbench_v3.evaluate.channel import (
-    ALIGN, MAX_FRAME_BYTES, Arena, Deadline, Link, PeerGone, ProtocolError, TensorRef,
+    ALIGN,
+    MAX_FRAME_BYTES,
+    Arena,
+    Deadline,
+    Link,
+    PeerGone,
+    ProtocolError,
+    TensorRef,
 )
 from kernelbench_v3.evaluate.session import Session, SessionLost
 
@@ -27,17 +34,20 @@ def _pair():
     return Link(a), b
 
 
-@pytest.mark.parametrize("data, words", [
-    ({"offset": 0, "shape": [2]}, "offset, shape and dtype"),
-    ({"offset": -128, "shape": [2], "dtype": "float32"}, "aligned non-negative"),
-    ({"offset": 3, "shape": [2], "dtype": "float32"}, "aligned non-negative"),
-    ({"offset": True, "shape": [2], "dtype": "float32"}, "aligned non-negative"),
-    ({"offset": 0, "shape": [-1], "dtype": "float32"}, "list of at most 8 sizes"),
-    ({"offset": 0, "shape": [1] * 9, "dtype": "float32"}, "list of at most 8 sizes"),
-    ({"offset": 0, "shape": "2", "dtype": "float32"}, "list of at most 8 sizes"),
-    ({"offset": 0, "shape": [2], "dtype": "object"}, "is not one of"),
-    ([0, [2], "float32"], "offset, shape and dtype"),
-])
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        ({"offset": 0, "shape": [2]}, "offset, shape and dtype"),
+        ({"offset": -128, "shape": [2], "dtype": "float32"}, "aligned non-negative"),
+        ({"offset": 3, "shape": [2], "dtype": "float32"}, "aligned non-negative"),
+        ({"offset": True, "shape": [2], "dtype": "float32"}, "aligned non-negative"),
+        ({"offset": 0, "shape": [-1], "dtype": "float32"}, "list of at most 8 sizes"),
+        ({"offset": 0, "shape": [1] * 9, "dtype": "float32"}, "list of at most 8 sizes"),
+        ({"offset": 0, "shape": "2", "dtype": "float32"}, "list of at most 8 sizes"),
+        ({"offset": 0, "shape": [2], "dtype": "object"}, "is not one of"),
+        ([0, [2], "float32"], "offset, shape and dtype"),
+    ],
+)
 def test_tensor_references_are_validated(data, words):
     with pytest.raises(ProtocolError, match=words):
         TensorRef.from_json(data)
@@ -70,13 +80,16 @@ def test_messages_round_trip_and_partial_frames_wait_for_the_rest():
     assert link.receive(1.0) == {"kind": "warm", "x": 1}
 
 
-@pytest.mark.parametrize("raw, error, words", [
-    (struct.pack("!I", MAX_FRAME_BYTES + 1), ProtocolError, "exceeds"),
-    (struct.pack("!I", 5) + b"nope!", ProtocolError, "not JSON"),
-    (struct.pack("!I", 2) + b"[]", ProtocolError, "without a kind"),
-    (struct.pack("!I", 11) + b'{"kind": 3}', ProtocolError, "without a kind"),
-    (struct.pack("!I", 200_000) + b"[" * 100_000 + b"]" * 100_000, ProtocolError, "nested too deep"),
-])
+@pytest.mark.parametrize(
+    "raw, error, words",
+    [
+        (struct.pack("!I", MAX_FRAME_BYTES + 1), ProtocolError, "exceeds"),
+        (struct.pack("!I", 5) + b"nope!", ProtocolError, "not JSON"),
+        (struct.pack("!I", 2) + b"[]", ProtocolError, "without a kind"),
+        (struct.pack("!I", 11) + b'{"kind": 3}', ProtocolError, "without a kind"),
+        (struct.pack("!I", 200_000) + b"[" * 100_000 + b"]" * 100_000, ProtocolError, "nested too deep"),
+    ],
+)
 def test_malformed_frames_are_protocol_errors(raw, error, words):
     link, other = _pair()
     other.sendall(raw)
@@ -91,40 +104,126 @@ def test_a_closed_channel_is_peer_gone():
         link.receive(2.0)
 
 
-@pytest.mark.parametrize("message, words", [
-    ({"kind": "verdict", "correct": True}, "unexpected message kind"),
-    ({"kind": "warm", "enqueue_ms": 0.1, "sm_clock_mhz": 1.0}, "lacks 'calls'"),
-    ({"kind": "warm", "enqueue_ms": "fast", "sm_clock_mhz": 1.0, "calls": 1}, "finite numbers"),
-    ({"kind": "warm", "enqueue_ms": float("nan"), "sm_clock_mhz": 1.0, "calls": 1}, "finite numbers"),
-    ({"kind": "warm", "enqueue_ms": 1.0, "sm_clock_mhz": 1.0, "calls": True}, "integer"),
-    ({"kind": "batch_done", "fresh_ms": [1.0, "x"], "repeated_ms": [], "outputs": [], "details": {}}, "finite numbers"),
-    ({"kind": "batch_done", "fresh_ms": [], "repeated_ms": [], "outputs": [{"type_name": "Tensor", "shape": [-2],
-      "dtype": "float32"}], "details": {}}, "list of sizes"),
-    ({"kind": "setup_done", "class_name": "Model", "state_dict": [], "import_flag_changes": [], "tampered": []}, "mapping"),
-    ({"kind": "setup_done", "class_name": "Model", "state_dict": {"main": "ok"}, "import_flag_changes": [],
-      "tampered": []}, "mapping"),
-    ({"kind": "setup_done", "class_name": "Model", "state_dict": {"main": {"missing": [1]}}, "import_flag_changes": [],
-      "tampered": []}, "list of text"),
-    ({"kind": "finished", "tampered": [{"x": 1}]}, "list of text"),
-    ({"kind": "case_done", "case": "s", "output": {"type_name": "int"}, "mutated_inputs": ["0"], "aliases": [],
-      "flag_changes": [], "evidence": {}}, "list of integers"),
-    ({"kind": "case_done", "case": "s", "output": {"type_name": "int"}, "mutated_inputs": [], "aliases": [],
-      "flag_changes": [], "evidence": {"ops": {"mm": 3}}}, "count, seconds"),
-    ({"kind": "case_done", "case": "s", "output": {"type_name": "int"}, "mutated_inputs": [], "aliases": [],
-      "flag_changes": [], "evidence": {"device_kernels": [["k", "fast"]]}}, "finite numbers"),
-    ({"kind": "case_done", "case": "s", "output": {"type_name": "int"}, "mutated_inputs": [], "aliases": [],
-      "flag_changes": [], "evidence": {"programs": [[1, 2]]}}, "pairs"),
-])
+@pytest.mark.parametrize(
+    "message, words",
+    [
+        ({"kind": "verdict", "correct": True}, "unexpected message kind"),
+        ({"kind": "warm", "enqueue_ms": 0.1, "sm_clock_mhz": 1.0}, "lacks 'calls'"),
+        ({"kind": "warm", "enqueue_ms": "fast", "sm_clock_mhz": 1.0, "calls": 1}, "finite numbers"),
+        ({"kind": "warm", "enqueue_ms": float("nan"), "sm_clock_mhz": 1.0, "calls": 1}, "finite numbers"),
+        ({"kind": "warm", "enqueue_ms": 1.0, "sm_clock_mhz": 1.0, "calls": True}, "integer"),
+        (
+            {"kind": "batch_done", "fresh_ms": [1.0, "x"], "repeated_ms": [], "outputs": [], "details": {}},
+            "finite numbers",
+        ),
+        (
+            {
+                "kind": "batch_done",
+                "fresh_ms": [],
+                "repeated_ms": [],
+                "outputs": [{"type_name": "Tensor", "shape": [-2], "dtype": "float32"}],
+                "details": {},
+            },
+            "list of sizes",
+        ),
+        (
+            {"kind": "setup_done", "class_name": "Model", "state_dict": [], "import_flag_changes": [], "tampered": []},
+            "mapping",
+        ),
+        (
+            {
+                "kind": "setup_done",
+                "class_name": "Model",
+                "state_dict": {"main": "ok"},
+                "import_flag_changes": [],
+                "tampered": [],
+            },
+            "mapping",
+        ),
+        (
+            {
+                "kind": "setup_done",
+                "class_name": "Model",
+                "state_dict": {"main": {"missing": [1]}},
+                "import_flag_changes": [],
+                "tampered": [],
+            },
+            "list of text",
+        ),
+        ({"kind": "finished", "tampered": [{"x": 1}]}, "list of text"),
+        (
+            {
+                "kind": "case_done",
+                "case": "s",
+                "output": {"type_name": "int"},
+                "mutated_inputs": ["0"],
+                "aliases": [],
+                "flag_changes": [],
+                "evidence": {},
+            },
+            "list of integers",
+        ),
+        (
+            {
+                "kind": "case_done",
+                "case": "s",
+                "output": {"type_name": "int"},
+                "mutated_inputs": [],
+                "aliases": [],
+                "flag_changes": [],
+                "evidence": {"ops": {"mm": 3}},
+            },
+            "count, seconds",
+        ),
+        (
+            {
+                "kind": "case_done",
+                "case": "s",
+                "output": {"type_name": "int"},
+                "mutated_inputs": [],
+                "aliases": [],
+                "flag_changes": [],
+                "evidence": {"device_kernels": [["k", "fast"]]},
+            },
+            "finite numbers",
+        ),
+        (
+            {
+                "kind": "case_done",
+                "case": "s",
+                "output": {"type_name": "int"},
+                "mutated_inputs": [],
+                "aliases": [],
+                "flag_changes": [],
+                "evidence": {"programs": [[1, 2]]},
+            },
+            "pairs",
+        ),
+    ],
+)
 def test_replies_are_checked_against_their_schema(message, words):
     with pytest.raises(ProtocolError, match=words):
         M.parse_reply(message)
 
 
 def test_a_valid_reply_parses_into_typed_fields():
-    reply = M.parse_reply({"kind": "case_done", "case": "seed42", "mutated_inputs": [], "aliases": [],
-                           "flag_changes": [], "evidence": {}, "extra": "ignored",
-                           "output": {"type_name": "Tensor", "shape": [2, 3], "dtype": "float32",
-                                      "ref": {"offset": 128, "shape": [2, 3], "dtype": "float32"}}})
+    reply = M.parse_reply(
+        {
+            "kind": "case_done",
+            "case": "seed42",
+            "mutated_inputs": [],
+            "aliases": [],
+            "flag_changes": [],
+            "evidence": {},
+            "extra": "ignored",
+            "output": {
+                "type_name": "Tensor",
+                "shape": [2, 3],
+                "dtype": "float32",
+                "ref": {"offset": 128, "shape": [2, 3], "dtype": "float32"},
+            },
+        }
+    )
     out = reply.output
     assert isinstance(reply, M.CaseDone) and not hasattr(reply, "extra")
     assert out.shape == (2, 3) and out.ref == TensorRef(128, (2, 3), "float32")

@@ -119,15 +119,34 @@ def test_a_missing_problems_folder(verb, tmp_path, capsys):
 
 
 def test_eval_batch_gpus_that_are_not_numbers(tmp_path, capsys):
-    code, _, err = run(["eval-batch", str(REPO / "examples" / "solutions"), "--split", "h100",
-                        "--out", str(tmp_path / "r.parquet"), "--gpus", "a,b"], capsys)
+    code, _, err = run(
+        [
+            "eval-batch",
+            str(REPO / "examples" / "solutions"),
+            "--split",
+            "h100",
+            "--out",
+            str(tmp_path / "r.parquet"),
+            "--gpus",
+            "a,b",
+        ],
+        capsys,
+    )
     assert code == 2 and "argument --gpus: 'a' is not a GPU index" in one_line(err)
 
 
 def test_eval_batch_on_cuda_without_a_gpu_creates_nothing(tmp_path, no_cuda, capsys):
     out = tmp_path / "r.parquet"
-    argv = ["eval-batch", str(REPO / "examples" / "solutions"), "--split", "h100", "--out", str(out),
-            "--device", "cuda"]
+    argv = [
+        "eval-batch",
+        str(REPO / "examples" / "solutions"),
+        "--split",
+        "h100",
+        "--out",
+        str(out),
+        "--device",
+        "cuda",
+    ]
     code, _, err = run(argv, capsys)
     assert code == 2
     line = one_line(err)
@@ -136,8 +155,19 @@ def test_eval_batch_on_cuda_without_a_gpu_creates_nothing(tmp_path, no_cuda, cap
 
 
 def test_eval_batch_gpus_on_a_cpu_only_machine(tmp_path, no_cuda, capsys):
-    code, _, err = run(["eval-batch", str(REPO / "examples" / "solutions"), "--split", "h100",
-                        "--out", str(tmp_path / "r.parquet"), "--gpus", "0,1"], capsys)
+    code, _, err = run(
+        [
+            "eval-batch",
+            str(REPO / "examples" / "solutions"),
+            "--split",
+            "h100",
+            "--out",
+            str(tmp_path / "r.parquet"),
+            "--gpus",
+            "0,1",
+        ],
+        capsys,
+    )
     assert code == 2
     line = one_line(err)
     assert "--gpus 0,1" in line and "no CUDA GPU" in line
@@ -145,16 +175,16 @@ def test_eval_batch_gpus_on_a_cpu_only_machine(tmp_path, no_cuda, capsys):
 
 
 def test_eval_on_cuda_without_a_gpu(no_cuda, capsys):
-    code, _, err = run(["eval", "--problem", "level1/23_Softmax", "--solution", str(SOFTMAX),
-                        "--device", "cuda"], capsys)
+    code, _, err = run(
+        ["eval", "--problem", "level1/23_Softmax", "--solution", str(SOFTMAX), "--device", "cuda"], capsys
+    )
     assert code == 2
     line = one_line(err)
     assert "no CUDA GPU is visible" in line and "use --device cpu" in line
 
 
 def test_eval_unknown_gpu_lists_the_choices(capsys):
-    code, _, err = run(["eval", "--problem", "level1/23_Softmax", "--solution", str(SOFTMAX),
-                        "--gpu", "a100"], capsys)
+    code, _, err = run(["eval", "--problem", "level1/23_Softmax", "--solution", str(SOFTMAX), "--gpu", "a100"], capsys)
     assert code == 2
     line = one_line(err)
     assert "argument --gpu" in line and "'a100'" in line
@@ -162,8 +192,20 @@ def test_eval_unknown_gpu_lists_the_choices(capsys):
 
 
 def test_eval_problem_not_in_the_split(capsys):
-    code, _, err = run(["eval", "--problem", "level4/9_FP4_BlockScaled_Matmul", "--solution", str(SOFTMAX),
-                        "--gpu", "h100", "--device", "cpu"], capsys)
+    code, _, err = run(
+        [
+            "eval",
+            "--problem",
+            "level4/9_FP4_BlockScaled_Matmul",
+            "--solution",
+            str(SOFTMAX),
+            "--gpu",
+            "h100",
+            "--device",
+            "cpu",
+        ],
+        capsys,
+    )
     assert code == 2
     line = one_line(err)
     assert "not in the h100 split" in line and "--gpu b200" in line
@@ -176,15 +218,29 @@ def test_ctrl_c_during_eval_is_one_line_and_130(monkeypatch, capsys):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(evaluate_pkg, "evaluate", interrupted)
-    code, _, err = run(["eval", "--problem", "level1/23_Softmax", "--solution", str(SOFTMAX),
-                        "--device", "cpu"], capsys)
+    code, _, err = run(
+        ["eval", "--problem", "level1/23_Softmax", "--solution", str(SOFTMAX), "--device", "cpu"], capsys
+    )
     assert code == 130 and one_line(err) == "kbv3 eval: interrupted"
 
 
 @pytest.mark.slow
 def test_sigint_to_a_running_eval_process(tmp_path):
-    proc = _spawn(["eval", "--problem", "level1/23_Softmax", "--solution", str(SOFTMAX), "--device", "cpu",
-                   "--cache", str(tmp_path / "cache")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = _spawn(
+        [
+            "eval",
+            "--problem",
+            "level1/23_Softmax",
+            "--solution",
+            str(SOFTMAX),
+            "--device",
+            "cpu",
+            "--cache",
+            str(tmp_path / "cache"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     time.sleep(8)  # inside the evaluation (children running)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
@@ -192,30 +248,36 @@ def test_sigint_to_a_running_eval_process(tmp_path):
     assert one_line(err.decode()) == "kbv3 eval: interrupted"
 
 
-@pytest.mark.parametrize("flag, value, expected", [
-    ("--seeds", "abc", "argument --seeds: 'abc' is not an integer seed"),
-    ("--seeds", ",", "argument --seeds: no seeds given"),
-    ("--seeds", "-1", "argument --seeds"),
-    ("--timeout", "0", "argument --timeout: must be positive (a number of seconds), got 0"),
-    ("--timeout", "soon", "argument --timeout: expected a number of seconds"),
-    ("--timing-seconds", "-2", "argument --timing-seconds"),
-    ("--sizes", "dim=-4", "argument --sizes: dim=-4: dim is a size (default 16384) and must be a positive integer"),
-    ("--sizes", "dim=2.5", "argument --sizes: dim=2.5"),
-    ("--sizes", "dim", "argument --sizes: 'dim' is not NAME=VALUE"),
-    ("--sizes", "dim=big", "argument --sizes: 'dim=big'"),
-    ("--tolerance", "loose", "argument --tolerance: invalid choice"),
-    ("--device", "tpu", "argument --device: invalid choice"),
-])
+@pytest.mark.parametrize(
+    "flag, value, expected",
+    [
+        ("--seeds", "abc", "argument --seeds: 'abc' is not an integer seed"),
+        ("--seeds", ",", "argument --seeds: no seeds given"),
+        ("--seeds", "-1", "argument --seeds"),
+        ("--timeout", "0", "argument --timeout: must be positive (a number of seconds), got 0"),
+        ("--timeout", "soon", "argument --timeout: expected a number of seconds"),
+        ("--timing-seconds", "-2", "argument --timing-seconds"),
+        ("--sizes", "dim=-4", "argument --sizes: dim=-4: dim is a size (default 16384) and must be a positive integer"),
+        ("--sizes", "dim=2.5", "argument --sizes: dim=2.5"),
+        ("--sizes", "dim", "argument --sizes: 'dim' is not NAME=VALUE"),
+        ("--sizes", "dim=big", "argument --sizes: 'dim=big'"),
+        ("--tolerance", "loose", "argument --tolerance: invalid choice"),
+        ("--device", "tpu", "argument --device: invalid choice"),
+    ],
+)
 def test_eval_bad_values_name_their_flag(flag, value, expected, capsys):
-    code, _, err = run(["eval", "--problem", "level1/23_Softmax", "--solution", str(SOFTMAX),
-                        "--device", "cpu", flag, value], capsys)
+    code, _, err = run(
+        ["eval", "--problem", "level1/23_Softmax", "--solution", str(SOFTMAX), "--device", "cpu", flag, value], capsys
+    )
     assert code == 2
     assert expected in one_line(err)
 
 
 def test_eval_sizes_of_another_problem_list_the_valid_variables(capsys):
-    code, _, err = run(["eval", "--problem", "level1/23_Softmax", "--solution", str(SOFTMAX),
-                        "--device", "cpu", "--sizes", "N=64"], capsys)
+    code, _, err = run(
+        ["eval", "--problem", "level1/23_Softmax", "--solution", str(SOFTMAX), "--device", "cpu", "--sizes", "N=64"],
+        capsys,
+    )
     assert code == 2
     line = one_line(err)
     assert "argument --sizes" in line and "no size variable N" in line
@@ -234,10 +296,14 @@ def test_readme_synopsis_sizes_are_valid_for_its_problem():
     assert check_eval_problem("level1/23_Softmax", "h100", sizes_text(sizes), None)
 
 
-@pytest.mark.parametrize("given, suggested", [
-    ("23_Softmax", "level1/23_Softmax"), ("level1/23_softmax.py", "level1/23_Softmax"),
-    ("level1/40_LayerNrm", "level1/40_LayerNorm"),
-])
+@pytest.mark.parametrize(
+    "given, suggested",
+    [
+        ("23_Softmax", "level1/23_Softmax"),
+        ("level1/23_softmax.py", "level1/23_Softmax"),
+        ("level1/40_LayerNrm", "level1/40_LayerNorm"),
+    ],
+)
 def test_unknown_problem_suggests_the_near_match(given, suggested, capsys):
     code, _, err = run(["eval", "--problem", given, "--solution", str(SOFTMAX), "--device", "cpu"], capsys)
     assert code == 2
@@ -282,21 +348,33 @@ def test_exit_codes_are_documented_in_the_readme():
         assert f"| {code} |" in readme
 
 
-@pytest.mark.parametrize("argv, expected", [
-    ([], "the following arguments are required: VERB"),
-    (["frobnicate"], "invalid choice: 'frobnicate'"),
-    (["ls", "--split", "a100"], "argument --split: invalid choice"),
-    (["ls", "--problems", "/"], "is not a problems folder"),
-    (["prompts", "--split", "h100"], "the following arguments are required: --out"),
-    (["runs", "everything"], "argument action: invalid choice"),
-    (["eval", "--solution", "x.py"], "the following arguments are required: --problem"),
-    (["eval-batch", "sols", "--split", "h100", "--out", "o.parquet", "--workers", "0"], "argument --workers: must be at least 1"),
-    (["eval-batch", "sols", "--split", "h100", "--out", "o.parquet", "--gpus", "0,0"], "argument --gpus: GPU 0 is listed twice"),
-    (["eval-batch", "sols", "--split", "h100", "--out", "o.parquet", "--timeout", "-1"], "argument --timeout"),
-    (["eval-batch", "sols", "--split", "h100", "--out", "o.parquet", "--seeds", "x"], "argument --seeds"),
-    (["eval-batch", "sols", "--split", "h100", "--out", "o.parquet", "--sizes", "tiny"], "argument --sizes: invalid choice"),
-    (["demo", "--split", "a100"], "argument --split: invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        ([], "the following arguments are required: VERB"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["ls", "--split", "a100"], "argument --split: invalid choice"),
+        (["ls", "--problems", "/"], "is not a problems folder"),
+        (["prompts", "--split", "h100"], "the following arguments are required: --out"),
+        (["runs", "everything"], "argument action: invalid choice"),
+        (["eval", "--solution", "x.py"], "the following arguments are required: --problem"),
+        (
+            ["eval-batch", "sols", "--split", "h100", "--out", "o.parquet", "--workers", "0"],
+            "argument --workers: must be at least 1",
+        ),
+        (
+            ["eval-batch", "sols", "--split", "h100", "--out", "o.parquet", "--gpus", "0,0"],
+            "argument --gpus: GPU 0 is listed twice",
+        ),
+        (["eval-batch", "sols", "--split", "h100", "--out", "o.parquet", "--timeout", "-1"], "argument --timeout"),
+        (["eval-batch", "sols", "--split", "h100", "--out", "o.parquet", "--seeds", "x"], "argument --seeds"),
+        (
+            ["eval-batch", "sols", "--split", "h100", "--out", "o.parquet", "--sizes", "tiny"],
+            "argument --sizes: invalid choice",
+        ),
+        (["demo", "--split", "a100"], "argument --split: invalid choice"),
+    ],
+)
 def test_usage_errors_are_one_line(argv, expected, capsys):
     code, out, err = run(argv, capsys)
     assert code == 2 and out == ""
@@ -310,18 +388,43 @@ def test_eval_missing_solution_file(tmp_path, capsys):
 
 
 def test_eval_problems_folder_without_the_problem(small_problems, capsys):
-    code, _, err = run(["eval", "--problem", "level1/40_LayerNorm", "--solution", str(SOFTMAX),
-                        "--problems", str(small_problems), "--device", "cpu"], capsys)
+    code, _, err = run(
+        [
+            "eval",
+            "--problem",
+            "level1/40_LayerNorm",
+            "--solution",
+            str(SOFTMAX),
+            "--problems",
+            str(small_problems),
+            "--device",
+            "cpu",
+        ],
+        capsys,
+    )
     assert code == 2 and "no problem 'level1/40_LayerNorm'" in one_line(err)
 
 
-@pytest.mark.parametrize("extra, expected", [
-    (["--device", "cpu", "--gpus", "0"], "argument --gpus: only used with --device cuda"),
-    (["--address", "ray://head:10001"], "argument --address: only used with --executor ray"),
-])
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        (["--device", "cpu", "--gpus", "0"], "argument --gpus: only used with --device cuda"),
+        (["--address", "ray://head:10001"], "argument --address: only used with --executor ray"),
+    ],
+)
 def test_eval_batch_contradicting_flags(extra, expected, tmp_path, capsys):
-    code, _, err = run(["eval-batch", str(REPO / "examples" / "solutions"), "--split", "h100",
-                        "--out", str(tmp_path / "r.parquet"), *extra], capsys)
+    code, _, err = run(
+        [
+            "eval-batch",
+            str(REPO / "examples" / "solutions"),
+            "--split",
+            "h100",
+            "--out",
+            str(tmp_path / "r.parquet"),
+            *extra,
+        ],
+        capsys,
+    )
     assert code == 2 and expected in one_line(err)
     assert list(tmp_path.iterdir()) == []
 
@@ -331,14 +434,36 @@ def test_eval_batch_gpu_index_beyond_the_machine(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    code, _, err = run(["eval-batch", str(REPO / "examples" / "solutions"), "--split", "h100",
-                        "--out", str(tmp_path / "r.parquet"), "--gpus", "1,2"], capsys)
+    code, _, err = run(
+        [
+            "eval-batch",
+            str(REPO / "examples" / "solutions"),
+            "--split",
+            "h100",
+            "--out",
+            str(tmp_path / "r.parquet"),
+            "--gpus",
+            "1,2",
+        ],
+        capsys,
+    )
     assert code == 2 and "no GPU 2; this machine has 2 (indices 0-1)" in one_line(err)
 
 
 def test_eval_batch_missing_solutions_folder(tmp_path, capsys):
-    code, _, err = run(["eval-batch", str(tmp_path / "sols"), "--split", "h100", "--device", "cpu",
-                        "--out", str(tmp_path / "r.parquet")], capsys)
+    code, _, err = run(
+        [
+            "eval-batch",
+            str(tmp_path / "sols"),
+            "--split",
+            "h100",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "r.parquet"),
+        ],
+        capsys,
+    )
     assert code == 2 and "solutions folder" in one_line(err)
     assert list(tmp_path.iterdir()) == []
 
@@ -350,8 +475,16 @@ def test_outputs_under_a_file_are_refused_before_any_work(verb, tmp_path, capsys
     response = tmp_path / "response.md"
     response.write_text("```python\nclass Model:\n    pass\n```\n")
     argv = {
-        "eval-batch": ["eval-batch", str(REPO / "examples" / "solutions"), "--split", "h100", "--device", "cpu",
-                       "--out", str(blocker / "r.parquet")],
+        "eval-batch": [
+            "eval-batch",
+            str(REPO / "examples" / "solutions"),
+            "--split",
+            "h100",
+            "--device",
+            "cpu",
+            "--out",
+            str(blocker / "r.parquet"),
+        ],
         "prompts": ["prompts", "--split", "h100", "--out", str(blocker / "p.jsonl")],
         "extract": ["extract", str(response), "--out", str(blocker / "solution.py")],
         "build": ["build", str(blocker / "hub")],
@@ -382,12 +515,15 @@ def test_demo_cuda_without_a_gpu(tmp_path, no_cuda, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("name, content, expected", [
-    ("missing.csv", None, "does not exist"),
-    ("results.txt", "a,b\n", "unsupported runs file type"),
-    ("records.json", "[1, 2]", "expected a JSON object"),
-    ("records.jsonl", "{not json\n", "line 1: not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "name, content, expected",
+    [
+        ("missing.csv", None, "does not exist"),
+        ("results.txt", "a,b\n", "unsupported runs file type"),
+        ("records.json", "[1, 2]", "expected a JSON object"),
+        ("records.jsonl", "{not json\n", "line 1: not valid JSON"),
+    ],
+)
 def test_runs_sources_that_cannot_be_read(name, content, expected, tmp_path, capsys):
     path = tmp_path / name
     if content is not None:
@@ -398,6 +534,7 @@ def test_runs_sources_that_cannot_be_read(name, content, expected, tmp_path, cap
 
 
 def test_runs_schema_errors_exit_1_and_name_the_row(capsys):
-    code, _, err = run(["runs", "summary", "--source", str(REPO / "tests" / "fixtures" / "runs" / "bad_rows.csv")],
-                       capsys)
+    code, _, err = run(
+        ["runs", "summary", "--source", str(REPO / "tests" / "fixtures" / "runs" / "bad_rows.csv")], capsys
+    )
     assert code == 1 and "Traceback" not in err and "row" in err

@@ -36,26 +36,47 @@ CONTENT_CACHE_OPTIONS = {"sizes": SOFTMAX, "time_solution": True, "other_shape":
 HONEST = {
     "softmax": ("level1/23_Softmax", EXAMPLES / "level1/23_Softmax.py", {"baseline": False}),
     "gelu": ("level1/26_GELU_", EXAMPLES / "level1/26_GELU_.py", {**FAST, "sizes": GELU}),
-    "matmul": ("level1/1_Square_matrix_multiplication_", EXAMPLES / "level1/1_Square_matrix_multiplication_.py",
-               {**FAST, "sizes": {"N": 48}}),
+    "matmul": (
+        "level1/1_Square_matrix_multiplication_",
+        EXAMPLES / "level1/1_Square_matrix_multiplication_.py",
+        {**FAST, "sizes": {"N": 48}},
+    ),
     "layernorm": ("level1/40_LayerNorm", EXAMPLES / "level1/40_LayerNorm.py", {**FAST, "sizes": LAYERNORM}),
-    "fused_gemm": ("level2/86_Matmul_Divide_GELU", EXAMPLES / "level2/86_Matmul_Divide_GELU.py",
-                   {**FAST, "sizes": {"batch_size": 8, "input_size": 96, "output_size": 80}}),
-    "tile_gemm": ("tile_specialized/gemm_bias_relu", EXAMPLES / "tile_specialized/gemm_bias_relu.py",
-                  {**FAST, "sizes": {"m": 32, "n": 64, "k": 48}}),
+    "fused_gemm": (
+        "level2/86_Matmul_Divide_GELU",
+        EXAMPLES / "level2/86_Matmul_Divide_GELU.py",
+        {**FAST, "sizes": {"batch_size": 8, "input_size": 96, "output_size": 80}},
+    ),
+    "tile_gemm": (
+        "tile_specialized/gemm_bias_relu",
+        EXAMPLES / "tile_specialized/gemm_bias_relu.py",
+        {**FAST, "sizes": {"m": 32, "n": 64, "k": 48}},
+    ),
     # deep-copies/pickles tensors and calls torch.compile at import: runtime caches, no monkeypatch
     # (its torch.compile at import is what the static scan and the strict kernel rule reject, so
     # both are off for it: what is under test is that runtime caches are not taken for tampering)
-    "runtime_caches": ("level1/23_Softmax", SOLUTIONS / "runtime_caches_softmax.py",
-                       {**FAST, "sizes": SOFTMAX, "scan_source": False, "kernel_rule": "v3"}),
+    "runtime_caches": (
+        "level1/23_Softmax",
+        SOLUTIONS / "runtime_caches_softmax.py",
+        {**FAST, "sizes": SOFTMAX, "scan_source": False, "kernel_rule": "v3"},
+    ),
 }
 # (problem, solution, options, the check that must be named as failing)
 CHEATING = {
     "weights_dropped": ("level1/40_LayerNorm", "weights_dropped.py", {"sizes": LAYERNORM}, "state_dict"),
     "identity_at_init": ("level1/40_LayerNorm", "identity_at_init.py", {"sizes": LAYERNORM}, "correctness"),
-    "near_identity": ("level1/40_LayerNorm", "near_identity_layernorm.py", {"sizes": LAYERNORM_LARGE, "other_shape": False}, "stress"),
-    "precision_downcast": ("level2/86_Matmul_Divide_GELU", "precision_downcast.py",
-                           {"sizes": {"batch_size": 8, "input_size": 256, "output_size": 64}}, "precision"),
+    "near_identity": (
+        "level1/40_LayerNorm",
+        "near_identity_layernorm.py",
+        {"sizes": LAYERNORM_LARGE, "other_shape": False},
+        "stress",
+    ),
+    "precision_downcast": (
+        "level2/86_Matmul_Divide_GELU",
+        "precision_downcast.py",
+        {"sizes": {"batch_size": 8, "input_size": 256, "output_size": 64}},
+        "precision",
+    ),
     "input_mutation": ("level1/23_Softmax", "input_mutation.py", {"sizes": SOFTMAX}, "input_mutation"),
     "returns_input": ("level1/26_GELU_", "returns_input.py", {"sizes": GELU}, "input_mutation"),
     "returns_buffer": ("level1/23_Softmax", "returns_buffer.py", {"sizes": SOFTMAX}, "output_aliasing"),
@@ -67,8 +88,12 @@ CHEATING = {
     "pure_torch": ("level1/23_Softmax", "pure_torch.py", {"sizes": SOFTMAX}, "custom_kernel"),
     "monkeypatch": ("level1/23_Softmax", "monkeypatch_torch.py", {"sizes": SOFTMAX}, "source_scan"),
     # Without the static scan the patches are still seen at run time, and judged in the supervisor.
-    "monkeypatch_unscanned": ("level1/23_Softmax", "monkeypatch_torch.py", {"sizes": SOFTMAX, "scan_source": False},
-                              "global_state"),
+    "monkeypatch_unscanned": (
+        "level1/23_Softmax",
+        "monkeypatch_torch.py",
+        {"sizes": SOFTMAX, "scan_source": False},
+        "global_state",
+    ),
     "wrong_dtype": ("level1/23_Softmax", "wrong_dtype.py", {"sizes": SOFTMAX}, "output_dtype"),
     "nan": ("level1/23_Softmax", "nan_output.py", {"sizes": SOFTMAX}, "finite"),
     "forged_result_file": ("level1/23_Softmax", "forged_result_file.py", {"sizes": SOFTMAX}, "process"),
@@ -120,7 +145,15 @@ def test_honest_triton_solution_passes(records, key):
     assert record.correct, (record.failed_check, record.error, record.log_tail[-2000:])
     assert record.status == "correct" and record.compiled
     assert set(record.checks.values()) <= {"pass", "skip"}
-    for check in ("state_dict", "correctness", "stress", "recompute", "custom_kernel", "input_mutation", "output_aliasing"):
+    for check in (
+        "state_dict",
+        "correctness",
+        "stress",
+        "recompute",
+        "custom_kernel",
+        "input_mutation",
+        "output_aliasing",
+    ):
         assert record.checks[check] == "pass", check
     assert record.checks["other_shape"] == "pass"
     assert record.triton_launches and record.kernel_names
@@ -222,18 +255,48 @@ def test_record_round_trips_through_json(records):
     again = Record.from_json(record.to_json())
     assert again == record
     row = record.runs_row()
-    assert list(row) == ["model", "gpu", "level", "problem", "compiled", "correct", "speedup", "ref_ms",
-                         "sol_ms", "op_type", "baseline_type", "precision_used"]
+    assert list(row) == [
+        "model",
+        "gpu",
+        "level",
+        "problem",
+        "compiled",
+        "correct",
+        "speedup",
+        "ref_ms",
+        "sol_ms",
+        "op_type",
+        "baseline_type",
+        "precision_used",
+    ]
     assert row["problem"] == "23_Softmax.py" and row["gpu"] == "H100"
 
 
 def test_cli_json_prints_exactly_one_record_even_when_the_solution_prints_json(tmp_path):
     env = {**os.environ, "KBV3_CACHE_DIR": str(tmp_path)}
     proc = subprocess.run(
-        [sys.executable, "-m", "kernelbench_v3.cli", "eval", "--problem", "level1/23_Softmax",
-         "--solution", str(CHEATS / "fake_json_stdout.py"), "--device", "cpu", "--sizes", "batch_size=4,dim=32",
-         "--seeds", "42", "--no-timing", "--json"],
-        capture_output=True, text=True, env=env, timeout=400,
+        [
+            sys.executable,
+            "-m",
+            "kernelbench_v3.cli",
+            "eval",
+            "--problem",
+            "level1/23_Softmax",
+            "--solution",
+            str(CHEATS / "fake_json_stdout.py"),
+            "--device",
+            "cpu",
+            "--sizes",
+            "batch_size=4,dim=32",
+            "--seeds",
+            "42",
+            "--no-timing",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=400,
     )
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -364,8 +427,13 @@ def test_a_dataset_row_is_evaluated_from_its_verified_code(tmp_path):
     from kernelbench_v3.hub import RowIntegrityError
 
     problem = get_problem("level1/23_Softmax")
-    row = {"problem_id": problem.problem_id, "category": problem.category, "file_name": problem.file_name,
-           "code": problem.source, "sha256": problem.sha256}
+    row = {
+        "problem_id": problem.problem_id,
+        "category": problem.category,
+        "file_name": problem.file_name,
+        "code": problem.source,
+        "sha256": problem.sha256,
+    }
     options = dict(device="cpu", sizes=SOFTMAX, baseline=False, time_solution=False, seeds=(42,))
     record = evaluate(row, EXAMPLES / "level1/23_Softmax.py", cache_dir=tmp_path, **options)
     assert record.correct and record.problem_sha256 == problem.sha256

@@ -13,8 +13,7 @@ import pytest
 import torch
 
 from kernelbench_v3.catalog import get_problem
-from kernelbench_v3.evaluate import EvalRequest, Record
-from kernelbench_v3.evaluate import baseline, cases, checks, guard, kernels, timing
+from kernelbench_v3.evaluate import EvalRequest, Record, baseline, cases, checks, guard, kernels, timing
 from kernelbench_v3.evaluate import fresh as F
 from kernelbench_v3.evaluate.isolate import run_child
 from kernelbench_v3.evaluate.reference import _round_tf32
@@ -25,8 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_request_normalizes_and_validates():
     r = EvalRequest("level1/23_Softmax", "x.py", sizes={"dim": 8, "batch_size": 2}, device="cpu", seeds=[1, 2])
     assert r.sizes == (("batch_size", 2), ("dim", 8)) and r.seeds == (1, 2)
-    assert hash(r) == hash(EvalRequest("level1/23_Softmax", "x.py", sizes=[("batch_size", 2), ("dim", 8)],
-                                       device="cpu", seeds=(1, 2)))
+    assert hash(r) == hash(
+        EvalRequest("level1/23_Softmax", "x.py", sizes=[("batch_size", 2), ("dim", 8)], device="cpu", seeds=(1, 2))
+    )
     with pytest.raises(ValueError, match="device"):
         EvalRequest("p", "x.py", device="tpu")
     with pytest.raises(ValueError, match="tolerance"):
@@ -48,29 +48,47 @@ def test_record_checks_keep_the_first_failure_and_round_trip():
 
 
 def test_library_and_custom_kernel_names():
-    library = ["void at::native::vectorized_elementwise_kernel<4, float>", "sm90_xmma_gemm_f32f32_tf32",
-               "ampere_sgemm_128x64_nn", "void cutlass::Kernel2<cutlass_80_tensorop>", "nvjet_hsh_256x128",
-               "triton_poi_fused_add_0", "Memcpy DtoD (Device -> Device)", "void gemv2T_kernel_val<int, int>",
-               "cudnn::winograd::generateWinogradTilesKernel", "pytorch_flash::flash_fwd_kernel"]
+    library = [
+        "void at::native::vectorized_elementwise_kernel<4, float>",
+        "sm90_xmma_gemm_f32f32_tf32",
+        "ampere_sgemm_128x64_nn",
+        "void cutlass::Kernel2<cutlass_80_tensorop>",
+        "nvjet_hsh_256x128",
+        "triton_poi_fused_add_0",
+        "Memcpy DtoD (Device -> Device)",
+        "void gemv2T_kernel_val<int, int>",
+        "cudnn::winograd::generateWinogradTilesKernel",
+        "pytorch_flash::flash_fwd_kernel",
+    ]
     custom = ["matmul_kernel", "gemm_kernel", "softmax_kernel", "my_cuda_kernel(float*, int)", "fused_ln_fwd"]
     assert all(kernels.is_library_kernel(n) for n in library)
     assert kernels.custom_kernels(library + custom) == custom
     assert kernels.is_inductor_kernel("triton_red_fused_sum_1") and not kernels.is_inductor_kernel("triton_matmul")
 
 
-SOLUTION_CUTLASS = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
-                    "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<4, "
-                    "cute::tuple<cute::C<1>, cute::C<1>, cute::C<1>>>, cute::bfloat16_t>>>(...)")
+SOLUTION_CUTLASS = (
+    "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
+    "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<4, "
+    "cute::tuple<cute::C<1>, cute::C<1>, cute::C<1>>>, cute::bfloat16_t>>>(...)"
+)
 CUBLAS_HOPPER = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
 CUBLAS_AMPERE = "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)"
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(...)::{lambda(float)#1}, std::array<char*, 2ul> >(int, ...)"
 
 
 def test_cutlass_kernels_are_custom_unless_cublas_or_the_reference_launches_them():
-    library = [CUBLAS_HOPPER, CUBLAS_AMPERE, ELEMENTWISE, "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x128x64_1x1x1_0_tnn_align8",
-               "triton_poi_fused_add_mul_0", "triton_red_fused__softmax_1", "triton_per_fused_native_layer_norm_0",
-               "triton_tem_fused_mm_0", "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float>::Params)",
-               "void cutlass::device_kernel<at::cuda::detail::enable_3x_kernel_for_sm9x<cutlass::gemm::kernel::GemmUniversal<>>>"]
+    library = [
+        CUBLAS_HOPPER,
+        CUBLAS_AMPERE,
+        ELEMENTWISE,
+        "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x128x64_1x1x1_0_tnn_align8",
+        "triton_poi_fused_add_mul_0",
+        "triton_red_fused__softmax_1",
+        "triton_per_fused_native_layer_norm_0",
+        "triton_tem_fused_mm_0",
+        "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float>::Params)",
+        "void cutlass::device_kernel<at::cuda::detail::enable_3x_kernel_for_sm9x<cutlass::gemm::kernel::GemmUniversal<>>>",
+    ]
     assert all(kernels.is_library_kernel(n) for n in library), [n for n in library if not kernels.is_library_kernel(n)]
     # Inductor's kernels (torch.compile inside a solution) are not the solution's own.
     assert all(kernels.is_inductor_kernel(n) for n in library[4:8])
@@ -112,7 +130,7 @@ def test_interpreter_programs_count_where_they_run_not_at_the_launch():
         log.recording = True
         kernel[(2,)](x, y, 10, BLOCK=16)
         kernel[(0,)](x, y, 10, BLOCK=16)  # an empty grid runs no program
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 (any launch error will do)
             kernel[(1,)](x, y, BLOCK=16)  # a launch that raises is not a launch that ran
         assert torch.equal(y, x + 1)
         assert log.launches == [("add_one", 2), ("add_one", 0)] and log.failed == ["add_one"]
@@ -123,7 +141,7 @@ def test_interpreter_programs_count_where_they_run_not_at_the_launch():
 def test_summary_statistics_and_stability_rule():
     stats = timing.summarize([1.0, 2.0, 3.0, 4.0, 5.0], "cpu_wall_clock")
     assert (stats.median_ms, stats.p10_ms, stats.p90_ms, stats.reps) == (3.0, 1.4, 4.6, 5)
-    assert stats.cv == pytest.approx((2.0 ** 0.5) / 3.0)
+    assert stats.cv == pytest.approx((2.0**0.5) / 3.0)
     assert timing.is_stable([1.0] * 30, batch=10, rel=0.002)
     assert not timing.is_stable([1.0] * 10 + [2.0] * 20, batch=10, rel=0.002)
     assert not timing.is_stable([1.0] * 10, batch=10, rel=0.002)
@@ -151,8 +169,11 @@ def test_cpu_timing_rotates_sets_and_returns_each_sets_last_output():
         calls.append(float(args[0][0]))
         return args[0] * 2
 
-    stats, last = timing.time_cpu(call, sets, timing.TimingPlan(warmup=1, min_reps=4, max_reps=7, batch=1,
-                                                                 stable_rel=0.0, max_seconds=5, wall_reps=0))
+    stats, last = timing.time_cpu(
+        call,
+        sets,
+        timing.TimingPlan(warmup=1, min_reps=4, max_reps=7, batch=1, stable_rel=0.0, max_seconds=5, wall_reps=0),
+    )
     assert stats.method == "cpu_wall_clock" and 4 <= stats.reps <= 7
     assert set(calls) == {0.0, 1.0, 2.0}
     assert [float(t[0]) for t in last] == [0.0, 2.0, 4.0]
@@ -164,7 +185,9 @@ def test_near_duplicate_swaps_two_elements_and_blends_keep_shared_structure():
     cases.swap_two(near, 42)
     changed = (near[0] != x).nonzero()
     assert len(changed) == 2 and changed[0, 0] == changed[1, 0]  # one row, two elements
-    assert abs(float(near[0].double().sum() - x.double().sum())) < 1e-9 and torch.equal(near[0].sort().values, x.sort().values)
+    assert abs(float(near[0].double().sum() - x.double().sum())) < 1e-9 and torch.equal(
+        near[0].sort().values, x.sort().values
+    )
     # Blends keep what all sets share (zeros, -inf, nonnegativity) and change every other value.
     mask = torch.tensor([[0.0, float("-inf")] * 5] * 6)
     a, b = [torch.rand(6, 10) + mask, torch.arange(4)], [torch.rand(6, 10) + mask, torch.arange(4) + 9]
@@ -282,10 +305,10 @@ def test_other_shape_candidates_start_with_reduced_then_irregular():
 
 
 def test_tf32_truncation_keeps_ten_mantissa_bits():
-    x = torch.tensor([1.0 + 2 ** -10, 1.0 + 2 ** -11 + 2 ** -12, -3.0000001, 0.0])
+    x = torch.tensor([1.0 + 2**-10, 1.0 + 2**-11 + 2**-12, -3.0000001, 0.0])
     r = _round_tf32(x)
-    assert r[0] == 1.0 + 2 ** -10 and r[1] == 1.0 and r[2] == -3.0 and r[3] == 0.0  # toward zero
-    assert torch.allclose(r, x, rtol=2 ** -10)
+    assert r[0] == 1.0 + 2**-10 and r[1] == 1.0 and r[2] == -3.0 and r[3] == 0.0  # toward zero
+    assert torch.allclose(r, x, rtol=2**-10)
 
 
 def _saved(expected, residual=None):
@@ -294,8 +317,12 @@ def _saved(expected, residual=None):
 
 def test_compare_case_tolerance_rules_and_precision():
     ref = torch.tensor([1.0, 2.0, -0.5])
-    entry = {"float64": {"ref_error": {"rel": 1e-7, "max_scaled": 1e-7}, "tf32_error": {"rel": 3e-4, "max_scaled": 5e-4}}}
-    ok = checks.compare_case("seed42", "correctness", ref + 0.005, _saved(ref, torch.zeros(3)), entry, "v3", "fp32", None)
+    entry = {
+        "float64": {"ref_error": {"rel": 1e-7, "max_scaled": 1e-7}, "tf32_error": {"rel": 3e-4, "max_scaled": 5e-4}}
+    }
+    ok = checks.compare_case(
+        "seed42", "correctness", ref + 0.005, _saved(ref, torch.zeros(3)), entry, "v3", "fp32", None
+    )
     assert "correctness" not in ok.failures
     assert "precision" in ok.failures  # within 1e-2, but 4e-3 relative is > 3x TF32's error
     bad = checks.compare_case("seed42", "stress", ref + 0.02, _saved(ref), {}, "v3", "fp32", None)
@@ -307,12 +334,16 @@ def test_compare_case_tolerance_rules_and_precision():
     assert "correctness" in pub.failures
     wrong = checks.compare_case("c", "correctness", ref.double(), _saved(ref), {}, "v3", "fp32", None)
     assert "output_dtype" in wrong.failures
-    nan = checks.compare_case("c", "correctness", torch.tensor([1.0, float("nan"), 0.0]), _saved(ref), {}, "v3", "fp32", None)
+    nan = checks.compare_case(
+        "c", "correctness", torch.tensor([1.0, float("nan"), 0.0]), _saved(ref), {}, "v3", "fp32", None
+    )
     assert "finite" in nan.failures
     shape = checks.compare_case("c", "correctness", ref[:2], _saved(ref), {}, "v3", "fp32", None)
     assert "output_shape" in shape.failures
     # Small outputs pass allclose(1e-2) whatever they are; the norm-wise bound does not.
-    probs = torch.softmax(torch.randn(4, 4096, generator=torch.Generator().manual_seed(1)), dim=1)  # max|p - 1/4096| = 0.0064
+    probs = torch.softmax(
+        torch.randn(4, 4096, generator=torch.Generator().manual_seed(1)), dim=1
+    )  # max|p - 1/4096| = 0.0064
     uniform = torch.full_like(probs, 1 / 4096)
     garbage = checks.compare_case("c", "recompute", uniform, _saved(probs), {}, "v3", "fp32", None)
     assert "recompute" in garbage.failures and "relative error" in garbage.failures["recompute"]
@@ -320,8 +351,13 @@ def test_compare_case_tolerance_rules_and_precision():
 
 def test_strict_tolerance_scales_with_the_reference_error():
     cases_info = {
-        "seed42": {"dtype": "torch.float32", "float64": {"ref_error": {"rel": 1e-7, "max_scaled": 2e-7},
-                                                        "tf32_error": {"rel": 3e-4, "max_scaled": 1e-3}}},
+        "seed42": {
+            "dtype": "torch.float32",
+            "float64": {
+                "ref_error": {"rel": 1e-7, "max_scaled": 2e-7},
+                "tf32_error": {"rel": 3e-4, "max_scaled": 1e-3},
+            },
+        },
         "seed123": {"dtype": "torch.float32"},
     }
     calibrated = checks.calibrate_strict(cases_info)
@@ -394,27 +430,57 @@ def test_baseline_choice_and_cache(tmp_path):
 
 def test_baseline_child_times_eager_and_is_cached(tmp_path):
     problem = get_problem("level1/26_GELU_")
-    spec = {"device": "cpu", "problem_path": str(problem.path), "sizes": {"batch_size": 4, "dim": 64},
-            "seeds": [42, 123], "timing_seconds": 1.0, "compile": False}
-    first = baseline.get_baseline(spec, problem_sha256=problem.sha256, device_name="cpu:test", cache_dir=tmp_path, timeout_s=120)
+    spec = {
+        "device": "cpu",
+        "problem_path": str(problem.path),
+        "sizes": {"batch_size": 4, "dim": 64},
+        "seeds": [42, 123],
+        "timing_seconds": 1.0,
+        "compile": False,
+    }
+    first = baseline.get_baseline(
+        spec, problem_sha256=problem.sha256, device_name="cpu:test", cache_dir=tmp_path, timeout_s=120
+    )
     assert first["cached"] is False and first["baseline_type"] == "eager" and first["eager_ms"] > 0
     assert first["precision"] == "fp32" and first["compiled_ms"] is None
-    second = baseline.get_baseline(spec, problem_sha256=problem.sha256, device_name="cpu:test", cache_dir=tmp_path, timeout_s=120)
+    second = baseline.get_baseline(
+        spec, problem_sha256=problem.sha256, device_name="cpu:test", cache_dir=tmp_path, timeout_s=120
+    )
     assert second["cached"] is True and second["eager_ms"] == first["eager_ms"]
 
 
 def test_isolated_child_reports_a_bad_role(tmp_path):
     outcome = run_child("no_such_role", tmp_path, {}, timeout_s=60)
-    assert outcome.result is not None and outcome.result["ok"] is False and "unknown child role" in outcome.result["error"]
+    assert (
+        outcome.result is not None and outcome.result["ok"] is False and "unknown child role" in outcome.result["error"]
+    )
 
 
 def test_bench_script_rehearses_on_cpu(tmp_path):
     out = tmp_path / "bench.md"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_evaluator_gpu.py"), "--device", "cpu", "--out", str(out),
-         "--part", "baselines", "--problems", "level1/26_GELU_", "--no-compile", "--cache", str(tmp_path / "c"),
-         "--timing-seconds", "0.5", "--workers", "1"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_evaluator_gpu.py"),
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--part",
+            "baselines",
+            "--problems",
+            "level1/26_GELU_",
+            "--no-compile",
+            "--cache",
+            str(tmp_path / "c"),
+            "--timing-seconds",
+            "0.5",
+            "--workers",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = out.read_text()
@@ -453,24 +519,59 @@ def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_p
 def test_the_readable_report_gives_timing_precision_clock_and_phases():
     from kernelbench_v3.evaluate.report import describe
 
-    record = Record(problem_id="level1/23_Softmax", status="correct", timing_method="cuda_events", sol_ms=0.016,
-                    sol_p10_ms=0.015, sol_p90_ms=0.017, sol_cv=0.3, sol_reps=1911,
-                    timing_details={"median_ci_rel": 0.002, "sm_clock_mhz_before": 1924.6, "sm_clock_mhz_after": 1943.3},
-                    phase_s={"reference": 9.6, "candidate": 14.1})
+    record = Record(
+        problem_id="level1/23_Softmax",
+        status="correct",
+        timing_method="cuda_events",
+        sol_ms=0.016,
+        sol_p10_ms=0.015,
+        sol_p90_ms=0.017,
+        sol_cv=0.3,
+        sol_reps=1911,
+        timing_details={"median_ci_rel": 0.002, "sm_clock_mhz_before": 1924.6, "sm_clock_mhz_after": 1943.3},
+        phase_s={"reference": 9.6, "candidate": 14.1},
+    )
     text = describe(record)
     assert "median within +-0.20% (95% CI); SM clock 1924.6 -> 1943.3 MHz" in text
     assert "phases: reference 9.6s, candidate 14.1s" in text
-    assert "timing precision" not in describe(Record(problem_id="x", timing_method="cpu_wall_clock", sol_ms=1.0,
-                                                     sol_p10_ms=1.0, sol_p90_ms=1.0, sol_cv=0.0, sol_reps=3))
-    cpu = describe(Record(problem_id="x", timing_method="cpu_wall_clock", sol_ms=1.0, sol_p10_ms=1.0, sol_p90_ms=1.0,
-                          sol_cv=0.0, sol_reps=3, timing_flags=["supervisor_clock"],
-                          timing_details={"median_ci_rel": 0.05, "supervisor_ms": 2.5, "verified_timed_outputs": 7}))
+    assert "timing precision" not in describe(
+        Record(
+            problem_id="x",
+            timing_method="cpu_wall_clock",
+            sol_ms=1.0,
+            sol_p10_ms=1.0,
+            sol_p90_ms=1.0,
+            sol_cv=0.0,
+            sol_reps=3,
+        )
+    )
+    cpu = describe(
+        Record(
+            problem_id="x",
+            timing_method="cpu_wall_clock",
+            sol_ms=1.0,
+            sol_p10_ms=1.0,
+            sol_p90_ms=1.0,
+            sol_cv=0.0,
+            sol_reps=3,
+            timing_flags=["supervisor_clock"],
+            timing_details={"median_ci_rel": 0.05, "supervisor_ms": 2.5, "verified_timed_outputs": 7},
+        )
+    )
     assert "(95% CI)\n" in cpu + "\n" and "SM clock" not in cpu  # no clock to speak of on the CPU
-    assert "supervisor's clock: 2.5 ms per call back to back (7 timed outputs verified); the reported time was replaced" in cpu
+    assert (
+        "supervisor's clock: 2.5 ms per call back to back (7 timed outputs verified); the reported time was replaced"
+        in cpu
+    )
 
 
-@pytest.mark.parametrize("command", [["eval", "--problem", "level1/23_Softmax", "--solution", "s.py"],
-                                     ["eval-batch", "solutions", "--split", "h100", "--out", "r.parquet"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["eval", "--problem", "level1/23_Softmax", "--solution", "s.py"],
+        ["eval-batch", "solutions", "--split", "h100", "--out", "r.parquet"],
+    ],
+)
 def test_cli_rejects_a_timing_budget_that_is_not_positive(command, capsys):
     from kernelbench_v3.cli import main
 
@@ -485,8 +586,16 @@ def _timed_record(flags: list[str], median_ms: float, supervisor_ms: float) -> R
     from kernelbench_v3.evaluate.verdict import SolutionFacts
 
     rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, sizes={"dim": 8})
-    stats = {"method": "cuda_events", "median_ms": median_ms, "p10_ms": median_ms, "p90_ms": median_ms,
-             "cv": 0.0, "reps": 100, "flags": [], "details": {}}
+    stats = {
+        "method": "cuda_events",
+        "median_ms": median_ms,
+        "p10_ms": median_ms,
+        "p90_ms": median_ms,
+        "cv": 0.0,
+        "reps": 100,
+        "flags": [],
+        "details": {},
+    }
     details = {"supervisor_ms": supervisor_ms, "reported_ms": median_ms}
     if flags:
         details["scored_ms"] = max(supervisor_ms, median_ms)
@@ -576,8 +685,12 @@ def _fake_profiler(monkeypatch, events, fail_enter: bool = False):
 def test_profiled_device_time_per_kernel_name_and_busy_time_per_call(monkeypatch):
     from kernelbench_v3.evaluate import kernels
 
-    events = [_FakeEvent("k", "DeviceType.CUDA", 0.0, 10.0), _FakeEvent("side", "DeviceType.CUDA", 5.0, 25.0),
-              _FakeEvent("k", "DeviceType.CUDA", 30.0, 40.0), _FakeEvent("cudaLaunchKernel", "DeviceType.CPU", 0.0, 99.0)]
+    events = [
+        _FakeEvent("k", "DeviceType.CUDA", 0.0, 10.0),
+        _FakeEvent("side", "DeviceType.CUDA", 5.0, 25.0),
+        _FakeEvent("k", "DeviceType.CUDA", 30.0, 40.0),
+        _FakeEvent("cudaLaunchKernel", "DeviceType.CPU", 0.0, 99.0),
+    ]
     _fake_profiler(monkeypatch, events)
     calls = []
     result, times = kernels.profile_cuda(lambda: calls.append(1) or "out")

@@ -9,7 +9,7 @@ import pytest
 from kernelbench_v3.cli import main
 from kernelbench_v3.extract import ExtractionError, code_blocks, extract_file, extract_solution
 
-SOLUTION = '''import torch
+SOLUTION = """import torch
 import torch.nn as nn
 
 
@@ -19,7 +19,7 @@ class Model(nn.Module):
 
     def forward(self, x):
         return torch.relu(x)
-'''
+"""
 
 REALISTIC = f"""I'll start by looking at the reference: it is a single ReLU, so it is memory-bound.
 
@@ -84,10 +84,7 @@ def test_no_block_at_all_is_a_clear_error():
 
 
 def test_blocks_without_model_are_a_clear_error():
-    response = (
-        "```python\ndef helper():\n    return 1\n```\n\n"
-        "```cpp\nclass Model { };\n```\n"
-    )
+    response = "```python\ndef helper():\n    return 1\n```\n\n```cpp\nclass Model { };\n```\n"
     with pytest.raises(ExtractionError) as info:
         extract_solution(response)
     message = str(info.value)
@@ -101,16 +98,19 @@ def test_model_in_a_non_python_block_is_not_taken():
     assert extract_solution(response).code == SOLUTION
 
 
-@pytest.mark.parametrize("opening, closing", [
-    ("```py", "```"),
-    ("```Python", "```"),
-    ("```python3", "```"),
-    ("```", "```"),
-    ("~~~python", "~~~"),
-    ("~~~", "~~~~"),
-    ("````python", "````"),
-    ("```python title=solution.py", "```"),
-])
+@pytest.mark.parametrize(
+    "opening, closing",
+    [
+        ("```py", "```"),
+        ("```Python", "```"),
+        ("```python3", "```"),
+        ("```", "```"),
+        ("~~~python", "~~~"),
+        ("~~~", "~~~~"),
+        ("````python", "````"),
+        ("```python title=solution.py", "```"),
+    ],
+)
 def test_fence_kinds(opening, closing):
     response = f"Solution:\n\n{opening}\n{SOLUTION}{closing}\n\nDone."
     assert extract_solution(response).code == SOLUTION

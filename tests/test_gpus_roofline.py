@@ -29,8 +29,15 @@ def test_gpu_table_has_the_splits_and_h200():
         assert set(spec.peak_tflops) <= set(PRECISIONS)
         assert {"fp32", "fp16", "bf16", "int8"} <= set(spec.peak_tflops)
         assert all(v > 0 for v in spec.peak_tflops.values())
-        for fact in ("compute_capability", "sm_count", "memory_gb", "memory_bandwidth_gbs",
-                     "l2_cache_mb", "peak_tflops", "architecture"):
+        for fact in (
+            "compute_capability",
+            "sm_count",
+            "memory_gb",
+            "memory_bandwidth_gbs",
+            "l2_cache_mb",
+            "peak_tflops",
+            "architecture",
+        ):
             assert spec.sources.get(fact), f"{key}: no source for {fact}"
 
 
@@ -55,9 +62,18 @@ def test_gpu_spec_is_frozen():
 
 @pytest.mark.parametrize(
     "name, key",
-    [("RTX3090", "rtx3090"), ("rtx3090", "rtx3090"), ("H100", "h100"), ("h100", "h100"),
-     ("B200", "b200"), ("b200", "b200"), ("h200", "h200"), ("NVIDIA GeForce RTX 3090", "rtx3090"),
-     ("NVIDIA H100 80GB HBM3", "h100"), ("rtx 3090", "rtx3090")],
+    [
+        ("RTX3090", "rtx3090"),
+        ("rtx3090", "rtx3090"),
+        ("H100", "h100"),
+        ("h100", "h100"),
+        ("B200", "b200"),
+        ("b200", "b200"),
+        ("h200", "h200"),
+        ("NVIDIA GeForce RTX 3090", "rtx3090"),
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("rtx 3090", "rtx3090"),
+    ],
 )
 def test_get_gpu_spellings(name, key):
     assert get_gpu(name) is GPUS[key]
@@ -78,8 +94,15 @@ def test_peak_flops_missing_precision_is_clear():
 
 # --------------------------------------------------------------------------- roofline table
 
-FOLDER_COUNTS = {"level1": 15, "level2": 15, "level3": 3, "level4": 9, "graphics": 2,
-                 "tile_specialized": 13, "cutile": 3}
+FOLDER_COUNTS = {
+    "level1": 15,
+    "level2": 15,
+    "level3": 3,
+    "level4": 9,
+    "graphics": 2,
+    "tile_specialized": 13,
+    "cutile": 3,
+}
 
 
 def test_table_covers_the_60_problems():
@@ -101,9 +124,16 @@ def test_table_spot_values_from_spec():
 
 @pytest.mark.parametrize(
     "dtype, key",
-    [(torch.float32, "fp32"), (torch.float16, "fp16"), (torch.bfloat16, "bf16"),
-     (torch.float8_e4m3fn, "fp8"), (torch.float8_e5m2, "fp8"), (torch.int8, "int8"),
-     (torch.uint8, "int8"), ("tf32", "tf32")],
+    [
+        (torch.float32, "fp32"),
+        (torch.float16, "fp16"),
+        (torch.bfloat16, "bf16"),
+        (torch.float8_e4m3fn, "fp8"),
+        (torch.float8_e5m2, "fp8"),
+        (torch.int8, "int8"),
+        (torch.uint8, "int8"),
+        ("tf32", "tf32"),
+    ],
 )
 def test_precision_of(dtype, key):
     assert precision_of(dtype) == key
@@ -144,15 +174,24 @@ def _gemm_dims(problem_id: str, sizes: dict) -> tuple[int, int, int, int, int]:
         return n, n, n, 4, 4
     if problem_id == "level1/2_Standard_matrix_multiplication_":
         return sizes["M"], sizes["N"], sizes["K"], 4, 4
-    if problem_id in ("tile_specialized/gemm_bf16", "cutile/persistent_gemm", "cutile/stream_k_gemm",
-                      "cutile/warp_specialized_gemm"):
+    if problem_id in (
+        "tile_specialized/gemm_bf16",
+        "cutile/persistent_gemm",
+        "cutile/stream_k_gemm",
+        "cutile/warp_specialized_gemm",
+    ):
         return sizes["m"], sizes["n"], sizes["k"], 2, 2
     raise AssertionError(problem_id)
 
 
-PURE_GEMMS = ["level1/1_Square_matrix_multiplication_", "level1/2_Standard_matrix_multiplication_",
-              "tile_specialized/gemm_bf16", "cutile/persistent_gemm", "cutile/stream_k_gemm",
-              "cutile/warp_specialized_gemm"]
+PURE_GEMMS = [
+    "level1/1_Square_matrix_multiplication_",
+    "level1/2_Standard_matrix_multiplication_",
+    "tile_specialized/gemm_bf16",
+    "cutile/persistent_gemm",
+    "cutile/stream_k_gemm",
+    "cutile/warp_specialized_gemm",
+]
 
 
 @pytest.mark.parametrize("problem_id", PURE_GEMMS)
@@ -174,9 +213,15 @@ def test_estimator_matches_gemm_formula_at_reduced_sizes(problem_id, device):
 
 @pytest.mark.parametrize(
     "problem_id",
-    ["tile_specialized/gemm_bias_relu", "tile_specialized/gemm_fp8", "tile_specialized/gemm_mixed_fp8_fp16",
-     "tile_specialized/gemv_fp4", "tile_specialized/gemv_bf16", "cutile/warp_specialized_gemm",
-     "level1/1_Square_matrix_multiplication_"],
+    [
+        "tile_specialized/gemm_bias_relu",
+        "tile_specialized/gemm_fp8",
+        "tile_specialized/gemm_mixed_fp8_fp16",
+        "tile_specialized/gemv_fp4",
+        "tile_specialized/gemv_bf16",
+        "cutile/warp_specialized_gemm",
+        "level1/1_Square_matrix_multiplication_",
+    ],
 )
 def test_estimator_reproduces_table_at_default_shapes_on_meta(problem_id):
     module = load_module(get_problem(problem_id))

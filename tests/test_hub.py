@@ -28,9 +28,23 @@ PROBLEMS = REPO / "problems"
 KBV3 = [sys.executable, "-m", "kernelbench_v3"]
 EXPECTED_COUNTS = {"rtx3090": 43, "h100": 54, "b200": 58}
 COLUMNS = [
-    "problem_id", "name", "file_name", "category", "level", "op_type", "supported_precisions",
-    "hardware_required", "gpus", "code", "sha256", "init_inputs", "input_specs", "output_spec",
-    "flops", "bytes", "null_reason",
+    "problem_id",
+    "name",
+    "file_name",
+    "category",
+    "level",
+    "op_type",
+    "supported_precisions",
+    "hardware_required",
+    "gpus",
+    "code",
+    "sha256",
+    "init_inputs",
+    "input_specs",
+    "output_spec",
+    "flops",
+    "bytes",
+    "null_reason",
 ]
 
 # Runs in a fresh interpreter: HF offline variables are set before `datasets` is imported.
@@ -69,16 +83,22 @@ LOAD_SCRIPT = textwrap.dedent("""
 def offline_env(tmp: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
-        HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp / "hf"),
-        HF_DATASETS_CACHE=str(tmp / "hf" / "datasets"), KBV3_MODULE_DIR=str(tmp / "modules"),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_HOME=str(tmp / "hf"),
+        HF_DATASETS_CACHE=str(tmp / "hf" / "datasets"),
+        KBV3_MODULE_DIR=str(tmp / "modules"),
     )
     return env
 
 
 def load_in_fresh_process(folders: list[Path], tmp: Path) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-c", LOAD_SCRIPT, *map(str, folders)], env=offline_env(tmp),
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, "-c", LOAD_SCRIPT, *map(str, folders)],
+        env=offline_env(tmp),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
@@ -102,7 +122,7 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 # --- a tiny problems folder ---------------------------------------------------------------
 
 TINY = {
-    "level1/1_Tiny_matmul.py": '''
+    "level1/1_Tiny_matmul.py": """
         import torch
         import torch.nn as nn
 
@@ -126,8 +146,8 @@ TINY = {
 
         def get_init_inputs():
             return []
-    ''',
-    "level1/2_Tiny_item.py": '''
+    """,
+    "level1/2_Tiny_item.py": """
         import torch
         import torch.nn as nn
 
@@ -155,8 +175,8 @@ TINY = {
 
         def get_init_inputs():
             return [0.5, (rows, 3)]
-    ''',
-    "tile_specialized/tiny_gemv.py": '''
+    """,
+    "tile_specialized/tiny_gemv.py": """
         import torch
         import torch.nn as nn
 
@@ -185,8 +205,8 @@ TINY = {
 
         def get_init_inputs():
             return [k, n]
-    ''',
-    "graphics/tiny_blur.py": '''
+    """,
+    "graphics/tiny_blur.py": """
         import torch
         import torch.nn as nn
         import torch.nn.functional as F
@@ -210,8 +230,8 @@ TINY = {
 
         def get_init_inputs():
             return []
-    ''',
-    "level4/9_FP4_BlockScaled_Matmul.py": '''
+    """,
+    "level4/9_FP4_BlockScaled_Matmul.py": """
         import torch
         import torch.nn as nn
 
@@ -231,7 +251,7 @@ TINY = {
 
         def get_init_inputs():
             return []
-    ''',
+    """,
 }
 TINY_COUNTS = {"rtx3090": 3, "h100": 3, "b200": 4}
 
@@ -262,8 +282,12 @@ def tiny_build(tiny: Path, tmp_path: Path) -> Path:
 def real_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("hub") / "kbv3-problems"
     proc = subprocess.run(
-        [*KBV3, "build", str(out)], env=offline_env(out.parent), capture_output=True, text=True,
-        timeout=600, cwd=out.parent,
+        [*KBV3, "build", str(out)],
+        env=offline_env(out.parent),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=out.parent,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "rtx3090: 43, h100: 54, b200: 58" in proc.stdout
@@ -282,8 +306,12 @@ def fresh_load(real_build: Path, tmp_path_factory: pytest.TempPathFactory) -> di
         (stripped / hub.split_file(split)).write_bytes((tiny / hub.split_file(split)).read_bytes())
     (stripped / "README.md").write_text("# no front matter\n")
     result = load_in_fresh_process([real_build, tiny, stripped], tmp)
-    return {"offline": result["offline"], "real": result[str(real_build)], "tiny": result[str(tiny)],
-            "stripped": result[str(stripped)]}
+    return {
+        "offline": result["offline"],
+        "real": result[str(real_build)],
+        "tiny": result[str(tiny)],
+        "stripped": result[str(stripped)],
+    }
 
 
 def test_kbv3_build_then_load_dataset_offline_in_fresh_process(fresh_load: dict):
@@ -293,7 +321,7 @@ def test_kbv3_build_then_load_dataset_offline_in_fresh_process(fresh_load: dict)
         got = fresh_load["real"][split]
         assert got["num_rows"] == expected
         assert got["columns"][: len(COLUMNS)] == COLUMNS
-        assert got["columns"][len(COLUMNS):] == (["prompt"] if hub.prompt_renderer() else [])
+        assert got["columns"][len(COLUMNS) :] == (["prompt"] if hub.prompt_renderer() else [])
         assert got["features_match_card"], "loaded features differ from the card's dataset_info"
         assert got["ids"] == [p.problem_id for p in bundled if split in p.gpus]  # catalog order
         assert all(split in gpus for gpus in got["gpus"])
@@ -422,15 +450,25 @@ def test_tiny_load_goes_through_the_card(fresh_load: dict):
 
 
 MALFORMED = {
-    "missing Model": ("level2/5_No_model.py", "OP_TYPE = 'gemm'\nSUPPORTED_PRECISIONS = ['fp32']\n"
-                      "HARDWARE_REQUIRED = ['H100']\ndef get_inputs():\n    return []\n"
-                      "def get_init_inputs():\n    return []\n", "missing required definition(s): Model"),
-    "get_inputs raises": ("level2/6_Bad_inputs.py", TINY["level1/1_Tiny_matmul.py"].replace(
-        "return [torch.randn(N, N), torch.randn(N, N)]", "return [torch.randn(N, undefined_name)]"),
-        "get_inputs() raised on the meta device: NameError"),
-    "import fails": ("level2/7_Bad_import.py", "import not_a_real_module_kbv3\n"
-                     + textwrap.dedent(TINY["level1/1_Tiny_matmul.py"]),
-                     "importing it raised ModuleNotFoundError"),
+    "missing Model": (
+        "level2/5_No_model.py",
+        "OP_TYPE = 'gemm'\nSUPPORTED_PRECISIONS = ['fp32']\n"
+        "HARDWARE_REQUIRED = ['H100']\ndef get_inputs():\n    return []\n"
+        "def get_init_inputs():\n    return []\n",
+        "missing required definition(s): Model",
+    ),
+    "get_inputs raises": (
+        "level2/6_Bad_inputs.py",
+        TINY["level1/1_Tiny_matmul.py"].replace(
+            "return [torch.randn(N, N), torch.randn(N, N)]", "return [torch.randn(N, undefined_name)]"
+        ),
+        "get_inputs() raised on the meta device: NameError",
+    ),
+    "import fails": (
+        "level2/7_Bad_import.py",
+        "import not_a_real_module_kbv3\n" + textwrap.dedent(TINY["level1/1_Tiny_matmul.py"]),
+        "importing it raised ModuleNotFoundError",
+    ),
 }
 
 
@@ -447,8 +485,13 @@ def test_malformed_problem_is_named_and_nothing_is_written(tiny: Path, tmp_path:
     if defect != "missing Model":  # one is enough for the command; each costs a process
         return
     # The command says the same on stderr and fails.
-    proc = subprocess.run([*KBV3, "build", str(out), "--problems", str(tiny), "--no-prompts"],
-                          env=offline_env(tmp_path / "env"), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [*KBV3, "build", str(out), "--problems", str(tiny), "--no-prompts"],
+        env=offline_env(tmp_path / "env"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1 and message in proc.stderr and not out.exists()
 
 

@@ -14,8 +14,9 @@ GEMM_REF_OPS = {"addmm": [1, 0.009], "div": [1, 0.0005], "gelu": [1, 0.0005]}
 
 def _cuda(kernels, ops=None, profiler=True, compiled=0, rule="strict", reference_kernels=()):
     evidence = {"ops": ops or {}, "device_kernels": kernels, "profiler": profiler, "compiled_frames": compiled}
-    return kernel_rule.judge(evidence, device="cuda", rule=rule, reference_ops={},
-                             reference_kernels=list(reference_kernels))
+    return kernel_rule.judge(
+        evidence, device="cuda", rule=rule, reference_ops={}, reference_kernels=list(reference_kernels)
+    )
 
 
 def _cpu(programs, ops=None, reference_ops=SOFTMAX_REF_OPS, rule="strict", failed=()):
@@ -31,8 +32,9 @@ def test_an_honest_cuda_forward_passes_all_three():
 
 def test_a_token_kernel_beside_library_work_fails_main_work():
     # torch.softmax does the work (at:: kernel, 13 us) beside a one-element Triton kernel (1 us).
-    out, facts = _cuda([["void at::native::cunn_SoftMaxForward<4>", 13.0], ["noop_kernel", 1.0]],
-                       ops={"_softmax": [1, 0.0]})
+    out, facts = _cuda(
+        [["void at::native::cunn_SoftMaxForward<4>", 13.0], ["noop_kernel", 1.0]], ops={"_softmax": [1, 0.0]}
+    )
     assert out["custom_kernel"][0] == "pass"
     assert out["main_work"][0] == "fail" and "7.1%" in out["main_work"][1]
     assert facts["custom_kernel_time_fraction"] == pytest.approx(1 / 14, abs=1e-4)
@@ -44,15 +46,29 @@ def test_library_gemm_with_an_own_epilogue_fails_library_ops():
     assert "'mm'" in out["library_ops"][1] and "cublas" in out["library_ops"][1]
 
 
-@pytest.mark.parametrize("op", ["mm", "addmm", "bmm", "baddbmm", "convolution", "_scaled_dot_product_flash_attention",
-                                "_scaled_dot_product_efficient_attention", "_scaled_mm", "cudnn_convolution", "linear"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "mm",
+        "addmm",
+        "bmm",
+        "baddbmm",
+        "convolution",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_mm",
+        "cudnn_convolution",
+        "linear",
+    ],
+)
 def test_every_library_op_is_forbidden(op):
     out, _ = _cuda([["own_kernel", 10.0]], ops={op: [1, 0.0]})
     assert out["library_ops"][0] == "fail"
 
 
-@pytest.mark.parametrize("name", ["gemm_bias_relu_kernel", "gemv_fp8_kernel", "my_gemm",
-                                  "flashlike_softmax", "conv_tile_kernel"])
+@pytest.mark.parametrize(
+    "name", ["gemm_bias_relu_kernel", "gemv_fp8_kernel", "my_gemm", "flashlike_softmax", "conv_tile_kernel"]
+)
 def test_own_kernels_named_like_the_work_they_do_are_not_library_kernels(name):
     out, _ = _cuda([[name, 10.0]])
     assert out["library_ops"][0] == "pass" and out["custom_kernel"][0] == "pass", out

@@ -16,7 +16,7 @@ from kernelbench_v3.materialize import (
     rewrite_sizes,
 )
 
-SOURCE = textwrap.dedent('''
+SOURCE = textwrap.dedent("""
     import torch
     OP_TYPE = "gemm"
     SUPPORTED_PRECISIONS = ["fp32"]
@@ -36,7 +36,7 @@ SOURCE = textwrap.dedent('''
         return [torch.randn(M, width)]
     def get_init_inputs():
         return [M]
-''')
+""")
 
 
 def test_source_text_becomes_a_module_in_a_real_file():
@@ -76,7 +76,10 @@ def test_problem_from_path_and_from_source_agree(problems_dir):
 
 def test_parse_sizes():
     assert parse_sizes("batch_size=4, dim=64,scale=0.5,flag=False") == {
-        "batch_size": 4, "dim": 64, "scale": 0.5, "flag": False,
+        "batch_size": 4,
+        "dim": 64,
+        "scale": 0.5,
+        "flag": False,
     }
     assert parse_sizes("") == {}
     with pytest.raises(ValueError, match="is not NAME=VALUE"):
@@ -85,7 +88,7 @@ def test_parse_sizes():
         parse_sizes("dim=abc")
 
 
-TRITON_SOURCE = textwrap.dedent('''
+TRITON_SOURCE = textwrap.dedent("""
     import torch
     import triton
     import triton.language as tl
@@ -100,7 +103,7 @@ TRITON_SOURCE = textwrap.dedent('''
         out = torch.empty_like(x)
         _double[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
         return out
-''')
+""")
 
 
 def test_triton_kernel_from_source_text_runs_under_the_interpreter():

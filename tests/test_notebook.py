@@ -13,8 +13,14 @@ nbclient = pytest.importorskip("nbclient")
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "speedup_anomalies.ipynb"
 PUBLISHED = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
-FIXTURE_PROBLEMS = ("level1/2_Standard_matrix_multiplication_", "level1/23_Softmax", "level1/40_LayerNorm",
-                    "graphics/bloom", "tile_specialized/gemv_bf16", "cutile/stream_k_gemm")
+FIXTURE_PROBLEMS = (
+    "level1/2_Standard_matrix_multiplication_",
+    "level1/23_Softmax",
+    "level1/40_LayerNorm",
+    "graphics/bloom",
+    "tile_specialized/gemv_bf16",
+    "cutile/stream_k_gemm",
+)
 
 
 def _kernel_name() -> str:
@@ -51,13 +57,15 @@ def test_notebook_executes_and_draws(tmp_path, monkeypatch):
         kernel_dir = tmp_path / "kernels" / "kbv3-test"
         kernel_dir.mkdir(parents=True)
         (kernel_dir / "kernel.json").write_text(
-            '{"argv": [%r, "-m", "ipykernel_launcher", "-f", "{connection_file}"], '
-            '"display_name": "kbv3 test", "language": "python"}' % sys.executable)
+            '{"argv": [%r, "-m", "ipykernel_launcher", "-f", "{connection_file}"], '  # noqa: UP031 (JSON braces)
+            '"display_name": "kbv3 test", "language": "python"}' % sys.executable
+        )
         monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
         kernel = "kbv3-test"
         assert "kbv3-test" in KernelSpecManager().find_kernel_specs()
-    client = nbclient.NotebookClient(notebook, kernel_name=kernel, timeout=300,
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        notebook, kernel_name=kernel, timeout=300, resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()  # raises CellExecutionError on any failing cell
 
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]

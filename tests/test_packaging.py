@@ -23,8 +23,12 @@ REPO = Path(__file__).resolve().parent.parent
 def built(tmp_path_factory) -> Path:
     pytest.importorskip("setuptools")
     lib = tmp_path_factory.mktemp("build_lib")
-    proc = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(lib)], cwd=REPO,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(lib)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     return lib / "kernelbench_v3"
 
@@ -34,9 +38,13 @@ def test_the_build_carries_problems_examples_and_facts(built):
         copy = built / "_problems" / source.relative_to(REPO / "problems")
         assert copy.read_bytes() == source.read_bytes(), copy
     assert (built / "_problems" / "README.md").is_file()
-    examples = sorted(p.relative_to(REPO / "examples" / "solutions") for p in (REPO / "examples" / "solutions").glob("*/*.py"))
+    examples = sorted(
+        p.relative_to(REPO / "examples" / "solutions") for p in (REPO / "examples" / "solutions").glob("*/*.py")
+    )
     assert examples and all((built / "_examples" / e).is_file() for e in examples)
-    assert (built / "data" / "problem_facts.json").read_bytes() == (REPO / "kernelbench_v3" / "data" / "problem_facts.json").read_bytes()
+    assert (built / "data" / "problem_facts.json").read_bytes() == (
+        REPO / "kernelbench_v3" / "data" / "problem_facts.json"
+    ).read_bytes()
     assert len(catalog.discover(built / "_problems")) == 60
 
 
@@ -55,14 +63,29 @@ def test_the_built_package_works_outside_a_checkout(built, tmp_path):
     env["PYTHONPATH"] = str(built.parent)
 
     def kbv3(*args):
-        return subprocess.run([sys.executable, "-m", "kernelbench_v3.cli", *args], cwd=tmp_path, env=env,
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "kernelbench_v3.cli", *args], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
 
-    where = subprocess.run([sys.executable, "-c", "import kernelbench_v3, kernelbench_v3.demo as d; "
-                            "print(kernelbench_v3.__file__); print(d.EXAMPLES_DIR)"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True).stdout.split()
+    where = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import kernelbench_v3, kernelbench_v3.demo as d; print(kernelbench_v3.__file__); print(d.EXAMPLES_DIR)",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     assert where == [str(built / "__init__.py"), str(built / "_examples")]
     validate = kbv3("validate")
     assert validate.returncode == 0 and "60 problems" in validate.stdout
-    wrong = kbv3("eval", "--problem", "23_Softmax", "--solution", str(REPO / "examples" / "solutions" / "level1" / "23_Softmax.py"))
+    wrong = kbv3(
+        "eval",
+        "--problem",
+        "23_Softmax",
+        "--solution",
+        str(REPO / "examples" / "solutions" / "level1" / "23_Softmax.py"),
+    )
     assert wrong.returncode == 2 and "_problems; did you mean level1/23_Softmax?" in wrong.stderr

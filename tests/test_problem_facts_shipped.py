@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parent.parent
 def test_shipped_facts_cover_every_bundled_problem_at_its_current_content():
     shipped = shipped_facts()
     missing = [p.problem_id for p in discover() if fact_key(p) not in shipped]
-    assert not missing, (f"{SHIPPED_FACTS} is stale for {missing}; regenerate it with "
-                         "`python -m kernelbench_v3.problem_facts`")
+    assert not missing, (
+        f"{SHIPPED_FACTS} is stale for {missing}; regenerate it with `python -m kernelbench_v3.problem_facts`"
+    )
 
 
 @pytest.mark.parametrize("problem_id", ["level1/23_Softmax", "level1/40_LayerNorm"])

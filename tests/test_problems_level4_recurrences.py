@@ -2,6 +2,7 @@
 
 CPU only, reduced sizes, float64 so that the comparison checks the algebra, not rounding.
 """
+
 import importlib.util
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def _inputs(B, H, T, K, V, per_channel, strong_decay, seed=0):
 def test_gated_delta_net_chunked_matches_loop(T, strong_decay):
     mod = _load("7_GatedDeltaNet")
     q, k, v, alpha, beta = _inputs(2, 3, T, 8, 6, per_channel=False, strong_decay=strong_decay)
-    scale = 8 ** -0.5
+    scale = 8**-0.5
     got = mod.gated_delta_attention(q, k, v, alpha, beta, scale)
     ref = naive_delta_rule(q, k, v, torch.log(alpha.clamp(min=1e-6)), beta, scale)
     assert got.shape == ref.shape and got.dtype == torch.float64
@@ -64,15 +65,16 @@ def test_gated_delta_net_chunked_matches_loop(T, strong_decay):
 def test_kimi_delta_attention_chunked_matches_loop(T, strong_decay):
     mod = _load("8_KimiDeltaAttention")
     q, k, v, a, beta = _inputs(2, 3, T, 8, 8, per_channel=True, strong_decay=strong_decay)
-    scale = 8 ** -0.5
+    scale = 8**-0.5
     got = mod.kimi_delta_attention(q, k, v, a, beta, scale)
     ref = naive_delta_rule(q, k, v, torch.log(a.clamp(min=1e-6)), beta, scale)
     assert got.shape == ref.shape and got.dtype == torch.float64
     torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("stem,fn", [("7_GatedDeltaNet", "gated_delta_attention"),
-                                     ("8_KimiDeltaAttention", "kimi_delta_attention")])
+@pytest.mark.parametrize(
+    "stem,fn", [("7_GatedDeltaNet", "gated_delta_attention"), ("8_KimiDeltaAttention", "kimi_delta_attention")]
+)
 def test_model_float32_close_to_loop(stem, fn):
     """Whole model at small sizes, fp32 chunked vs a float64 loop: what a solution is judged against."""
     mod = _load(stem)
@@ -82,8 +84,7 @@ def test_model_float32_close_to_loop(stem, fn):
     with torch.no_grad():
         got = model(x)
         model64 = model.double()
-        setattr(mod, fn, lambda q, k, v, a, b, scale: naive_delta_rule(
-            q, k, v, torch.log(a.clamp(min=1e-6)), b, scale))
+        setattr(mod, fn, lambda q, k, v, a, b, scale: naive_delta_rule(q, k, v, torch.log(a.clamp(min=1e-6)), b, scale))
         ref = model64(x.double())
     assert got.dtype == torch.float32
     tol = 1e-3 + 1e-3 * ref.abs().max().item()

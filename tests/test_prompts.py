@@ -18,8 +18,15 @@ from kernelbench_v3.cli import main
 from kernelbench_v3.extract import extract_solution
 from kernelbench_v3.gpus import get_gpu
 from kernelbench_v3.prompts import (
-    DEFAULT_ATOL, DEFAULT_RTOL, ROW_FIELDS, TEMPLATES_DIR, TemplateError, prompt_rows, render,
-    to_messages, write_jsonl,
+    DEFAULT_ATOL,
+    DEFAULT_RTOL,
+    ROW_FIELDS,
+    TEMPLATES_DIR,
+    TemplateError,
+    prompt_rows,
+    render,
+    to_messages,
+    write_jsonl,
 )
 
 # Phrases of each rule the evaluator enforces, as the default template states them.
@@ -56,9 +63,15 @@ def _gpu_facts(split: str) -> list[str]:
     spec = get_gpu(split)
     major, minor = spec.compute_capability
     return [
-        spec.name, spec.architecture, f"compute capability {major}.{minor}", f"sm_{major}{minor}",
-        f"{spec.sm_count} SMs", f"{int(spec.memory_gb)} GB", f"{int(spec.memory_bandwidth_gbs)} GB/s",
-        f"L2 cache {int(spec.l2_cache_mb)} MB", f"fp32 {spec.peak_tflops['fp32']}",
+        spec.name,
+        spec.architecture,
+        f"compute capability {major}.{minor}",
+        f"sm_{major}{minor}",
+        f"{spec.sm_count} SMs",
+        f"{int(spec.memory_gb)} GB",
+        f"{int(spec.memory_bandwidth_gbs)} GB/s",
+        f"L2 cache {int(spec.l2_cache_mb)} MB",
+        f"fp32 {spec.peak_tflops['fp32']}",
     ]
 
 
@@ -191,7 +204,8 @@ def test_fence_outgrows_backticks_in_the_source(tmp_path):
     folder = tmp_path / "problems" / "level1"
     folder.mkdir(parents=True)
     source = get_problem("level1/26_GELU_").source.replace(
-        '"""Elementwise GELU', '"""Elementwise GELU (see ````python blocks)', 1)
+        '"""Elementwise GELU', '"""Elementwise GELU (see ````python blocks)', 1
+    )
     (folder / "1_Fenced.py").write_text(source, encoding="utf-8")
     problem = get_problem("level1/1_Fenced", root=tmp_path / "problems")
     text = render(problem, "h100")
@@ -227,11 +241,17 @@ def test_jsonl_loads_with_datasets(prompt_files, tmp_path):
             out[path] = {"columns": ds.column_names, "rows": ds.to_list()}
         print(json.dumps(out))
     """)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               HF_HOME=str(tmp_path / "hf_home"), HF_DATASETS_CACHE=str(tmp_path / "hf_datasets"))
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_HOME=str(tmp_path / "hf_home"),
+        HF_DATASETS_CACHE=str(tmp_path / "hf_datasets"),
+    )
     paths = [str(prompt_files[s]) for s in SPLITS]
-    result = subprocess.run([sys.executable, "-c", script, *paths], env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", script, *paths], env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     for path in paths:
@@ -244,7 +264,7 @@ def test_jsonl_loads_with_datasets(prompt_files, tmp_path):
 # End to end: rendered prompt -> a hand-written response with a Triton solution -> extract ->
 # evaluate on CPU (Triton interpreter) -> correct.
 
-SOFTMAX_RESPONSE = '''The reference is a row-wise softmax over the last dimension: memory-bound, so a single
+SOFTMAX_RESPONSE = """The reference is a row-wise softmax over the last dimension: memory-bound, so a single
 pass per row that keeps the row in registers reads and writes each element once.
 
 A quick sanity check of the shapes I used while thinking:
@@ -287,7 +307,7 @@ class Model(nn.Module):
 ```
 
 It launches one program per row and never materialises intermediate tensors.
-'''
+"""
 
 
 def test_end_to_end_prompt_response_extract_evaluate(tmp_path):
@@ -302,8 +322,9 @@ def test_end_to_end_prompt_response_extract_evaluate(tmp_path):
     assert main(["extract", str(response), "--out", str(out)]) == 0
     record = evaluate(
         # Correctness only: CPU wall-clock timing of the Triton interpreter is no score.
-        EvalRequest(problem.problem_id, out, gpu="h100", device="cpu", timeout_s=300,
-                    time_solution=False, baseline=False),
+        EvalRequest(
+            problem.problem_id, out, gpu="h100", device="cpu", timeout_s=300, time_solution=False, baseline=False
+        ),
         cache_dir=tmp_path / "cache",
     )
     assert record.correct, (record.status, record.error, record.check_details, record.log_tail)
@@ -322,8 +343,10 @@ def test_one_shot_example_solution_is_correct(tmp_path):
     solution = tmp_path / "solution.py"
     solution.write_text(extract_solution(text.split("## Example")[1]).code, encoding="utf-8")
     record = evaluate(
-        EvalRequest("level1/1_Bias_ReLU", solution, gpu="h100", device="cpu", timeout_s=300,
-                    time_solution=False, baseline=False),
-        problems_dir=tmp_path / "problems", cache_dir=tmp_path / "cache",
+        EvalRequest(
+            "level1/1_Bias_ReLU", solution, gpu="h100", device="cpu", timeout_s=300, time_solution=False, baseline=False
+        ),
+        problems_dir=tmp_path / "problems",
+        cache_dir=tmp_path / "cache",
     )
     assert record.correct, (record.status, record.error, record.check_details, record.log_tail)

@@ -10,15 +10,30 @@ import pytest
 
 from kernelbench_v3.catalog import discover
 from kernelbench_v3.runs import (
-    RUNS_COLUMNS, RunsSchemaError, RunsSourceError, UnmatchedRunsWarning, canonical_gpu, join_runs,
-    load_runs, parse_level, parse_solution_name, solution_file_name, unmatched,
+    RUNS_COLUMNS,
+    RunsSchemaError,
+    RunsSourceError,
+    UnmatchedRunsWarning,
+    canonical_gpu,
+    join_runs,
+    load_runs,
+    parse_level,
+    parse_solution_name,
+    solution_file_name,
+    unmatched,
 )
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "runs"
 PUBLISHED = FIXTURES / "published_schema_fixture"
-FIXTURE_PROBLEMS = ("level1/2_Standard_matrix_multiplication_", "level1/23_Softmax", "level1/40_LayerNorm",
-                    "graphics/bloom", "tile_specialized/gemv_bf16", "cutile/stream_k_gemm")
+FIXTURE_PROBLEMS = (
+    "level1/2_Standard_matrix_multiplication_",
+    "level1/23_Softmax",
+    "level1/40_LayerNorm",
+    "graphics/bloom",
+    "tile_specialized/gemv_bf16",
+    "cutile/stream_k_gemm",
+)
 
 
 def make_problems(root: Path) -> Path:
@@ -87,13 +102,11 @@ def test_solutions_attached_by_published_name_and_orphans_parsed(runs):
     assert len(with_source) == 6
     assert "matmul_kernel[grid]" in runs.loc[0, "solution_source"]
     assert runs.loc[1, "solution_source"] is None  # no file shipped for it
-    assert runs.attrs["orphan_solutions"] == [
-        ("Old_Model_H100_gemv_bf16.py.txt", "Old_Model", "H100", "gemv_bf16.py")]
+    assert runs.attrs["orphan_solutions"] == [("Old_Model_H100_gemv_bf16.py.txt", "Old_Model", "H100", "gemv_bf16.py")]
 
 
 def test_parse_solution_name_with_underscores():
-    assert parse_solution_name("Model_B v2_RTX3090_40_LayerNorm.py.txt") == (
-        "Model_B v2", "RTX3090", "40_LayerNorm.py")
+    assert parse_solution_name("Model_B v2_RTX3090_40_LayerNorm.py.txt") == ("Model_B v2", "RTX3090", "40_LayerNorm.py")
     assert solution_file_name("Model_B v2", "RTX3090", "40_LayerNorm.py") == "Model_B v2_RTX3090_40_LayerNorm.py.txt"
     # A model name that itself contains a GPU separator: the known problem decides.
     name = "X_H100_tuned_B200_gemv_bf16.py.txt"
@@ -105,16 +118,31 @@ def test_parse_solution_name_with_underscores():
         parse_solution_name("model_H100_x.py")
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("RTX3090", "RTX3090"), ("rtx 3090", "RTX3090"), ("h100", "H100"), ("B200", "B200"), ("A100", None)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [("RTX3090", "RTX3090"), ("rtx 3090", "RTX3090"), ("h100", "H100"), ("B200", "B200"), ("A100", None)],
+)
 def test_canonical_gpu(value, expected):
     assert canonical_gpu(value) == expected
 
 
-@pytest.mark.parametrize("value, expected", [
-    (1, (1, None)), ("3", (3, None)), (2.0, (2, None)), ("level4", (4, "level4")), ("Level_2", (2, "level2")),
-    ("graphics", (None, "graphics")), ("cutile", (None, "cutile")), ("", (None, None)),
-    ("expert", None), (0, None), (1.5, None), (True, None)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (1, (1, None)),
+        ("3", (3, None)),
+        (2.0, (2, None)),
+        ("level4", (4, "level4")),
+        ("Level_2", (2, "level2")),
+        ("graphics", (None, "graphics")),
+        ("cutile", (None, "cutile")),
+        ("", (None, None)),
+        ("expert", None),
+        (0, None),
+        (1.5, None),
+        (True, None),
+    ],
+)
 def test_parse_level(value, expected):
     assert parse_level(value) == expected
 
@@ -177,13 +205,44 @@ def _records():
     from kernelbench_v3.evaluate.record import Record
 
     return [
-        Record(model="ours", gpu="H100", level=1, problem="23_Softmax.py", problem_id="level1/23_Softmax",
-               compiled=True, correct=False, status="incorrect", checks={"allclose": "fail"}),
-        Record(model="ours", gpu="H100", level=1, problem="23_Softmax.py", problem_id="level1/23_Softmax",
-               compiled=True, correct=True, speedup=1.5, ref_ms=0.03, sol_ms=0.02, baseline_type="eager",
-               precision_used="fp32", status="correct", checks={"allclose": "pass"}),
-        Record(model="ours", gpu="B200", level=None, problem="stream_k_gemm.py", problem_id="cutile/stream_k_gemm",
-               compiled=False, correct=False, status="failed", error="boom"),
+        Record(
+            model="ours",
+            gpu="H100",
+            level=1,
+            problem="23_Softmax.py",
+            problem_id="level1/23_Softmax",
+            compiled=True,
+            correct=False,
+            status="incorrect",
+            checks={"allclose": "fail"},
+        ),
+        Record(
+            model="ours",
+            gpu="H100",
+            level=1,
+            problem="23_Softmax.py",
+            problem_id="level1/23_Softmax",
+            compiled=True,
+            correct=True,
+            speedup=1.5,
+            ref_ms=0.03,
+            sol_ms=0.02,
+            baseline_type="eager",
+            precision_used="fp32",
+            status="correct",
+            checks={"allclose": "pass"},
+        ),
+        Record(
+            model="ours",
+            gpu="B200",
+            level=None,
+            problem="stream_k_gemm.py",
+            problem_id="cutile/stream_k_gemm",
+            compiled=False,
+            correct=False,
+            status="failed",
+            error="boom",
+        ),
     ]
 
 
@@ -192,8 +251,9 @@ def test_evaluator_records_jsonl_and_parquet(tmp_path, catalog):
 
     records = _records()
     journal = tmp_path / "records.jsonl"
-    journal.write_text(json.dumps({"kbv3_batch_journal": 1, "settings": {}}) + "\n"
-                       + "\n".join(r.to_json() for r in records) + "\n")
+    journal.write_text(
+        json.dumps({"kbv3_batch_journal": 1, "settings": {}}) + "\n" + "\n".join(r.to_json() for r in records) + "\n"
+    )
     write_parquet([r.to_dict() for r in records], tmp_path / "results.parquet")
     for source in (journal, tmp_path / "results.parquet"):
         runs = load_runs(source, problems=catalog)

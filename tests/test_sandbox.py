@@ -132,7 +132,10 @@ def test_writes_outside_the_writable_folder_fail(tree):
             p.unlink(missing_ok=True)
     assert {k: v for k, v in denied.items() if not v.startswith("PermissionError")} == {}
     assert all(v in ("PermissionError:EACCES", "OSError:EXDEV") for v in refer.values()), refer
-    assert trusted.read_text() == "trusted" and sorted(p.name for p in tree["outer"].iterdir()) == ["scratch", "trusted.txt"]
+    assert trusted.read_text() == "trusted" and sorted(p.name for p in tree["outer"].iterdir()) == [
+        "scratch",
+        "trusted.txt",
+    ]
 
 
 @needs_landlock
@@ -213,9 +216,12 @@ def test_supervisor_cannot_be_signalled_or_read(tree):
 
     def body():
         report = sandbox.enter_sandbox([tree["scratch"]])
-        return {"scoped": report.signals_scoped, "kill": attempt(os.kill, parent, 0),
-                "mem": attempt(lambda: open(f"/proc/{parent}/mem", "rb").close()),
-                "environ": attempt(lambda: open(f"/proc/{parent}/environ", "rb").read())}
+        return {
+            "scoped": report.signals_scoped,
+            "kill": attempt(os.kill, parent, 0),
+            "mem": attempt(lambda: open(f"/proc/{parent}/mem", "rb").close()),
+            "environ": attempt(lambda: open(f"/proc/{parent}/environ", "rb").read()),
+        }
 
     out = in_child(body)
     assert out["mem"].startswith("PermissionError") and out["environ"].startswith("PermissionError"), out
@@ -233,8 +239,11 @@ def test_root_capabilities_are_dropped(tree):
         import resource
 
         _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        return {"dropped": report.caps_dropped, "status": Path("/proc/self/status").read_text(),
-                "raise limit": attempt(resource.setrlimit, resource.RLIMIT_NOFILE, (hard + 1, hard + 1))}
+        return {
+            "dropped": report.caps_dropped,
+            "status": Path("/proc/self/status").read_text(),
+            "raise limit": attempt(resource.setrlimit, resource.RLIMIT_NOFILE, (hard + 1, hard + 1)),
+        }
 
     out = in_child(body)
     caps = dict(line.split(":\t") for line in out["status"].splitlines() if line.startswith("Cap"))

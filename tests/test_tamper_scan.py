@@ -9,7 +9,9 @@ import pytest
 from kernelbench_v3.evaluate.tamper_scan import WHY, Finding, TamperScan, scan
 
 REPO = Path(__file__).resolve().parent.parent
-HONEST_FILES = sorted((REPO / "examples" / "solutions").glob("**/*.py")) + [REPO / "tests" / "solutions" / "triton_add_one.py"]
+HONEST_FILES = sorted((REPO / "examples" / "solutions").glob("**/*.py")) + [
+    REPO / "tests" / "solutions" / "triton_add_one.py"
+]
 
 
 def rules(source: str) -> set[str]:
@@ -177,8 +179,10 @@ HONEST = [
     "sock = 'socket'\nrequests = []\nrequests.append(1)",  # network: local names, not modules
     "from triton.language import *\nfrom os import *\nx = arange(0, 4)\ny = getpid()",
     "import re\np = re.compile('x')\nclass M:\n    def eval(self): return self\nM().eval()",  # dynamic_code
-    ("import torch\nimport triton.language as tl\nd = getattr(torch, 'float16')\ne = getattr(tl, 'float32')\n"
-     "class A:\n    pass\na = A()\nname = 'x'\nv = getattr(a, name, None)\nsetattr(a, name, 1)"),
+    (
+        "import torch\nimport triton.language as tl\nd = getattr(torch, 'float16')\ne = getattr(tl, 'float32')\n"
+        "class A:\n    pass\na = A()\nname = 'x'\nv = getattr(a, name, None)\nsetattr(a, name, 1)"
+    ),
     "import copy, pickle, torch\nt = copy.deepcopy(torch.ones(2))\nb = pickle.dumps(t)",
     "s = 'a.b'.replace('.', '_')\nt = s.rename if hasattr(s, 'rename') else None",  # file_writes
     "text = open('/etc/hostname').read()\nwith open('x', 'rb') as f:\n    pass",
@@ -186,8 +190,10 @@ HONEST = [
     "import os\nflag = os.environ.get('KBV3_DEBUG', '0')\nval = os.environ['HOME']\nx = os.getenv('X')",  # environment
     "import os\nos.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'\nos.environ.setdefault('MAX_JOBS', '4')",
     '"""Docstrings may mention kernelbench_v3, /proc/self and kill() freely."""\nx = 1',
-    ("import functools, math, typing\n@functools.lru_cache(maxsize=None)\ndef f(n: typing.Optional[int]) -> float:\n"
-     "    return math.sqrt(n)"),
+    (
+        "import functools, math, typing\n@functools.lru_cache(maxsize=None)\ndef f(n: typing.Optional[int]) -> float:\n"
+        "    return math.sqrt(n)"
+    ),
 ]
 
 
@@ -257,7 +263,10 @@ def test_findings_are_per_line_and_ordered():
     source = "import os\nimport sys\n\nsys._getframe(0)\nos._exit(1)\nos._exit(2)\n"
     result = scan(source)
     assert [(f.rule, f.line) for f in result.findings] == [
-        ("frame_introspection", 4), ("process_control", 5), ("process_control", 6)]
+        ("frame_introspection", 4),
+        ("process_control", 5),
+        ("process_control", 6),
+    ]
     assert result.findings[0] == Finding("frame_introspection", 4, "sys._getframe(0)", WHY["frame_introspection"])
 
 
@@ -290,4 +299,5 @@ def test_summary():
     assert one.summary() == "line 2: f = sys._getframe(1) (frame_introspection: reads or traces the evaluator's frames)"
     many = scan("import sys, os\nsys._getframe(1)\nos._exit(0)\nsys.exit(1)\n")
     assert many.summary() == (
-        "line 2: sys._getframe(1) (frame_introspection: reads or traces the evaluator's frames); +2 more")
+        "line 2: sys._getframe(1) (frame_introspection: reads or traces the evaluator's frames); +2 more"
+    )

@@ -68,14 +68,24 @@ def fake_cuda(monkeypatch):
     return trace
 
 
-PLAN = timing.TimingPlan(warmup=1, warmup_seconds=0.0, min_reps=10, batch=5, max_reps=20, max_seconds=2.0,
-                         min_seconds=0.0, clock_settle_seconds=0.0, wall_reps=0)
+PLAN = timing.TimingPlan(
+    warmup=1,
+    warmup_seconds=0.0,
+    min_reps=10,
+    batch=5,
+    max_reps=20,
+    max_seconds=2.0,
+    min_seconds=0.0,
+    clock_settle_seconds=0.0,
+    wall_reps=0,
+)
 
 
 def _calls(trace, tag):
     def call(args):
         trace.ops.append(f"call:{tag(args)}")
         return args[0] * 2.0
+
     return call
 
 

@@ -20,8 +20,9 @@ over a data-only channel (`channel`, `messages`, `session`); the supervisor judg
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .record import RUNS_COLUMNS, Record
 from .request import DEFAULT_SEEDS, TOLERANCE_MODES, EvalRequest
@@ -67,7 +68,9 @@ def _write_row(row: Mapping[str, Any], root: Path) -> str:
     verify_row(row)
     category, file_name = str(row["category"]), str(row["file_name"])
     if "/" in category or "/" in file_name or file_name != Path(file_name).name or not file_name.endswith(".py"):
-        raise ValueError(f"row {row.get('problem_id')!r}: category {category!r} / file_name {file_name!r} is not a problem path")
+        raise ValueError(
+            f"row {row.get('problem_id')!r}: category {category!r} / file_name {file_name!r} is not a problem path"
+        )
     (root / category).mkdir(parents=True)
     (root / category / file_name).write_text(row["code"], encoding="utf-8")
     return f"{category}/{Path(file_name).stem}"

@@ -17,8 +17,9 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..paths import cache_root
 
@@ -126,8 +127,13 @@ def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
     compiled = (result.get("compiled") or {}).get("median_ms")
     baseline_ms, baseline_type = choose(eager, compiled)
     return {
-        "eager_ms": eager, "compiled_ms": compiled, "baseline_ms": baseline_ms, "baseline_type": baseline_type,
-        "compile_error": result.get("compile_error"), "eager": result.get("eager"), "compiled": result.get("compiled"),
+        "eager_ms": eager,
+        "compiled_ms": compiled,
+        "baseline_ms": baseline_ms,
+        "baseline_type": baseline_type,
+        "compile_error": result.get("compile_error"),
+        "eager": result.get("eager"),
+        "compiled": result.get("compiled"),
         "precision": result.get("precision"),
     }
 
@@ -137,8 +143,14 @@ def retry_failed_from_env() -> bool:
 
 
 def get_baseline(
-    spec: Mapping[str, Any], *, problem_sha256: str, device_name: str, cache_dir: Path | None,
-    timeout_s: float, env: Mapping[str, str] | None = None, retry_failed: bool = False,
+    spec: Mapping[str, Any],
+    *,
+    problem_sha256: str,
+    device_name: str,
+    cache_dir: Path | None,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    retry_failed: bool = False,
 ) -> dict[str, Any]:
     """The baseline for `spec` (device, problem_path, sizes, seeds): from the cache, or timed in a
     child and cached. Returns summarize()'s dict plus `cached`; a failure (cached or new) is
@@ -149,7 +161,12 @@ def get_baseline(
     from .isolate import run_child
 
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    key = cache_key(problem_sha256, spec["sizes"], device_name + ("" if spec.get("compile", True) else ":eager-only"), torch.__version__)
+    key = cache_key(
+        problem_sha256,
+        spec["sizes"],
+        device_name + ("" if spec.get("compile", True) else ":eager-only"),
+        torch.__version__,
+    )
     hit = load_cached(cache, key)
     if hit is not None and not (hit.get("failed") and (retry_failed or retry_failed_from_env())):
         return {**hit, "cached": True}
@@ -159,8 +176,12 @@ def get_baseline(
     if result is None or not result.get("ok"):
         reason = outcome.reason or (result or {}).get("error", "unknown error")
         failure = {
-            "failed": True, "error": f"baseline failed: {reason}", "log_tail": outcome.log_tail[-2000:],
-            "key": key, "device_name": device_name, "torch": torch.__version__,
+            "failed": True,
+            "error": f"baseline failed: {reason}",
+            "log_tail": outcome.log_tail[-2000:],
+            "key": key,
+            "device_name": device_name,
+            "torch": torch.__version__,
         }
         store_cached(cache, key, failure)
         return {**failure, "cached": False}

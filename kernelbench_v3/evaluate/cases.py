@@ -19,8 +19,9 @@ randomly chosen timed outputs against the reference on the same blends.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
@@ -48,14 +49,15 @@ class Case:
     swap: bool = False  # exchange two elements of one row of the largest floating input
     blend: tuple[int, float] | None = None  # (partner seed, w): w*inputs + (1-w)*partner's
 
-
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Case":
+    def from_dict(cls, d: Mapping[str, Any]) -> Case:
         t, b = d.get("transform"), d.get("blend")
-        return cls(**{**d, "transform": tuple(t) if t is not None else None, "blend": tuple(b) if b is not None else None})
+        return cls(
+            **{**d, "transform": tuple(t) if t is not None else None, "blend": tuple(b) if b is not None else None}
+        )
 
 
 def plan_cases(seeds: tuple[int, ...], other_shape: bool, timed: bool = False) -> list[Case]:
@@ -157,7 +159,10 @@ def fingerprint(inputs: list[Any]) -> list[Any]:
 def precision_of(inputs: list[Any]) -> str:
     """The published rule: the dtype of the first tensor input names the precision."""
     names = {
-        torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
+        torch.float32: "fp32",
+        torch.float16: "fp16",
+        torch.bfloat16: "bf16",
+        torch.float64: "fp64",
     }
     for x in inputs:
         if isinstance(x, torch.Tensor):

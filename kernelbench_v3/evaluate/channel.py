@@ -36,8 +36,19 @@ _HEADER = struct.Struct("!I")
 DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name)
     for name in (
-        "float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
-        "float8_e4m3fn", "float8_e5m2", "complex64",
+        "float64",
+        "float32",
+        "float16",
+        "bfloat16",
+        "int64",
+        "int32",
+        "int16",
+        "int8",
+        "uint8",
+        "bool",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "complex64",
     )
     if hasattr(torch, name)
 }
@@ -79,7 +90,7 @@ class TensorRef:
         return {"offset": self.offset, "shape": list(self.shape), "dtype": self.dtype}
 
     @classmethod
-    def from_json(cls, data: Any) -> "TensorRef":
+    def from_json(cls, data: Any) -> TensorRef:
         if not isinstance(data, dict) or set(data) != {"offset", "shape", "dtype"}:
             raise ProtocolError(f"a tensor reference must have offset, shape and dtype, got {data!r:.200}")
         offset, shape, dtype = data["offset"], data["shape"], data["dtype"]
@@ -105,7 +116,7 @@ class Arena:
         self._bytes = torch.frombuffer(self._map, dtype=torch.uint8) if size else torch.empty(0, dtype=torch.uint8)
 
     @classmethod
-    def create(cls, size: int) -> "Arena":
+    def create(cls, size: int) -> Arena:
         size = max(ALIGN, round_up(size))
         fd = os.memfd_create("kbv3-arena", os.MFD_CLOEXEC)
         os.ftruncate(fd, size)
@@ -115,9 +126,13 @@ class Arena:
         """The tensor `ref` names, as a view of the arena (bounds checked)."""
         nbytes = ref.nbytes
         if ref.offset + nbytes > self.size:
-            raise ProtocolError(f"tensor of {nbytes} bytes at offset {ref.offset} overruns the arena ({self.size} bytes)")
-        raw = self._bytes[ref.offset: ref.offset + nbytes]
-        return raw.view(DTYPES[ref.dtype]).view(ref.shape) if nbytes else torch.empty(ref.shape, dtype=DTYPES[ref.dtype])
+            raise ProtocolError(
+                f"tensor of {nbytes} bytes at offset {ref.offset} overruns the arena ({self.size} bytes)"
+            )
+        raw = self._bytes[ref.offset : ref.offset + nbytes]
+        return (
+            raw.view(DTYPES[ref.dtype]).view(ref.shape) if nbytes else torch.empty(ref.shape, dtype=DTYPES[ref.dtype])
+        )
 
     def put(self, offset: int, tensor: torch.Tensor) -> TensorRef:
         """Copy `tensor` (any device) into the arena at `offset`."""
@@ -184,7 +199,7 @@ class Link:
         if length > MAX_FRAME_BYTES:
             raise ProtocolError(f"announced message of {length} bytes exceeds {MAX_FRAME_BYTES}")
         self._fill(_HEADER.size + length, deadline)
-        blob = bytes(self._buffer[_HEADER.size: _HEADER.size + length])
+        blob = bytes(self._buffer[_HEADER.size : _HEADER.size + length])
         del self._buffer[: _HEADER.size + length]
         try:
             message = json.loads(blob)
@@ -205,7 +220,7 @@ class Link:
                 self.sock.settimeout(None)
             try:
                 chunk = self.sock.recv(max(65536, n - len(self._buffer)))
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except (ConnectionResetError, OSError) as exc:
                 raise PeerGone(str(exc)) from None

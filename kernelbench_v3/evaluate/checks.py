@@ -19,21 +19,52 @@ from .record import FAIL, PASS, SKIP
 
 # Reported in this order; the first failure becomes Record.failed_check.
 CHECK_ORDER: tuple[str, ...] = (
-    "process", "source_scan", "import", "construct", "state_dict", "run", "global_state", "output_shape",
-    "output_dtype", "finite", "input_mutation", "output_aliasing", "correctness", "stress",
-    "other_shape", "recompute", "input_reuse", "precision", "custom_kernel", "library_ops", "main_work",
-    "timed_outputs", "completeness",
+    "process",
+    "source_scan",
+    "import",
+    "construct",
+    "state_dict",
+    "run",
+    "global_state",
+    "output_shape",
+    "output_dtype",
+    "finite",
+    "input_mutation",
+    "output_aliasing",
+    "correctness",
+    "stress",
+    "other_shape",
+    "recompute",
+    "input_reuse",
+    "precision",
+    "custom_kernel",
+    "library_ops",
+    "main_work",
+    "timed_outputs",
+    "completeness",
 )
 V3_TOLERANCE = (1e-2, 1e-2)
 PUBLISHED_TOLERANCES: dict[str, tuple[float, float]] = {
-    "fp4": (0.5, 0.1), "fp8": (0.1, 0.05), "fp16": (1e-2, 1e-2), "bf16": (1e-2, 1e-2), "fp32": (1e-3, 1e-3),
+    "fp4": (0.5, 0.1),
+    "fp8": (0.1, 0.05),
+    "fp16": (1e-2, 1e-2),
+    "bf16": (1e-2, 1e-2),
+    "fp32": (1e-3, 1e-3),
 }
 PUBLISHED_DEFAULT = (0.05, 0.02)
 # Norm-wise relative error ||out - ref|| / ||ref|| allowed in every case, by precision. The
 # elementwise allclose rule alone is blind where outputs are small (a softmax over 16384 columns
 # is below atol = 1e-2 everywhere, so any small numbers would pass); this bound is loose enough
 # for every honest kernel of the precision and rejects outputs that are not the function.
-GROSS_RELATIVE_ERROR: dict[str, float] = {"fp64": 1e-2, "fp32": 1e-2, "tf32": 1e-2, "fp16": 2e-2, "bf16": 3e-2, "fp8": 0.1, "fp4": 0.25}
+GROSS_RELATIVE_ERROR: dict[str, float] = {
+    "fp64": 1e-2,
+    "fp32": 1e-2,
+    "tf32": 1e-2,
+    "fp16": 2e-2,
+    "bf16": 3e-2,
+    "fp8": 0.1,
+    "fp4": 0.25,
+}
 GROSS_DEFAULT = 0.1
 PRECISION_MARGIN = 3.0  # allowed multiple of the reference's own error vs float64
 TF32_MARGIN = 2.0  # allowed multiple of the TF32-truncated emulation's error (bf16 errs ~3x it)
@@ -81,8 +112,14 @@ class CaseVerdict:
 
 
 def compare_case(
-    name: str, group: str, out: Any, saved: dict[str, torch.Tensor], entry: dict[str, Any],
-    mode: str, precision: str, calibrated: float | None,
+    name: str,
+    group: str,
+    out: Any,
+    saved: dict[str, torch.Tensor],
+    entry: dict[str, Any],
+    mode: str,
+    precision: str,
+    calibrated: float | None,
 ) -> CaseVerdict:
     v = CaseVerdict(name, group)
     expected = saved["expected"]
@@ -165,4 +202,15 @@ def merge(outcomes: dict[str, tuple[str, str]], name: str, failed: bool, detail:
     outcomes[name] = (FAIL if failed else PASS, detail)
 
 
-__all__ = ["CHECK_ORDER", "FAIL", "PASS", "SKIP", "CaseVerdict", "calibrate_strict", "compare_case", "merge", "ordered_outcomes", "tolerance_for"]
+__all__ = [
+    "CHECK_ORDER",
+    "FAIL",
+    "PASS",
+    "SKIP",
+    "CaseVerdict",
+    "calibrate_strict",
+    "compare_case",
+    "merge",
+    "ordered_outcomes",
+    "tolerance_for",
+]

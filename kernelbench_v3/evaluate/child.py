@@ -77,6 +77,7 @@ def main(role: str, workdir: Path) -> None:
     try:
         if role == "baseline":
             from .baseline import child_main
+
             payload = child_main(spec, workdir)
         else:
             raise ValueError(f"unknown child role {role!r}")

@@ -23,8 +23,9 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -63,7 +64,7 @@ class ClockPlan:
     bound_factor: float  # the supervisor's figure may exceed the reported one by this factor (+ allowance)
 
     @classmethod
-    def for_device(cls, device: str, budget_s: float) -> "ClockPlan":
+    def for_device(cls, device: str, budget_s: float) -> ClockPlan:
         if device == "cuda":
             return cls(device, budget_s, 10, 30, 10_000, 1.0, 0.003, 0.5, BOUND_FACTOR)
         # A CPU shared with other work (CI, several evaluations at once) makes the two wall
@@ -83,8 +84,16 @@ class TimingOutcome:
 class Verifier:
     """Checks sampled timed outputs against the reference on the same blended inputs."""
 
-    def __init__(self, expected_for: Callable[[list[Any]], torch.Tensor], sets: list[list[Any]], partner: list[Any],
-                 entry: dict[str, Any], tolerance: str, precision: str, rng: random.Random):
+    def __init__(
+        self,
+        expected_for: Callable[[list[Any]], torch.Tensor],
+        sets: list[list[Any]],
+        partner: list[Any],
+        entry: dict[str, Any],
+        tolerance: str,
+        precision: str,
+        rng: random.Random,
+    ):
         self.expected_for, self.sets, self.partner = expected_for, sets, partner
         self.entry, self.tolerance, self.precision, self.rng = entry, tolerance, precision, rng
         self.numel = math.prod(entry["shape"])
@@ -94,21 +103,22 @@ class Verifier:
         out = [x.clone() if isinstance(x, torch.Tensor) else x for x in base]
         return C.blend_into(out, base, self.partner, w)
 
-    def check(self, name: str, samples: torch.Tensor, index: torch.Tensor, info: M.OutputInfo,
-              j: int, w: float) -> str:
+    def check(self, name: str, samples: torch.Tensor, index: torch.Tensor, info: M.OutputInfo, j: int, w: float) -> str:
         """'' when call j's sampled output matches the reference, else why not."""
         if info.type_name != "Tensor":
             return f"{name}: the solution returned {info.type_name}, not a tensor"
         if list(info.shape) != list(self.entry["shape"]) or f"torch.{info.dtype}" != self.entry["dtype"]:
             return f"{name}: shape {info.shape} / {info.dtype}, expected {tuple(self.entry['shape'])} / {self.entry['dtype']}"
         expected = self.expected_for(self.blended(j, w)).reshape(-1)[index].to(torch.float64)
-        verdict = K.compare_case(name, "timed_outputs", samples, {"expected": expected}, self.entry,
-                                 self.tolerance, self.precision, None)
+        verdict = K.compare_case(
+            name, "timed_outputs", samples, {"expected": expected}, self.entry, self.tolerance, self.precision, None
+        )
         return "; ".join(verdict.failures.values())
 
 
-def _sample(session: Session, verifier: Verifier, rng: random.Random, calls: int, layout_end: int,
-            timeout_s: float) -> tuple[torch.Tensor, torch.Tensor, list[M.OutputInfo]]:
+def _sample(
+    session: Session, verifier: Verifier, rng: random.Random, calls: int, layout_end: int, timeout_s: float
+) -> tuple[torch.Tensor, torch.Tensor, list[M.OutputInfo]]:
     """Ask for the same random positions of every output of the batch just run."""
     k = min(SAMPLE_POSITIONS, verifier.numel)
     generator = torch.Generator().manual_seed(rng.getrandbits(62))
@@ -119,8 +129,11 @@ def _sample(session: Session, verifier: Verifier, rng: random.Random, calls: int
     if layout.end > session.output_offset + session.output_capacity:
         raise SessionLost("internal: the output region cannot hold the samples")
     session.arena.view(target_ref).fill_(float("nan"))
-    reply, _ = session.request({"kind": "sample", "index": index_ref.to_json(), "target": target_ref.to_json(),
-                                "numel": verifier.numel}, timeout_s, ("batch_done",))
+    reply, _ = session.request(
+        {"kind": "sample", "index": index_ref.to_json(), "target": target_ref.to_json(), "numel": verifier.numel},
+        timeout_s,
+        ("batch_done",),
+    )
     if isinstance(reply, M.Failed):
         raise SessionLost(f"sampling the timed outputs failed: {reply.error[:300]}")
     outputs = reply.outputs
@@ -129,8 +142,15 @@ def _sample(session: Session, verifier: Verifier, rng: random.Random, calls: int
     return session.arena.view(target_ref).clone(), index, outputs
 
 
-def _verify_batch(outcome: TimingOutcome, session: Session, verifier: Verifier, weights: list[float], label: str,
-                  picks: int, timeout_s: float) -> float:
+def _verify_batch(
+    outcome: TimingOutcome,
+    session: Session,
+    verifier: Verifier,
+    weights: list[float],
+    label: str,
+    picks: int,
+    timeout_s: float,
+) -> float:
     """Sample the batch's outputs, check `picks` random calls; returns the sampling wall seconds."""
     started = time.perf_counter()
     samples, index, infos = _sample(session, verifier, verifier.rng, len(weights), 0, timeout_s)
@@ -169,8 +189,9 @@ def blend_seconds(verifier: Verifier, weights: list[float], device: str) -> floa
     return best
 
 
-def _flushed_phase(outcome: TimingOutcome, session: Session, plan: ClockPlan, verifier: Verifier,
-                   request_timeout_s: float) -> tuple[Any, int]:
+def _flushed_phase(
+    outcome: TimingOutcome, session: Session, plan: ClockPlan, verifier: Verifier, request_timeout_s: float
+) -> tuple[Any, int]:
     """Flushed batches until the reported median is stable or the supervisor's budget is spent;
     (the stats of the reported fresh-input times, how many batches added up to more than their wall)."""
     rng = verifier.rng
@@ -197,13 +218,20 @@ def _flushed_phase(outcome: TimingOutcome, session: Session, plan: ClockPlan, ve
         batches += 1
         elapsed = time.perf_counter() - started
         positive = [t for t in fresh_ms if t > 0] or [0.0]
-        stable = (len(fresh_ms) >= plan.min_reps and elapsed >= plan.min_seconds
-                  and median_ci_rel(positive) <= plan.stable_rel)
+        stable = (
+            len(fresh_ms) >= plan.min_reps
+            and elapsed >= plan.min_seconds
+            and median_ci_rel(positive) <= plan.stable_rel
+        )
         if batches >= 2 and (stable or len(fresh_ms) >= plan.max_reps or elapsed > plan.budget_s):
             break
     stats = summarize([max(t, 0.0) for t in fresh_ms], "cuda_events" if plan.device == "cuda" else "cpu_wall_clock")
-    stats.details.update(stable=stable, batches=batches, median_ci_rel=round(median_ci_rel(positive), 5),
-                         timed_inputs="fresh (a never-seen blend before each call); repeated sets in input_reuse")
+    stats.details.update(
+        stable=stable,
+        batches=batches,
+        median_ci_rel=round(median_ci_rel(positive), 5),
+        timed_inputs="fresh (a never-seen blend before each call); repeated sets in input_reuse",
+    )
     ratio = REUSE_RATIO if plan.device == "cuda" else CPU_REUSE_RATIO
     stats.details["input_reuse"] = reuse = reuse_verdict(fresh_ms, repeated_ms, ratio)
     if reuse["faster_on_repeated_inputs"]:
@@ -213,17 +241,23 @@ def _flushed_phase(outcome: TimingOutcome, session: Session, plan: ClockPlan, ve
     return stats, inconsistent
 
 
-def time_solution(session: Session, plan: ClockPlan, verifier: Verifier, timing_cases: list[str],
-                  out_bytes: int, request_timeout_s: float) -> TimingOutcome:
+def time_solution(
+    session: Session,
+    plan: ClockPlan,
+    verifier: Verifier,
+    timing_cases: list[str],
+    out_bytes: int,
+    request_timeout_s: float,
+) -> TimingOutcome:
     """Warm up, run flushed batches until the reported median is stable or the budget is spent,
     then back-to-back batches for the supervisor's bound. Raises SessionLost."""
     outcome = TimingOutcome()
-    reply, warm_s = session.request(M.Warmup(timing_cases, C.FRESH_PARTNER, plan.warmup_seconds),
-                                    request_timeout_s + 30.0, ("warm",))
+    reply, warm_s = session.request(
+        M.Warmup(timing_cases, C.FRESH_PARTNER, plan.warmup_seconds), request_timeout_s + 30.0, ("warm",)
+    )
     if isinstance(reply, M.Failed):
         raise SessionLost(f"warm-up failed: {reply.error[:500]}")
-    outcome.details.update(host_enqueue_ms=reply.enqueue_ms, sm_clock_mhz=reply.sm_clock_mhz,
-                           warmup_s=round(warm_s, 3))
+    outcome.details.update(host_enqueue_ms=reply.enqueue_ms, sm_clock_mhz=reply.sm_clock_mhz, warmup_s=round(warm_s, 3))
     stats, inconsistent = _flushed_phase(outcome, session, plan, verifier, request_timeout_s)
     if plan.device == "cuda":
         # The SM clock moved while timing (seen on an H200: 1668 -> 1957 MHz), so part of the
@@ -241,8 +275,16 @@ def time_solution(session: Session, plan: ClockPlan, verifier: Verifier, timing_
     return outcome
 
 
-def _bound(outcome: TimingOutcome, session: Session, verifier: Verifier, plan: ClockPlan, reported_ms: float,
-           out_bytes: int, request_timeout_s: float, inconsistent: int) -> None:
+def _bound(
+    outcome: TimingOutcome,
+    session: Session,
+    verifier: Verifier,
+    plan: ClockPlan,
+    reported_ms: float,
+    out_bytes: int,
+    request_timeout_s: float,
+    inconsistent: int,
+) -> None:
     in_bytes = sum(x.numel() * x.element_size() for x in verifier.sets[0] if isinstance(x, torch.Tensor))
     """Back-to-back batches timed by the supervisor's clock; replace an unexplained report."""
     calls = int(min(64, max(8, math.ceil(BACK_TO_BACK_TARGET_MS / max(reported_ms, 1e-3)))))
@@ -264,14 +306,18 @@ def _bound(outcome: TimingOutcome, session: Session, verifier: Verifier, plan: C
     supervisor_ms = min(per_call)
     allowance = BOUND_ALLOWANCE_MS + REQUEST_LATENCY_MS / calls
     outcome.details.update(
-        supervisor_ms=round(supervisor_ms, 6), supervisor_calls=calls, supervisor_per_batch_ms=[round(t, 6) for t in per_call],
+        supervisor_ms=round(supervisor_ms, 6),
+        supervisor_calls=calls,
+        supervisor_per_batch_ms=[round(t, 6) for t in per_call],
         supervisor_rule=f"reported median >= (supervisor_ms - {allowance:.4g} ms) / {plan.bound_factor:g}",
-        reported_ms=reported_ms, verified_timed_outputs=outcome.verified,
+        reported_ms=reported_ms,
+        verified_timed_outputs=outcome.verified,
     )
     if supervisor_ms > plan.bound_factor * reported_ms + allowance or inconsistent:
         outcome.flags.append(SUPERVISOR_CLOCK)
         outcome.details["sol_ms_source"] = (
             "the supervisor's wall clock per back-to-back call (the reported figures "
-            + ("added up to more than the batch's wall clock" if inconsistent else "are below what its clock allows") + ")"
+            + ("added up to more than the batch's wall clock" if inconsistent else "are below what its clock allows")
+            + ")"
         )
         outcome.details["scored_ms"] = max(supervisor_ms, reported_ms)

@@ -17,8 +17,10 @@ def software() -> dict[str, Any]:
     import torch
 
     info: dict[str, Any] = {
-        "python": platform.python_version(), "torch": torch.__version__,
-        "cuda_runtime": torch.version.cuda, "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "platform": platform.platform(),
     }
     try:
         import triton
@@ -66,8 +68,10 @@ def device_info(device: str) -> dict[str, Any]:
     if device == "cuda" and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         info.update(
-            gpu_name=props.name, compute_capability=f"{props.major}.{props.minor}",
-            sm_count=props.multi_processor_count, memory_gib=round(props.total_memory / 2**30, 1),
+            gpu_name=props.name,
+            compute_capability=f"{props.major}.{props.minor}",
+            sm_count=props.multi_processor_count,
+            memory_gib=round(props.total_memory / 2**30, 1),
             l2_bytes=int(getattr(props, "L2_cache_size", 0) or 0),
             driver=_nvidia_smi("driver_version"),
         )

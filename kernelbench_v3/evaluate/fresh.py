@@ -20,7 +20,8 @@ was timed on fresh inputs is checked too (`timed_outputs`).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -42,8 +43,9 @@ class FreshInputs:
     """Never-repeating input sets: call `next()` outside the timed region before each fresh call;
     `final` is the checked fresh set (used once, last) and `final_output` its timed output."""
 
-    def __init__(self, rotating: Sequence[Sequence[Any]], partner: Sequence[Any], final: Sequence[Any],
-                 buffers: int = 1):
+    def __init__(
+        self, rotating: Sequence[Sequence[Any]], partner: Sequence[Any], final: Sequence[Any], buffers: int = 1
+    ):
         if not rotating:
             raise ValueError("FreshInputs needs at least one rotating input set")
         if buffers < 1:
@@ -54,8 +56,9 @@ class FreshInputs:
         self.final_output: Any = None
         # Several buffer sets in turn: on a GPU, where one buffer happens to sit in memory
         # changes a small kernel's time by a few percent; rotating averages that out within a run.
-        self.buffers = [[x.clone() if isinstance(x, torch.Tensor) else x for x in self.rotating[0]]
-                        for _ in range(buffers)]
+        self.buffers = [
+            [x.clone() if isinstance(x, torch.Tensor) else x for x in self.rotating[0]] for _ in range(buffers)
+        ]
         self.count = 0
 
     def weight(self, t: int) -> float:
@@ -78,7 +81,9 @@ class FreshInputs:
         return C.blend_into(self.buffers[t % len(self.buffers)], self.rotating[t % len(self.rotating)], self.partner, w)
 
 
-def reuse_verdict(fresh_ms: Sequence[float], repeated_ms: Sequence[float], ratio: float = REUSE_RATIO) -> dict[str, Any]:
+def reuse_verdict(
+    fresh_ms: Sequence[float], repeated_ms: Sequence[float], ratio: float = REUSE_RATIO
+) -> dict[str, Any]:
     """The figures of fresh vs repeated inputs, and whether the solution is markedly faster on
     repeated ones (ratio of medians above `ratio` and fresh p10 above repeated p90)."""
     from .timing import quantile
@@ -90,10 +95,13 @@ def reuse_verdict(fresh_ms: Sequence[float], repeated_ms: Sequence[float], ratio
     f_p10, r_p90 = quantile(fresh, 0.10), quantile(repeated, 0.90)
     faster = f_med > ratio * r_med and f_p10 > r_p90
     return {
-        "fresh_median_ms": f_med, "repeated_median_ms": r_med,
+        "fresh_median_ms": f_med,
+        "repeated_median_ms": r_med,
         "fresh_over_repeated": f_med / r_med if r_med > 0 else None,
-        "fresh_p10_ms": f_p10, "repeated_p90_ms": r_p90,
-        "fresh_reps": len(fresh), "repeated_reps": len(repeated),
+        "fresh_p10_ms": f_p10,
+        "repeated_p90_ms": r_p90,
+        "fresh_reps": len(fresh),
+        "repeated_reps": len(repeated),
         "rule": f"fresh median > {ratio:g} x repeated median and fresh p10 > repeated p90",
         "faster_on_repeated_inputs": faster,
     }

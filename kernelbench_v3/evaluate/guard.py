@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -21,10 +22,12 @@ def _flag_readers() -> dict[str, Callable[[], Any]]:
     b = torch.backends
     readers: dict[str, Callable[[], Any]] = {
         "cuda.matmul.allow_tf32": lambda: b.cuda.matmul.allow_tf32,
-        "cuda.matmul.allow_fp16_reduced_precision_reduction":
-            lambda: b.cuda.matmul.allow_fp16_reduced_precision_reduction,
-        "cuda.matmul.allow_bf16_reduced_precision_reduction":
-            lambda: b.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": lambda: (
+            b.cuda.matmul.allow_fp16_reduced_precision_reduction
+        ),
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": lambda: (
+            b.cuda.matmul.allow_bf16_reduced_precision_reduction
+        ),
         "cudnn.allow_tf32": lambda: b.cudnn.allow_tf32,
         "cudnn.benchmark": lambda: b.cudnn.benchmark,
         "cudnn.deterministic": lambda: b.cudnn.deterministic,
@@ -44,10 +47,12 @@ def _flag_writers() -> dict[str, Callable[[Any], Any]]:
     b = torch.backends
     return {
         "cuda.matmul.allow_tf32": lambda v: setattr(b.cuda.matmul, "allow_tf32", v),
-        "cuda.matmul.allow_fp16_reduced_precision_reduction":
-            lambda v: setattr(b.cuda.matmul, "allow_fp16_reduced_precision_reduction", v),
-        "cuda.matmul.allow_bf16_reduced_precision_reduction":
-            lambda v: setattr(b.cuda.matmul, "allow_bf16_reduced_precision_reduction", v),
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": lambda v: setattr(
+            b.cuda.matmul, "allow_fp16_reduced_precision_reduction", v
+        ),
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": lambda v: setattr(
+            b.cuda.matmul, "allow_bf16_reduced_precision_reduction", v
+        ),
         "cudnn.allow_tf32": lambda v: setattr(b.cudnn, "allow_tf32", v),
         "cudnn.benchmark": lambda v: setattr(b.cudnn, "benchmark", v),
         "cudnn.deterministic": lambda v: setattr(b.cudnn, "deterministic", v),
@@ -114,10 +119,16 @@ def guarded_namespaces() -> dict[str, Any]:
     import torch.nn.functional as F
 
     spaces: dict[str, Any] = {
-        "torch": torch, "torch.Tensor": torch.Tensor, "torch.nn.functional": F,
-        "torch.nn.Module": torch.nn.Module, "torch.testing": torch.testing,
-        "torch.serialization": torch.serialization, "time": time, "pickle": pickle,
-        "torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event,
+        "torch": torch,
+        "torch.Tensor": torch.Tensor,
+        "torch.nn.functional": F,
+        "torch.nn.Module": torch.nn.Module,
+        "torch.testing": torch.testing,
+        "torch.serialization": torch.serialization,
+        "time": time,
+        "pickle": pickle,
+        "torch.cuda": torch.cuda,
+        "torch.cuda.Event": torch.cuda.Event,
         "torch.autograd.grad_mode": torch.autograd.grad_mode,
     }
     try:
@@ -155,17 +166,27 @@ def tampered(before: dict[str, dict[str, int]]) -> list[str]:
             elif id(values[key]) != ident and not _benign(label, key, values[key]):
                 changes.append(f"{label}.{key}")
         if isinstance(ns, type):
-            changes.extend(f"{label}.{k} (added)" for k, v in values.items() if k not in ids and not _benign(label, k, v))
+            changes.extend(
+                f"{label}.{k} (added)" for k, v in values.items() if k not in ids and not _benign(label, k, v)
+            )
     return changes
 
 
 # Dunder attributes the Python runtime itself writes into a class lazily, as data caches:
 # copyreg caches `__slotnames__` the first time an instance is pickled or deep-copied, class
 # `__annotations__` appear on first access, ABCs and typing Protocols cache their member sets.
-RUNTIME_CACHE_DUNDERS: frozenset[str] = frozenset({
-    "__slotnames__", "__annotations__", "__annotate__", "__abstractmethods__", "__warningregistry__",
-    "__protocol_attrs__", "__non_callable_proto_members__", "__callable_proto_members_only__",
-})
+RUNTIME_CACHE_DUNDERS: frozenset[str] = frozenset(
+    {
+        "__slotnames__",
+        "__annotations__",
+        "__annotate__",
+        "__abstractmethods__",
+        "__warningregistry__",
+        "__protocol_attrs__",
+        "__non_callable_proto_members__",
+        "__callable_proto_members_only__",
+    }
+)
 
 
 def _is_data(value: Any) -> bool:
@@ -181,7 +202,9 @@ def _benign(label: str, key: str, value: Any = None) -> bool:
         return key in RUNTIME_CACHE_DUNDERS and _is_data(value)
     lowered = key.lower()
     return (
-        "cache" in lowered or "_initialized" in lowered or "lock" in lowered
+        "cache" in lowered
+        or "_initialized" in lowered
+        or "lock" in lowered
         or lowered in ("_tls", "_queued_calls", "_lazy_seed_tracker", "_default_dtype")
         or (label.startswith("kernelbench_v3.") and key.isupper())
     )

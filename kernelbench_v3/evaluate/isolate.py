@@ -19,9 +19,10 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 FLOOD_BYTES = 32 << 20  # a child writing more than this to stdout/stderr is killed
 
@@ -103,14 +104,16 @@ def run_child(
     child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {}), "KBV3_PARENT_PID": str(os.getpid())}
     # The child must import this same kernelbench_v3, also when it is used from a checkout
     # that is not installed (e.g. `python benchmarks/...` on a GPU machine).
-    child_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(PACKAGE_PARENT), child_env.get("PYTHONPATH", "")) if p
-    )
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_PARENT), child_env.get("PYTHONPATH", "")) if p)
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernelbench_v3.evaluate.child", role, str(workdir)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        cwd=str(workdir), env=child_env, start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=str(workdir),
+        env=child_env,
+        start_new_session=True,
     )
     tail: deque = deque()
     total = [0]

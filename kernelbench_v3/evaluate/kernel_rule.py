@@ -38,14 +38,65 @@ _LIBRARY_OPS = re.compile(
     r"|.*efficient_attention.*|.*cudnn_attention.*|_fused_sdp\w*|_native_multi_head_attention|mkldnn_\w+)$"
 )
 # Ops that allocate, view, copy or move data: never the problem's main work.
-DATA_OPS = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "ones",
-    "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "fill_", "zero_", "copy_", "_to_copy",
-    "clone", "contiguous", "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "permute",
-    "transpose", "t", "unsqueeze", "squeeze", "slice", "select", "detach", "alias", "lift_fresh", "lift_fresh_copy",
-    "resize_", "set_", "split", "split_with_sizes", "chunk", "unbind", "narrow", "cat", "stack", "arange",
-    "_local_scalar_dense", "item", "to", "view_as", "flatten", "unflatten", "_unsafe_split", "is_nonzero",
-})
+DATA_OPS = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "fill_",
+        "zero_",
+        "copy_",
+        "_to_copy",
+        "clone",
+        "contiguous",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "_reshape_alias",
+        "as_strided",
+        "expand",
+        "permute",
+        "transpose",
+        "t",
+        "unsqueeze",
+        "squeeze",
+        "slice",
+        "select",
+        "detach",
+        "alias",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "resize_",
+        "set_",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "unbind",
+        "narrow",
+        "cat",
+        "stack",
+        "arange",
+        "_local_scalar_dense",
+        "item",
+        "to",
+        "view_as",
+        "flatten",
+        "unflatten",
+        "_unsafe_split",
+        "is_nonzero",
+    }
+)
 
 
 def forbidden_ops(ops: dict[str, Any]) -> list[str]:
@@ -59,8 +110,14 @@ def compute_ops(ops: dict[str, list[float]]) -> dict[str, float]:
     return {name: s / total for name, s in seconds.items()} if total > 0 else {}
 
 
-def judge(evidence: dict[str, Any], *, device: str, rule: str, reference_ops: dict[str, list[float]],
-          reference_kernels: list[str]) -> tuple[dict[str, tuple[str, str]], dict[str, Any]]:
+def judge(
+    evidence: dict[str, Any],
+    *,
+    device: str,
+    rule: str,
+    reference_ops: dict[str, list[float]],
+    reference_kernels: list[str],
+) -> tuple[dict[str, tuple[str, str]], dict[str, Any]]:
     """(check -> (outcome, detail), facts for the record) from one forward's evidence."""
     out: dict[str, tuple[str, str]] = {}
     facts: dict[str, Any] = {"kernel_rule": rule}
@@ -70,42 +127,69 @@ def judge(evidence: dict[str, Any], *, device: str, rule: str, reference_ops: di
         own = custom_kernels([n for n, _ in times], reference_kernels)
         total = sum(us for _, us in times)
         share = sum(us for n, us in times if n in own) / total if total > 0 else 0.0
-        facts.update(kernel_names=[n for n, _ in times], custom_kernels=own, custom_kernel_time_fraction=round(share, 4))
+        facts.update(
+            kernel_names=[n for n, _ in times], custom_kernels=own, custom_kernel_time_fraction=round(share, 4)
+        )
         library = sorted({n for n, _ in times if is_forbidden_kernel(n)})
         if not evidence.get("profiler"):
-            ran = (False, "the CUDA profiler could not run in the solution process, so no kernel was seen on the device")
+            ran = (
+                False,
+                "the CUDA profiler could not run in the solution process, so no kernel was seen on the device",
+            )
         else:
-            ran = (bool(own), f"own device kernels: {own}" if own else
-                   f"no custom kernel ran on the device; seen: {[n for n, _ in times] or 'none'}")
-        main = (share >= MAIN_WORK_SHARE, f"own kernels take {share:.1%} of the forward's device time "
-                f"(at least {MAIN_WORK_SHARE:.0%} required)")
+            ran = (
+                bool(own),
+                f"own device kernels: {own}"
+                if own
+                else f"no custom kernel ran on the device; seen: {[n for n, _ in times] or 'none'}",
+            )
+        main = (
+            share >= MAIN_WORK_SHARE,
+            f"own kernels take {share:.1%} of the forward's device time (at least {MAIN_WORK_SHARE:.0%} required)",
+        )
     else:
         programs = [(str(n), int(p)) for n, p in (evidence.get("programs") or [])]
         own = sorted({n for n, p in programs if p > 0})
-        facts.update(kernel_names=sorted({n for n, _ in programs}), custom_kernels=own, launches=len(programs),
-                     interpreter_programs=sum(p for _, p in programs), failed_launches=evidence.get("failed_launches", []))
-        ran = (bool(own), f"own kernels ran: {own}" if own else
-               "no custom kernel: no Triton kernel of the solution completed a non-empty grid "
-               f"(launches: {programs or 'none'}; failed: {evidence.get('failed_launches') or 'none'})")
+        facts.update(
+            kernel_names=sorted({n for n, _ in programs}),
+            custom_kernels=own,
+            launches=len(programs),
+            interpreter_programs=sum(p for _, p in programs),
+            failed_launches=evidence.get("failed_launches", []),
+        )
+        ran = (
+            bool(own),
+            f"own kernels ran: {own}"
+            if own
+            else "no custom kernel: no Triton kernel of the solution completed a non-empty grid "
+            f"(launches: {programs or 'none'}; failed: {evidence.get('failed_launches') or 'none'})",
+        )
         library = []
         shares = compute_ops(reference_ops)
         covered = sorted(name for name in shares if name in ops)
         share = sum(shares[n] for n in covered)
         facts.update(reference_compute_ops=sorted(shares), torch_share_of_main_work=round(share, 4))
-        main = (share < MAIN_WORK_SHARE, f"PyTorch ops {covered or 'none'} cover {share:.1%} of the reference's compute "
-                f"(less than {MAIN_WORK_SHARE:.0%} allowed)")
+        main = (
+            share < MAIN_WORK_SHARE,
+            f"PyTorch ops {covered or 'none'} cover {share:.1%} of the reference's compute "
+            f"(less than {MAIN_WORK_SHARE:.0%} allowed)",
+        )
     bad_ops = forbidden_ops(ops)
     compiled = int(evidence.get("compiled_frames") or 0)
-    problems = ([f"library ops dispatched: {bad_ops}"] if bad_ops else []) + \
-               ([f"library device kernels: {library}"] if library else []) + \
-               ([f"torch.compile compiled {compiled} frame(s)"] if compiled else [])
+    problems = (
+        ([f"library ops dispatched: {bad_ops}"] if bad_ops else [])
+        + ([f"library device kernels: {library}"] if library else [])
+        + ([f"torch.compile compiled {compiled} frame(s)"] if compiled else [])
+    )
     facts["library_ops"] = bad_ops + library
     if rule == "relaxed":
         out["custom_kernel"] = (SKIP, f"relaxed by request; {ran[1]}")
         return out, facts
     out["custom_kernel"] = (PASS if ran[0] else FAIL, ran[1])
     if rule == "strict":
-        out["library_ops"] = (FAIL if problems else PASS, "; ".join(problems) or "no library GEMM/convolution/attention")
+        out["library_ops"] = (
+            FAIL if problems else PASS,
+            "; ".join(problems) or "no library GEMM/convolution/attention",
+        )
         out["main_work"] = (PASS if main[0] else FAIL, main[1])
     return out, facts
-

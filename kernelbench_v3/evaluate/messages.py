@@ -167,12 +167,19 @@ class Finished:
     kind: ClassVar[str] = "finished"
 
 
-Reply = Union[Ready, SetupDone, Failed, CaseDone, Warm, BatchDone, Finished]
+Reply = Union[Ready, SetupDone, Failed, CaseDone, Warm, BatchDone, Finished]  # noqa: UP007 (runtime alias)
 REPLIES: dict[str, type] = {cls.kind: cls for cls in (Ready, SetupDone, Failed, CaseDone, Warm, BatchDone, Finished)}
 # How each reply field is checked, by its annotation.
 _CHECKS: dict[str, Any] = {
-    "int": int, "str": str, "float": float, "list[str]": "texts", "list[int]": "ints", "dict[str, Any]": dict,
-    "OutputInfo": "output", "list[OutputInfo]": "outputs", "list[float]": "floats",
+    "int": int,
+    "str": str,
+    "float": float,
+    "list[str]": "texts",
+    "list[int]": "ints",
+    "dict[str, Any]": dict,
+    "OutputInfo": "output",
+    "list[OutputInfo]": "outputs",
+    "list[float]": "floats",
 }
 # Nested fields the supervisor reads, checked as deep as it reads them: text -> (kind of value).
 _NESTED: dict[str, Any] = {

@@ -21,8 +21,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 SCHEMA_VERSION = 2  # 2: trusted supervisor, sandbox, kernel rule from evidence
 
@@ -30,8 +31,18 @@ PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 # The runs dataset's columns, in its order; a Record has all of them.
 RUNS_COLUMNS: tuple[str, ...] = (
-    "model", "gpu", "level", "problem", "compiled", "correct", "speedup", "ref_ms", "sol_ms",
-    "op_type", "baseline_type", "precision_used",
+    "model",
+    "gpu",
+    "level",
+    "problem",
+    "compiled",
+    "correct",
+    "speedup",
+    "ref_ms",
+    "sol_ms",
+    "op_type",
+    "baseline_type",
+    "precision_used",
 )
 
 
@@ -124,7 +135,7 @@ class Record:
         if outcome == FAIL and self.failed_check is None:
             self.failed_check = name
 
-    def fail(self, status: str, error: str, check: str | None = None) -> "Record":
+    def fail(self, status: str, error: str, check: str | None = None) -> Record:
         self.status = status
         self.correct = False
         self.speedup = None
@@ -140,13 +151,13 @@ class Record:
         return json.dumps(self.to_dict(), sort_keys=False, allow_nan=False)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Record":
+    def from_dict(cls, data: Mapping[str, Any]) -> Record:
         """Build a Record from `to_dict()` output; unknown keys (newer schema) are ignored."""
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
     @classmethod
-    def from_json(cls, text: str) -> "Record":
+    def from_json(cls, text: str) -> Record:
         return cls.from_dict(json.loads(text))
 
     def runs_row(self) -> dict[str, Any]:

@@ -48,6 +48,7 @@ def _errors(out: torch.Tensor, ref64: torch.Tensor) -> dict[str, float]:
 @torch.no_grad()
 def float64_reference(model: torch.nn.Module, inputs: list[Any], out: torch.Tensor, tf32: bool) -> dict[str, Any]:
     """The float64 run of the reference and the errors of the native and TF32-emulated runs."""
+
     def widen(x: Any, round_tf32: bool) -> Any:
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             if round_tf32 and x.dtype == torch.float32:
@@ -154,7 +155,9 @@ def compute(problem: Any, source: str, sizes: dict[str, Any], device: str, cases
         with torch.no_grad():
             out = _as_tensor(shape.model(*inputs), f"{problem.problem_id} {case.name}")
         entry: dict[str, Any] = {
-            "case": case.to_dict(), "shape": list(out.shape), "dtype": str(out.dtype),
+            "case": case.to_dict(),
+            "shape": list(out.shape),
+            "dtype": str(out.dtype),
             "finite": bool(torch.isfinite(out).all().item()) if out.is_floating_point() else True,
         }
         saved: dict[str, torch.Tensor] = {"expected": out.detach().cpu()}

@@ -34,8 +34,11 @@ def describe(record: Record) -> str:
         )
         details = record.timing_details
         if "median_ci_rel" in details:
-            clock = (f"; SM clock {details['sm_clock_mhz_before']} -> {details.get('sm_clock_mhz_after', '?')} MHz"
-                     if "sm_clock_mhz_before" in details else "")
+            clock = (
+                f"; SM clock {details['sm_clock_mhz_before']} -> {details.get('sm_clock_mhz_after', '?')} MHz"
+                if "sm_clock_mhz_before" in details
+                else ""
+            )
             lines.append(f"timing precision: median within +-{details['median_ci_rel']:.2%} (95% CI){clock}")
         if details.get("supervisor_ms") is not None:
             lines.append(

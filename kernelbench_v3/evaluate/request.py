@@ -6,9 +6,10 @@ ever added (with defaults), never renamed, so stored requests keep meaning the s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 # The published harness's correctness seeds; every evaluation logs the seeds it used.
 DEFAULT_SEEDS: tuple[int, ...] = (42, 123, 456, 789, 1337)
@@ -73,9 +74,7 @@ class EvalRequest:
         if self.device not in DEVICES:
             raise ValueError(f"EvalRequest.device must be one of {DEVICES}, got {self.device!r}")
         if self.tolerance not in TOLERANCE_MODES:
-            raise ValueError(
-                f"EvalRequest.tolerance must be one of {TOLERANCE_MODES}, got {self.tolerance!r}"
-            )
+            raise ValueError(f"EvalRequest.tolerance must be one of {TOLERANCE_MODES}, got {self.tolerance!r}")
         if self.kernel_rule not in KERNEL_RULES:
             raise ValueError(f"EvalRequest.kernel_rule must be one of {KERNEL_RULES}, got {self.kernel_rule!r}")
         if not self.seeds:

@@ -167,8 +167,11 @@ def _drop_caps(notes: list[str]) -> bool:
 
 def _landlock(abi: int, writable: list[str], allow_network: bool, notes: list[str]) -> bool:
     fs = _FS_ABI1 | (REFER if abi >= 2 else 0) | (TRUNCATE if abi >= 3 else 0)
-    attr = _RulesetAttr(fs, 0 if allow_network or abi < 4 else NET_BIND_TCP | NET_CONNECT_TCP,
-                        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
+    attr = _RulesetAttr(
+        fs,
+        0 if allow_network or abi < 4 else NET_BIND_TCP | NET_CONNECT_TCP,
+        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0,
+    )
     size = 8 if abi < 4 else 16 if abi < 6 else 24  # an older kernel rejects fields it does not know
     dev_rw = READ_FILE | WRITE_FILE | (TRUNCATE if abi >= 3 else 0)
     rules = [("/", EXECUTE | READ_FILE | READ_DIR)] + [(p, fs) for p in writable]
@@ -190,7 +193,9 @@ def _landlock(abi: int, writable: list[str], allow_network: bool, notes: list[st
                 continue  # a device node that vanished; the rest still stands
             try:
                 rule = ctypes.byref(_PathBeneath(access, fd))
-                _syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0))
+                _syscall(
+                    _SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0)
+                )
             except OSError as exc:
                 if path == "/" or path in writable:  # without these the process could not work
                     notes.append(f"landlock_add_rule({path}) failed: {exc}")

@@ -11,14 +11,14 @@ the solution does otherwise.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from . import messages as M
 from .channel import Arena, Deadline, Layout, Link, PeerGone, ProtocolError, TensorRef, tensor_nbytes
-
 
 WATCH_INTERVAL_S = 1.0
 
@@ -57,8 +57,10 @@ class Session:
             reply = M.parse_reply(self._receive(timeout_s))
         except Deadline:
             kind = message.get("kind") if isinstance(message, dict) else message.kind
-            raise SessionLost(f"timed out: no answer to {kind} within {timeout_s:.0f} s "
-                              "(the solution process was killed)", timed_out=True) from None
+            raise SessionLost(
+                f"timed out: no answer to {kind} within {timeout_s:.0f} s (the solution process was killed)",
+                timed_out=True,
+            ) from None
         except PeerGone as exc:
             raise SessionLost(f"the solution process exited or was killed ({exc})") from None
         except ProtocolError as exc:

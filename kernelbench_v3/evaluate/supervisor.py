@@ -18,9 +18,10 @@ import math
 import random
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -78,10 +79,18 @@ def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -
         raise FileNotFoundError(f"solution file {solution} does not exist")
     solution_bytes = solution.read_bytes()
     rec = Record(
-        model=request.model, gpu=request.gpu.upper(), level=problem.level, problem=problem.file_name,
-        op_type=problem.op_type, problem_id=problem.problem_id, problem_sha256=hashlib.sha256(source_bytes).hexdigest(),
-        solution_path=str(solution), solution_sha256=hashlib.sha256(solution_bytes).hexdigest(),
-        device=request.device, seeds=list(request.seeds), tolerance_mode=request.tolerance,
+        model=request.model,
+        gpu=request.gpu.upper(),
+        level=problem.level,
+        problem=problem.file_name,
+        op_type=problem.op_type,
+        problem_id=problem.problem_id,
+        problem_sha256=hashlib.sha256(source_bytes).hexdigest(),
+        solution_path=str(solution),
+        solution_sha256=hashlib.sha256(solution_bytes).hexdigest(),
+        device=request.device,
+        seeds=list(request.seeds),
+        tolerance_mode=request.tolerance,
         custom_kernel_required=request.require_custom_kernel,
         started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
@@ -100,9 +109,17 @@ def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -
         rec.duration_s = round(time.monotonic() - started, 3)
 
 
-def _evaluate(work: Path, request: EvalRequest, problem: Any, source: str, solution_bytes: bytes,
-              sizes: dict[str, Any], rec: Record, cache_dir: Any) -> None:
-    
+def _evaluate(
+    work: Path,
+    request: EvalRequest,
+    problem: Any,
+    source: str,
+    solution_bytes: bytes,
+    sizes: dict[str, Any],
+    rec: Record,
+    cache_dir: Any,
+) -> None:
+
     scan = None
     if request.scan_source:
         from .tamper_scan import scan as scan_source
@@ -139,8 +156,10 @@ def _evaluate(work: Path, request: EvalRequest, problem: Any, source: str, solut
         rec.sandbox = str(facts.sandbox.get("kind", "none"))
         rec.sandbox_details = facts.sandbox
         if rec.sandbox == "none":
-            rec.warnings.append("no_sandbox: the solution process ran without a sandbox on this platform, so its "
-                                "writes to caches and files were not prevented (see the README's threat model)")
+            rec.warnings.append(
+                "no_sandbox: the solution process ran without a sandbox on this platform, so its "
+                "writes to caches and files were not prevented (see the README's threat model)"
+            )
         judge(rec, facts, ref, request, scan)
         _fill_timing(rec, facts, base, request)
     finally:
@@ -194,8 +213,9 @@ def _log_tail(path: Path, limit: int) -> tuple[str, bool]:
 
 def _arena_size(ref: ReferenceRun) -> tuple[int, int, int]:
     """(input region, output region, total) for this reference's cases and state."""
-    inputs = max(sum(tensor_nbytes(x) + ALIGN for x in run.inputs if isinstance(x, torch.Tensor))
-                 for run in ref.cases.values())
+    inputs = max(
+        sum(tensor_nbytes(x) + ALIGN for x in run.inputs if isinstance(x, torch.Tensor)) for run in ref.cases.values()
+    )
     state = sum(tensor_nbytes(t) + ALIGN for shape in ref.shapes.values() for t in shape.model.state_dict().values())
     outputs = max(tensor_nbytes(run.saved["expected"]) for run in ref.cases.values())
     input_region = round_up(max(inputs, state) + ALIGN)
@@ -203,14 +223,17 @@ def _arena_size(ref: ReferenceRun) -> tuple[int, int, int]:
     return input_region, output_region, input_region + output_region
 
 
-def _run_solution(zygote: Any, scratch: Path, request: EvalRequest, ref: ReferenceRun, timing_seconds: float,
-                  rec: Record) -> SolutionFacts:
+def _run_solution(
+    zygote: Any, scratch: Path, request: EvalRequest, ref: ReferenceRun, timing_seconds: float, rec: Record
+) -> SolutionFacts:
     facts = SolutionFacts()
     input_region, output_region, total = _arena_size(ref)
     arena = Arena.create(total)
     try:
-        limits = {"address_space_bytes": CPU_ADDRESS_SPACE if request.device == "cpu" else None,
-                  "file_size_bytes": FILE_SIZE_LIMIT}
+        limits = {
+            "address_space_bytes": CPU_ADDRESS_SPACE if request.device == "cpu" else None,
+            "file_size_bytes": FILE_SIZE_LIMIT,
+        }
         spawned = zygote.spawn(scratch=scratch, arena_fd=arena.fd, arena_size=arena.size, limits=limits)
         log = scratch / LOG_NAME
 
@@ -233,8 +256,15 @@ def _run_solution(zygote: Any, scratch: Path, request: EvalRequest, ref: Referen
     return facts
 
 
-def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalRequest, ref: ReferenceRun,
-           timing_seconds: float, rec: Record) -> None:
+def _drive(
+    session: Session,
+    facts: SolutionFacts,
+    scratch: Path,
+    request: EvalRequest,
+    ref: ReferenceRun,
+    timing_seconds: float,
+    rec: Record,
+) -> None:
     """Setup, every planned case, timing, finish; each step's seconds go into `rec.phase_s`
     as `solution_<step>`."""
     limit = request.timeout_s
@@ -251,8 +281,9 @@ def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalR
         shapes[name] = M.ShapeSetup([_init_arg(a) for a in shape.module.get_init_inputs()], state)
     facts.lost_during = "importing the solution"
     with _phase(rec, "solution_setup"):
-        reply, _ = session.request(M.Setup(request.device, str(scratch / "solution.py"), shapes, CUDA_MEMORY_FRACTION),
-                                   limit, ("setup_done",))
+        reply, _ = session.request(
+            M.Setup(request.device, str(scratch / "solution.py"), shapes, CUDA_MEMORY_FRACTION), limit, ("setup_done",)
+        )
     if isinstance(reply, M.Failed):
         facts.failed_stage, facts.error = reply.stage, reply.error
         return
@@ -266,8 +297,14 @@ def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalR
         run = ref.cases[name]
         facts.lost_during = f"running case {name}"
         reuse = correctness[0] if run.case.group == C.RECOMPUTE else None
-        message = M.RunCase(name, run.case.shape, session.write_inputs(run.inputs), session.slot(),
-                            reuse_buffers_of=reuse, evidence=name == evidence_case)
+        message = M.RunCase(
+            name,
+            run.case.shape,
+            session.write_inputs(run.inputs),
+            session.slot(),
+            reuse_buffers_of=reuse,
+            evidence=name == evidence_case,
+        )
         with _phase(rec, "solution_cases"):
             reply, wall = session.request(message, limit, ("case_done",))
         if isinstance(reply, M.Failed):
@@ -284,13 +321,19 @@ def _drive(session: Session, facts: SolutionFacts, scratch: Path, request: EvalR
         timing_cases = [n for n in timing_cases if n != C.FRESH_PARTNER]
         main = ref.cases[correctness[0]]
         verifier = clock.Verifier(
-            lambda inputs: expected_for(ref, inputs, request.device), [ref.cases[n].inputs for n in timing_cases],
-            ref.cases[C.FRESH_PARTNER].inputs, main.entry, request.tolerance, ref.precision, random.SystemRandom(),
+            lambda inputs: expected_for(ref, inputs, request.device),
+            [ref.cases[n].inputs for n in timing_cases],
+            ref.cases[C.FRESH_PARTNER].inputs,
+            main.entry,
+            request.tolerance,
+            ref.precision,
+            random.SystemRandom(),
         )
         plan = clock.ClockPlan.for_device(request.device, timing_seconds)
         with _phase(rec, "solution_timing"):
-            facts.timing = clock.time_solution(session, plan, verifier, timing_cases,
-                                               tensor_nbytes(main.saved["expected"]), limit)
+            facts.timing = clock.time_solution(
+                session, plan, verifier, timing_cases, tensor_nbytes(main.saved["expected"]), limit
+            )
     facts.lost_during = "finishing"
     reply, _ = session.request(M.Finish(), 60.0, ("finished",))
     if isinstance(reply, M.Finished):
@@ -305,18 +348,28 @@ def _init_arg(value: Any) -> Any:
     raise TypeError(f"get_init_inputs() returned a {type(value).__name__}; only numbers, text and lists can be sent")
 
 
-def _baseline(request: EvalRequest, problem: Any, source: str, sizes: dict[str, Any], cache_dir: Any,
-              seconds: float) -> dict[str, Any]:
+def _baseline(
+    request: EvalRequest, problem: Any, source: str, sizes: dict[str, Any], cache_dir: Any, seconds: float
+) -> dict[str, Any]:
     from ..materialize import write_module_file
     from .baseline import get_baseline
 
     module_path = write_module_file(source, stem=problem.name)  # verified content, not the checkout's file
-    spec = {"device": request.device, "problem_path": str(module_path), "sizes": sizes,
-            "seeds": list(request.seeds), "timing_seconds": seconds}
+    spec = {
+        "device": request.device,
+        "problem_path": str(module_path),
+        "sizes": sizes,
+        "seeds": list(request.seeds),
+        "timing_seconds": seconds,
+    }
     env = {"TRITON_INTERPRET": "1" if request.device == "cpu" else "0"}
     return get_baseline(
-        spec, problem_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(), device_name=device_name(request.device),
-        cache_dir=Path(cache_dir) if cache_dir is not None else None, timeout_s=request.timeout_s, env=env,
+        spec,
+        problem_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
+        device_name=device_name(request.device),
+        cache_dir=Path(cache_dir) if cache_dir is not None else None,
+        timeout_s=request.timeout_s,
+        env=env,
         retry_failed=request.retry_failed_baseline,
     )
 
@@ -328,7 +381,9 @@ def _fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], reques
         rec.baseline_cached = base.get("cached")
         rec.ref_ms = rec.baseline_ms
         if base.get("error"):
-            rec.baseline_error = base["error"] + (" (cached failure; retry_failed_baseline re-times it)" if base.get("cached") else "")
+            rec.baseline_error = base["error"] + (
+                " (cached failure; retry_failed_baseline re-times it)" if base.get("cached") else ""
+            )
             rec.timing_flags.append("baseline_failed")
             rec.timing_details["baseline_error"] = rec.baseline_error
         if base.get("compile_error"):

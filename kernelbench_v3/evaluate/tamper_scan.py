@@ -39,46 +39,67 @@ WHY: dict[str, str] = {
 }
 
 # Dotted names by rule: "x" matches x and x.*; "x*" matches every name that starts with x.
-NAMES: dict[str, tuple[str, ...]] = {rule: tuple(names.split()) for rule, names in {
-    "frame_introspection": "sys._getframe sys._current_frames sys.settrace sys.setprofile sys.addaudithook "
-    "sys.monitoring inspect.stack inspect.currentframe inspect.getouterframes inspect.getinnerframes "
-    "inspect.getframeinfo inspect.trace traceback.extract_stack traceback.walk_stack threading.settrace* "
-    "threading.setprofile*",
-    "gc_introspection": "gc.get_objects gc.get_referrers gc.get_referents",
-    "evaluator_access": "kernelbench_v3 __main__",  # in the child, __main__ is the evaluator's entry script
-    "global_flags": "torch.set_float32_matmul_precision torch.use_deterministic_algorithms "
-    "torch.set_default_dtype torch.set_default_device torch.set_flush_denormal",
-    "process_control": "os._exit os.abort os.kill os.killpg os.fork os.forkpty os.setsid os.setpgid os.setpgrp "
-    "os.exec* os.spawn* os.posix_spawn* os.system os.popen subprocess _posixsubprocess multiprocessing pty "
-    "signal.signal signal.setitimer signal.alarm signal.pthread_kill signal.raise_signal "
-    "signal.pidfd_send_signal atexit sys.exit builtins.exit builtins.quit",
-    "threads": "threading.Thread threading.Timer _thread concurrent.futures asyncio",
-    "network": "socket ssl urllib urllib3 http requests httpx aiohttp ftplib smtplib xmlrpc websocket*",
-    "dynamic_code": "builtins.exec builtins.eval builtins.compile builtins.__import__ importlib runpy marshal "
-    "pickle.loads pickle.load pickle.Unpickler types.FunctionType types.LambdaType types.CodeType",
-    "native_code": "ctypes cffi mmap torch.ops.load_library torch.classes.load_library",
-    "file_writes": "os.remove os.unlink os.rename os.renames os.replace os.makedirs os.mkdir os.rmdir "
-    "os.removedirs os.chmod os.chown os.symlink os.link os.truncate os.ftruncate os.write os.dup2 shutil "
-    "tempfile torch.save",
-    "torch_compile": "torch.compile torch._dynamo torch._inductor",
-    "environment": "os.putenv os.unsetenv",
-}.items()}
+NAMES: dict[str, tuple[str, ...]] = {
+    rule: tuple(names.split())
+    for rule, names in {
+        "frame_introspection": "sys._getframe sys._current_frames sys.settrace sys.setprofile sys.addaudithook "
+        "sys.monitoring inspect.stack inspect.currentframe inspect.getouterframes inspect.getinnerframes "
+        "inspect.getframeinfo inspect.trace traceback.extract_stack traceback.walk_stack threading.settrace* "
+        "threading.setprofile*",
+        "gc_introspection": "gc.get_objects gc.get_referrers gc.get_referents",
+        "evaluator_access": "kernelbench_v3 __main__",  # in the child, __main__ is the evaluator's entry script
+        "global_flags": "torch.set_float32_matmul_precision torch.use_deterministic_algorithms "
+        "torch.set_default_dtype torch.set_default_device torch.set_flush_denormal",
+        "process_control": "os._exit os.abort os.kill os.killpg os.fork os.forkpty os.setsid os.setpgid os.setpgrp "
+        "os.exec* os.spawn* os.posix_spawn* os.system os.popen subprocess _posixsubprocess multiprocessing pty "
+        "signal.signal signal.setitimer signal.alarm signal.pthread_kill signal.raise_signal "
+        "signal.pidfd_send_signal atexit sys.exit builtins.exit builtins.quit",
+        "threads": "threading.Thread threading.Timer _thread concurrent.futures asyncio",
+        "network": "socket ssl urllib urllib3 http requests httpx aiohttp ftplib smtplib xmlrpc websocket*",
+        "dynamic_code": "builtins.exec builtins.eval builtins.compile builtins.__import__ importlib runpy marshal "
+        "pickle.loads pickle.load pickle.Unpickler types.FunctionType types.LambdaType types.CodeType",
+        "native_code": "ctypes cffi mmap torch.ops.load_library torch.classes.load_library",
+        "file_writes": "os.remove os.unlink os.rename os.renames os.replace os.makedirs os.mkdir os.rmdir "
+        "os.removedirs os.chmod os.chown os.symlink os.link os.truncate os.ftruncate os.write os.dup2 shutil "
+        "tempfile torch.save",
+        "torch_compile": "torch.compile torch._dynamo torch._inductor",
+        "environment": "os.putenv os.unsetenv",
+    }.items()
+}
 # Attributes that only introspection or code surgery reads, whatever object they hang off.
 ATTRS: dict[str, str] = {
-    **dict.fromkeys(("f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"),
-                    "frame_introspection"),
-    **dict.fromkeys(("__subclasses__", "__globals__", "__code__", "__closure__", "func_globals", "co_code",
-                     "__builtins__"), "dynamic_code"),
+    **dict.fromkeys(
+        ("f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"), "frame_introspection"
+    ),
+    **dict.fromkeys(
+        ("__subclasses__", "__globals__", "__code__", "__closure__", "func_globals", "co_code", "__builtins__"),
+        "dynamic_code",
+    ),
     "ptrace": "native_code",
 }
 # Private twins of public modules, so `import posix; posix._exit(0)` reads as os._exit.
-_TWINS = {"posix": "os", "nt": "os", "_signal": "signal", "_socket": "socket", "_io": "io",
-          "_pickle": "pickle", "_ctypes": "ctypes", "_gc": "gc"}
-_NATIVE_TEXT = re.compile(r"dlsym|dlopen|ptrace|process_vm_|/proc/|/dev/k?mem\b|\bsyscall\s*\(|"
-                          r"\bfork\s*\(|\bkill\s*\(|mprotect|LD_PRELOAD")
+_TWINS = {
+    "posix": "os",
+    "nt": "os",
+    "_signal": "signal",
+    "_socket": "socket",
+    "_io": "io",
+    "_pickle": "pickle",
+    "_ctypes": "ctypes",
+    "_gc": "gc",
+}
+_NATIVE_TEXT = re.compile(
+    r"dlsym|dlopen|ptrace|process_vm_|/proc/|/dev/k?mem\b|\bsyscall\s*\(|"
+    r"\bfork\s*\(|\bkill\s*\(|mprotect|LD_PRELOAD"
+)
 _WRITE_MODE = re.compile(r"[rbtU]*[wax+][rwxabtU+]*")
-_SETTERS = {"builtins.setattr", "builtins.delattr", "builtins.object.__setattr__", "builtins.object.__delattr__",
-            "builtins.type.__setattr__"}
+_SETTERS = {
+    "builtins.setattr",
+    "builtins.delattr",
+    "builtins.object.__setattr__",
+    "builtins.object.__delattr__",
+    "builtins.type.__setattr__",
+}
 _OPENERS = {"builtins.open", "io.open", "codecs.open", "os.fdopen"}
 _MUTATORS = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"}
 _PATH_WRITES = {"write_text", "write_bytes", "unlink", "touch", "mkdir", "rmdir", "symlink_to", "hardlink_to"}
@@ -129,8 +150,10 @@ def _literal(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
-_RULE_RE = {rule: re.compile("|".join(re.escape(p[:-1]) if p.endswith("*") else re.escape(p) + r"(?:\.|$)"
-                                      for p in patterns)) for rule, patterns in NAMES.items()}
+_RULE_RE = {
+    rule: re.compile("|".join(re.escape(p[:-1]) if p.endswith("*") else re.escape(p) + r"(?:\.|$)" for p in patterns))
+    for rule, patterns in NAMES.items()
+}
 
 
 def _twin(name: str) -> str:
@@ -283,8 +306,11 @@ class _Scanner:
         return None
 
     def _pathy(self, node: ast.AST) -> bool:
-        return any((isinstance(n, ast.Call) and (self.qualname(n.func) or "").startswith("pathlib."))
-                   or (isinstance(n, ast.Name) and n.id in self.paths) for n in ast.walk(node))
+        return any(
+            (isinstance(n, ast.Call) and (self.qualname(n.func) or "").startswith("pathlib."))
+            or (isinstance(n, ast.Name) and n.id in self.paths)
+            for n in ast.walk(node)
+        )
 
     def _subscript_write(self, node: ast.Subscript) -> None:
         if self.qualname(node.value) in _ENVIRON:
@@ -330,8 +356,11 @@ class _Scanner:
             if mode is not None and (_literal(mode) is None or _WRITE_MODE.fullmatch(_literal(mode))):
                 self.add("file_writes", node)
         elif func == "os.open":
-            flags = {n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", None)
-                     for arg in args[1:2] for n in ast.walk(arg)}
+            flags = {
+                n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", None)
+                for arg in args[1:2]
+                for n in ast.walk(arg)
+            }
             if flags & _OS_WRITE_FLAGS:
                 self.add("file_writes", node)
         if not isinstance(node.func, ast.Attribute):
@@ -354,6 +383,12 @@ class _Scanner:
         if match := _NATIVE_TEXT.search(node.value):
             # Report the line of the C source that holds the token, not the string's first line.
             end = getattr(node, "end_lineno", None) or node.lineno
-            line = next((i for i in range(node.lineno, end + 1)
-                         if i <= len(self.lines) and match.group(0) in self.lines[i - 1]), node.lineno)
+            line = next(
+                (
+                    i
+                    for i in range(node.lineno, end + 1)
+                    if i <= len(self.lines) and match.group(0) in self.lines[i - 1]
+                ),
+                node.lineno,
+            )
             self.add("native_code", node, line)

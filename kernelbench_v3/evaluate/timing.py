@@ -31,8 +31,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -204,7 +205,9 @@ CLOCK_CHANGED = "sm_clock_changed"  # the SM clock moved by over CLOCK_CHANGE_RE
 ESCAPED_STREAM = "wall_clock_exceeds_events"  # work ran outside the timed stream
 
 
-def _compare_reuse(stats: TimingStats, fresh_ms: list[float], repeated_ms: list[float], ratio: float | None = None) -> None:
+def _compare_reuse(
+    stats: TimingStats, fresh_ms: list[float], repeated_ms: list[float], ratio: float | None = None
+) -> None:
     from .fresh import REUSE_RATIO, reuse_verdict
 
     stats.details["timed_inputs"] = "fresh (a never-seen blend before each call); repeated sets in input_reuse"
@@ -231,8 +234,9 @@ def _sleep_cycles_per_ms() -> float:
     return cycles / max(start.elapsed_time(end), 1e-3)
 
 
-def settle_clock(measure: Callable[[], float], keep_busy: Callable[[], None], max_seconds: float,
-                 rel: float = 0.02) -> float:
+def settle_clock(
+    measure: Callable[[], float], keep_busy: Callable[[], None], max_seconds: float, rel: float = 0.02
+) -> float:
     """Keep the GPU busy until the clock `measure()` reports stops rising by more than `rel`
     between two looks, or `max_seconds` pass; returns the last reading. A GPU that was idle can
     sit at a fraction of its clock for a while, and everything timed then is slow by that factor."""
@@ -352,8 +356,9 @@ class CudaTimer(Timer):
         to settle, and size the spin kernel from the host's enqueue time of one call."""
         _keep_calling(self.call, self.sets, self.plan.warmup_seconds, min_calls=self.plan.warmup)
         # _sleep spins for SM clock cycles, so its cycles per ms is the SM clock in kHz.
-        self.cycles_per_ms = settle_clock(_sleep_cycles_per_ms, lambda: _keep_calling(self.call, self.sets, 0.05),
-                                          self.plan.clock_settle_seconds)
+        self.cycles_per_ms = settle_clock(
+            _sleep_cycles_per_ms, lambda: _keep_calling(self.call, self.sets, 0.05), self.plan.clock_settle_seconds
+        )
         self.enqueue_ms = host_enqueue_ms(self.call, self.sets[0])
         self.sleep_cycles = int(self.busy_ms * self.cycles_per_ms)
 
@@ -416,8 +421,9 @@ def time_cuda(
             repeated.extend(s.elapsed_time(e) for s, e in pairs)
             samples.extend(s.elapsed_time(e) for s, e in fresh_pairs)
         elapsed = perf() - started
-        stable = (len(samples) >= plan.min_reps and elapsed >= plan.min_seconds
-                  and median_ci_rel(samples) <= plan.stable_rel)
+        stable = (
+            len(samples) >= plan.min_reps and elapsed >= plan.min_seconds and median_ci_rel(samples) <= plan.stable_rel
+        )
         if i >= len(sets) and (stable or len(samples) >= plan.max_reps or elapsed > plan.max_seconds):
             break
     if fresh is not None:
@@ -430,9 +436,13 @@ def time_cuda(
         _compare_reuse(stats, samples, repeated)
         stats.details["fresh_buffers"] = len(fresh.buffers)
     stats.details.update(
-        l2_flush_bytes=timer.flush.numel() * 4, l2_flush=plan.l2_flush, l2_flush_passes=plan.l2_flush_passes,
+        l2_flush_bytes=timer.flush.numel() * 4,
+        l2_flush=plan.l2_flush,
+        l2_flush_passes=plan.l2_flush_passes,
         busy_wait_ms=round(timer.busy_ms, 4),
-        host_enqueue_ms=round(timer.enqueue_ms, 4), stable=stable, sets=len(sets),
+        host_enqueue_ms=round(timer.enqueue_ms, 4),
+        stable=stable,
+        sets=len(sets),
         median_ci_rel=round(median_ci_rel(samples), 5),
     )
     if plan.wall_reps:
@@ -448,8 +458,9 @@ def time_cuda(
         if stats.wall_ms > 1.5 * stats.median_ms + max(timer.enqueue_ms, 0.02):
             stats.flags.append(ESCAPED_STREAM)
     cycles_per_ms_after = _sleep_cycles_per_ms()
-    stats.details.update(sm_clock_mhz_before=round(cycles_per_ms / 1e3, 1),
-                         sm_clock_mhz_after=round(cycles_per_ms_after / 1e3, 1))
+    stats.details.update(
+        sm_clock_mhz_before=round(cycles_per_ms / 1e3, 1), sm_clock_mhz_after=round(cycles_per_ms_after / 1e3, 1)
+    )
     if abs(cycles_per_ms_after - cycles_per_ms) > CLOCK_CHANGE_REL * cycles_per_ms:
         stats.flags.append(CLOCK_CHANGED)
     if not stable:

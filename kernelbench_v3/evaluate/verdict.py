@@ -65,8 +65,9 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
         out["precision"] = (SKIP, "no float64 reference for this problem")
     if facts.evidence is not None:
         rule = "relaxed" if not request.require_custom_kernel else request.kernel_rule
-        checks, kfacts = kernel_rule.judge(facts.evidence, device=request.device, rule=rule,
-                                           reference_ops=ref.ops, reference_kernels=ref.kernel_names)
+        checks, kfacts = kernel_rule.judge(
+            facts.evidence, device=request.device, rule=rule, reference_ops=ref.ops, reference_kernels=ref.kernel_names
+        )
         out.update(checks)
         rec.kernel_rule = rule
         rec.kernel_names = kfacts.get("kernel_names", [])
@@ -76,14 +77,25 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
         rec.kernel_evidence = kfacts
     if facts.timing is not None:
         t = facts.timing
-        K.merge(out, "timed_outputs", bool(t.failures),
-                f"{len(t.failures)} of {t.verified} checked timed outputs are wrong: {t.failures[0]}" if t.failures
-                else f"{t.verified} randomly chosen timed outputs match the reference")
+        K.merge(
+            out,
+            "timed_outputs",
+            bool(t.failures),
+            f"{len(t.failures)} of {t.verified} checked timed outputs are wrong: {t.failures[0]}"
+            if t.failures
+            else f"{t.verified} randomly chosen timed outputs match the reference",
+        )
         reuse = ((t.stats or {}).get("details") or {}).get("input_reuse") or {}
         if reuse.get("faster_on_repeated_inputs"):
-            K.merge(out, "input_reuse", True, (
-                f"{reuse['fresh_over_repeated']:.3g}x faster on repeated input sets than on fresh ones "
-                f"(median {reuse['repeated_median_ms']:.4g} vs {reuse['fresh_median_ms']:.4g} ms): outputs cached by input content"))
+            K.merge(
+                out,
+                "input_reuse",
+                True,
+                (
+                    f"{reuse['fresh_over_repeated']:.3g}x faster on repeated input sets than on fresh ones "
+                    f"(median {reuse['repeated_median_ms']:.4g} vs {reuse['fresh_median_ms']:.4g} ms): outputs cached by input content"
+                ),
+            )
     for name, outcome, detail in K.ordered_outcomes(out):
         rec.check(name, outcome, detail)
     failed = [n for n, (o, _) in out.items() if o == FAIL]
@@ -104,12 +116,13 @@ def _judge_global_state(out: dict[str, tuple[str, str]], facts: SolutionFacts) -
         return
     flag_changes = sorted({f for r in facts.cases.values() for f in r.reply.flag_changes})
     bad = [str(t) for t in facts.tampered] + [f"torch flag changed during forward: {f}" for f in flag_changes]
-    note = (f" (import changed and was reset: {facts.import_flag_changes})" if facts.import_flag_changes else "")
+    note = f" (import changed and was reset: {facts.import_flag_changes})" if facts.import_flag_changes else ""
     K.merge(out, "global_state", bool(bad), ("replaced/changed: " + ", ".join(bad[:20]) if bad else "") + note)
 
 
-def _judge_cases(rec: Record, out: dict[str, tuple[str, str]], facts: SolutionFacts, ref: ReferenceRun,
-                 request: Any) -> None:
+def _judge_cases(
+    rec: Record, out: dict[str, tuple[str, str]], facts: SolutionFacts, ref: ReferenceRun, request: Any
+) -> None:
     calibrated = K.calibrate_strict(ref.entries())
     atol, rtol = K.tolerance_for(request.tolerance, rec.precision_used, calibrated)
     rec.atol, rec.rtol = atol, rtol
@@ -127,18 +140,28 @@ def _judge_cases(rec: Record, out: dict[str, tuple[str, str]], facts: SolutionFa
             K.merge(out, "output_shape", True, f"{name}: the solution returned {info.type_name}, not a tensor")
             continue
         aliases = reply.aliases or []
-        K.merge(out, "output_aliasing", bool(aliases),
-                f"{name}: the output shares memory with {', '.join(map(str, aliases))}" if aliases else "")
+        K.merge(
+            out,
+            "output_aliasing",
+            bool(aliases),
+            f"{name}: the output shares memory with {', '.join(map(str, aliases))}" if aliases else "",
+        )
         if group in (C.STRESS, C.INPUT_REUSE) and not run.entry["finite"]:
             out.setdefault(group, (SKIP, f"{name}: the reference itself overflows"))
             continue
         got = result.output
         if got is None:  # the output did not fit its slot: its shape or dtype differs
-            K.merge(out, "output_shape", list(info.shape) != run.entry["shape"],
-                    f"{name}: shape {tuple(info.shape)}, expected {tuple(run.entry['shape'])}")
+            K.merge(
+                out,
+                "output_shape",
+                list(info.shape) != run.entry["shape"],
+                f"{name}: shape {tuple(info.shape)}, expected {tuple(run.entry['shape'])}",
+            )
             K.merge(out, "output_dtype", True, f"{name}: dtype {info.dtype}, expected {run.entry['dtype']}")
             continue
-        verdict = K.compare_case(name, group, got, run.saved, run.entry, request.tolerance, rec.precision_used, calibrated)
+        verdict = K.compare_case(
+            name, group, got, run.saved, run.entry, request.tolerance, rec.precision_used, calibrated
+        )
         for check in ("output_shape", "output_dtype", "finite", group, "precision"):
             if check in verdict.failures:
                 K.merge(out, check, True, verdict.failures[check])

@@ -56,8 +56,11 @@ def _aliases(out: torch.Tensor, others: dict[str, torch.Tensor]) -> list[str]:
     if out.untyped_storage().nbytes() == 0:
         return []
     dev, lo, hi = _span(out)
-    return [name for name, t in others.items()
-            if t.untyped_storage().nbytes() and _span(t)[0] == dev and lo < _span(t)[2] and _span(t)[1] < hi]
+    return [
+        name
+        for name, t in others.items()
+        if t.untyped_storage().nbytes() and _span(t)[0] == dev and lo < _span(t)[2] and _span(t)[1] < hi
+    ]
 
 
 def _check_state_dict(model: torch.nn.Module, ref_state: dict[str, torch.Tensor]) -> dict[str, list[str]]:
@@ -66,8 +69,11 @@ def _check_state_dict(model: torch.nn.Module, ref_state: dict[str, torch.Tensor]
     own = model.state_dict()
     report = {
         "missing": [k for k in ref_state if k not in own],
-        "wrong_shape": [f"{k}: {tuple(own[k].shape)} vs {tuple(v.shape)}" for k, v in ref_state.items()
-                        if k in own and own[k].shape != v.shape],
+        "wrong_shape": [
+            f"{k}: {tuple(own[k].shape)} vs {tuple(v.shape)}"
+            for k, v in ref_state.items()
+            if k in own and own[k].shape != v.shape
+        ],
         "extra_parameters": [k for k, _ in model.named_parameters() if k not in ref_state],
         "not_loaded": [],
     }
@@ -113,10 +119,18 @@ class Worker:
         import_changes = guard.restore_flags(self.flags)
         guard.restore_rng(rng)
         tampered = guard.tampered(self.namespaces)
-        cls = next((c for c in (getattr(module, n, None) for n in ("ModelNew", "Model"))
-                    if isinstance(c, type) and issubclass(c, torch.nn.Module)), None)
+        cls = next(
+            (
+                c
+                for c in (getattr(module, n, None) for n in ("ModelNew", "Model"))
+                if isinstance(c, type) and issubclass(c, torch.nn.Module)
+            ),
+            None,
+        )
         if cls is None:
-            raise SolutionFailed("import", "the solution defines neither `Model` nor `ModelNew` (an nn.Module subclass)")
+            raise SolutionFailed(
+                "import", "the solution defines neither `Model` nor `ModelNew` (an nn.Module subclass)"
+            )
         reports = {}
         for name, shape in msg["shapes"].items():
             state = {k: self.arena.view(TensorRef.from_json(ref)).clone() for k, ref in shape["state"].items()}
@@ -127,8 +141,13 @@ class Worker:
             except BaseException as exc:
                 raise SolutionFailed("construct", _error_text(exc)) from None
             self.models[name] = model
-        return {"kind": "setup_done", "class_name": cls.__name__, "state_dict": reports,
-                "import_flag_changes": import_changes, "tampered": tampered}
+        return {
+            "kind": "setup_done",
+            "class_name": cls.__name__,
+            "state_dict": reports,
+            "import_flag_changes": import_changes,
+            "tampered": tampered,
+        }
 
     def run_case(self, msg: dict[str, Any]) -> dict[str, Any]:
         args = self._args(msg["args"])
@@ -156,10 +175,14 @@ class Worker:
         except BaseException as exc:
             raise SolutionFailed("run", f"case {msg['case']}: " + _error_text(exc)) from None
         reply: dict[str, Any] = {
-            "kind": "case_done", "case": msg["case"], "flag_changes": guard.restore_flags(self.flags),
-            "mutated_inputs": [i for i, (x, o) in enumerate(zip(args, originals))
-                               if isinstance(x, torch.Tensor) and not _same(x, o)],
-            "aliases": [], "evidence": ev,
+            "kind": "case_done",
+            "case": msg["case"],
+            "flag_changes": guard.restore_flags(self.flags),
+            "mutated_inputs": [
+                i for i, (x, o) in enumerate(zip(args, originals)) if isinstance(x, torch.Tensor) and not _same(x, o)
+            ],
+            "aliases": [],
+            "evidence": ev,
         }
         out = C.single_output(out)
         if isinstance(out, torch.Tensor):
@@ -186,8 +209,12 @@ class Worker:
             if self.device == "cuda":
                 self.timer = timing.CudaTimer(call, sets, timing.TimingPlan(warmup_seconds=float(msg["seconds"])))
                 self.timer.warm()
-                return {"kind": "warm", "enqueue_ms": self.timer.enqueue_ms,
-                        "sm_clock_mhz": self.timer.cycles_per_ms / 1e3, "calls": self.timer.plan.warmup}
+                return {
+                    "kind": "warm",
+                    "enqueue_ms": self.timer.enqueue_ms,
+                    "sm_clock_mhz": self.timer.cycles_per_ms / 1e3,
+                    "calls": self.timer.plan.warmup,
+                }
             self.timer = timing.CpuTimer(call, sets)
             self.timer.warm()
             return {"kind": "warm", "enqueue_ms": 0.0, "sm_clock_mhz": 0.0, "calls": 1}
@@ -259,8 +286,15 @@ class Worker:
         return info
 
 
-HANDLERS = {"setup": Worker.setup, "run_case": Worker.run_case, "warmup": Worker.warmup,
-            "time_batch": Worker.time_batch, "sample": Worker.sample, "clock": Worker.clock, "finish": Worker.finish}
+HANDLERS = {
+    "setup": Worker.setup,
+    "run_case": Worker.run_case,
+    "warmup": Worker.warmup,
+    "time_batch": Worker.time_batch,
+    "sample": Worker.sample,
+    "clock": Worker.clock,
+    "finish": Worker.finish,
+}
 
 
 def serve(link: Link, arena_fd: int, arena_size: int, device: str) -> None:

@@ -150,8 +150,12 @@ def _child(msg: dict[str, Any], fds: list[int]) -> None:
         for name in list(os.environ):
             if name.startswith(("KBV3_", "HF_")) or any(w in name.upper() for w in SECRET_WORDS):
                 os.environ.pop(name, None)
-        os.environ.update(TRITON_CACHE_DIR=str(scratch / "triton"), TMPDIR=str(scratch / "tmp"), HOME=str(scratch),
-                          TORCHINDUCTOR_CACHE_DIR=str(scratch / "inductor"))
+        os.environ.update(
+            TRITON_CACHE_DIR=str(scratch / "triton"),
+            TMPDIR=str(scratch / "tmp"),
+            HOME=str(scratch),
+            TORCHINDUCTOR_CACHE_DIR=str(scratch / "inductor"),
+        )
         import tempfile
 
         tempfile.tempdir = None  # the zygote may have cached /tmp; the solution's temp folder is its scratch
@@ -213,7 +217,9 @@ def main(ctl_fd: int, device: str) -> None:
                 os.close(fd)
             ctl.send(json.dumps({"kind": "spawned", "pid": pid}).encode())
         elif msg["kind"] == "status":
-            ctl.send(json.dumps({"kind": "status", "status": _exit_status(int(msg["pid"]), float(msg["wait_s"]))}).encode())
+            ctl.send(
+                json.dumps({"kind": "status", "status": _exit_status(int(msg["pid"]), float(msg["wait_s"]))}).encode()
+            )
         elif msg["kind"] == "reap":
             ctl.send(json.dumps({"kind": "reaped", "killed": kill_descendants(os.getpid())}).encode())
         else:
@@ -239,13 +245,22 @@ class Zygote:
         self.ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         log = open(log_path, "ab")
         package_parent = str(Path(__file__).resolve().parents[2])
-        child_env = {**os.environ, **(env or {}), "KBV3_PARENT_PID": str(os.getpid()),
-                     "TRITON_INTERPRET": "1" if device == "cpu" else "0", "PYTHONUNBUFFERED": "1"}
+        child_env = {
+            **os.environ,
+            **(env or {}),
+            "KBV3_PARENT_PID": str(os.getpid()),
+            "TRITON_INTERPRET": "1" if device == "cpu" else "0",
+            "PYTHONUNBUFFERED": "1",
+        }
         child_env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, child_env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kernelbench_v3.evaluate.zygote", str(theirs.fileno()), device],
-            pass_fds=[theirs.fileno()], env=child_env, start_new_session=True,
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            pass_fds=[theirs.fileno()],
+            env=child_env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
         theirs.close()
@@ -255,7 +270,7 @@ class Zygote:
         self.ctl.settimeout(timeout_s)
         try:
             data = self.ctl.recv(1 << 16)
-        except socket.timeout:
+        except TimeoutError:
             raise TimeoutError(f"the zygote did not answer within {timeout_s:.0f} s") from None
         if not data:
             raise RuntimeError(f"the zygote exited (code {self.proc.poll()})")

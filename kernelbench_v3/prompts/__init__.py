@@ -15,12 +15,32 @@ the per-split prompt files harnesses read.
 from .context import DEFAULT_ATOL, DEFAULT_RTOL, TOOLCHAINS, build_context, toolchains_for
 from .jsonl import ROW_FIELDS, prompt_row, prompt_rows, write_jsonl
 from .render import (
-    DEFAULT_TEMPLATE, TEMPLATES_DIR, TemplateError, bundled_templates, load_template,
-    messages_to_text, render, to_messages,
+    DEFAULT_TEMPLATE,
+    TEMPLATES_DIR,
+    TemplateError,
+    bundled_templates,
+    load_template,
+    messages_to_text,
+    render,
+    to_messages,
 )
 
 __all__ = [
-    "DEFAULT_ATOL", "DEFAULT_RTOL", "DEFAULT_TEMPLATE", "ROW_FIELDS", "TEMPLATES_DIR", "TOOLCHAINS",
-    "TemplateError", "build_context", "bundled_templates", "load_template", "messages_to_text",
-    "prompt_row", "prompt_rows", "render", "to_messages", "toolchains_for", "write_jsonl",
+    "DEFAULT_ATOL",
+    "DEFAULT_RTOL",
+    "DEFAULT_TEMPLATE",
+    "ROW_FIELDS",
+    "TEMPLATES_DIR",
+    "TOOLCHAINS",
+    "TemplateError",
+    "build_context",
+    "bundled_templates",
+    "load_template",
+    "messages_to_text",
+    "prompt_row",
+    "prompt_rows",
+    "render",
+    "to_messages",
+    "toolchains_for",
+    "write_jsonl",
 ]

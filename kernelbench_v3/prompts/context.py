@@ -39,26 +39,30 @@ class Toolchain:
 
 TOOLCHAINS: dict[str, Toolchain] = {
     "cuda": Toolchain(
-        "cuda", "CUDA C++",
+        "cuda",
+        "CUDA C++",
         "compiled at import time with `torch.utils.cpp_extension.load_inline` (source strings "
         "in solution.py; nvcc builds it for this GPU's compute capability)",
     ),
     "triton": Toolchain(
-        "triton", "Triton",
-        "`@triton.jit` kernels defined at module level in solution.py and launched from "
-        "`forward`",
+        "triton",
+        "Triton",
+        "`@triton.jit` kernels defined at module level in solution.py and launched from `forward`",
     ),
     "cutlass": Toolchain(
-        "cutlass", "CUTLASS / CuTe",
+        "cutlass",
+        "CUTLASS / CuTe",
         "CUTLASS or CuTe C++ templates built with `torch.utils.cpp_extension.load_inline`, or "
         "the CuTe Python DSL (`cutlass.cute`)",
     ),
     "cutile": Toolchain(
-        "cutile", "cuTile",
+        "cutile",
+        "cuTile",
         "NVIDIA's tile DSL (`import cuda.tile as ct`): kernels under `@ct.kernel`, launched with "
         "`ct.launch(torch.cuda.current_stream(), grid, kernel, args)`",
     ),
 }
+
 
 def toolchains_for(split: str, category: str) -> list[Toolchain]:
     """CUDA and Triton everywhere; CUTLASS/CuTe for tile_specialized on H100 and B200; cuTile
@@ -172,16 +176,25 @@ def roofline_facts(problem: Problem, split: str, precision: str | None) -> dict[
         sol_ms = speed_of_light_ms(flops, min_bytes, split, precision)
     except KeyError:  # e.g. fp8 inputs on an RTX 3090: no peak to bound by
         return None
-    return {"flops": flops, "gflop": flops / 1e9, "min_bytes": min_bytes,
-            "min_mb": min_bytes / 1e6, "precision": precision, "speed_of_light_ms": sol_ms}
+    return {
+        "flops": flops,
+        "gflop": flops / 1e9,
+        "min_bytes": min_bytes,
+        "min_mb": min_bytes / 1e6,
+        "precision": precision,
+        "speed_of_light_ms": sol_ms,
+    }
 
 
 def one_shot_example(folder: Path) -> dict[str, str]:
     """The bundled one-shot example: a small reference and a correct Triton solution for it."""
     reference = (folder / "one_shot_reference.py").read_text(encoding="utf-8")
     solution = (folder / "one_shot_solution.py").read_text(encoding="utf-8")
-    return {"reference": reference.rstrip("\n"), "solution": solution.rstrip("\n"),
-            "fence": fence_for(reference, solution)}
+    return {
+        "reference": reference.rstrip("\n"),
+        "solution": solution.rstrip("\n"),
+        "fence": fence_for(reference, solution),
+    }
 
 
 def build_context(problem: Problem, split: str, one_shot: dict[str, str] | None = None) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from ..catalog import SPLITS, Problem, discover
 from .render import DEFAULT_TEMPLATE, messages_to_text, to_messages
@@ -18,16 +18,18 @@ from .render import DEFAULT_TEMPLATE, messages_to_text, to_messages
 ROW_FIELDS = ("problem_id", "gpu", "messages", "prompt")
 
 
-def prompt_row(problem: Problem, gpu: str, template: str | Path = DEFAULT_TEMPLATE,
-               one_shot: bool = False) -> dict:
+def prompt_row(problem: Problem, gpu: str, template: str | Path = DEFAULT_TEMPLATE, one_shot: bool = False) -> dict:
     messages = to_messages(problem, gpu, template, one_shot)
-    return {"problem_id": problem.problem_id, "gpu": gpu, "messages": messages,
-            "prompt": messages_to_text(messages)}
+    return {"problem_id": problem.problem_id, "gpu": gpu, "messages": messages, "prompt": messages_to_text(messages)}
 
 
-def prompt_rows(gpu: str, template: str | Path = DEFAULT_TEMPLATE, one_shot: bool = False,
-                problems: Iterable[Problem] | None = None,
-                problems_dir: Path | str | None = None) -> Iterator[dict]:
+def prompt_rows(
+    gpu: str,
+    template: str | Path = DEFAULT_TEMPLATE,
+    one_shot: bool = False,
+    problems: Iterable[Problem] | None = None,
+    problems_dir: Path | str | None = None,
+) -> Iterator[dict]:
     """One row per problem of the `gpu` split (all of them, or those given that belong to it)."""
     if gpu not in SPLITS:
         raise ValueError(f"unknown GPU split {gpu!r}; choose one of {', '.join(SPLITS)}")

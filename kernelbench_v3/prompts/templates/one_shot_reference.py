@@ -1,4 +1,5 @@
 """Add a learned per-channel bias, then ReLU."""
+
 import torch
 import torch.nn as nn
 
