@@ -23,7 +23,6 @@ This module and everything it imports stay free of `datasets` (the GPU hosts lac
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -36,6 +35,7 @@ from typing import Any
 
 from .catalog import SPLITS, Problem, discover
 from .journal import Journal, JournalError, Key, latest_records, read_journal, record_key  # noqa: F401
+from .work import BatchItem, BatchSettings, WorkQueue  # noqa: F401 (defined in work, imported from here too)
 
 RUNS_SUFFIX = ".py.txt"
 SIZE_MODES = ("default", "reduced")
@@ -50,39 +50,6 @@ def split_gpu(split: str) -> str:
     if split not in SPLITS:
         raise BatchError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
     return split.upper()
-
-
-@dataclass(frozen=True)
-class BatchItem:
-    """One evaluation of a batch: a solution file for one problem on one target GPU."""
-
-    model: str
-    gpu: str  # runs-dataset GPU name of the split, e.g. "H100"
-    problem_id: str
-    solution_path: str
-    solution_sha256: str
-
-    @property
-    def key(self) -> Key:
-        return (self.model, self.gpu, self.problem_id, self.solution_sha256)
-
-
-@dataclass(frozen=True)
-class BatchSettings:
-    """Everything that changes a batch's results; a journal only resumes under equal settings."""
-
-    split: str
-    device: str = "cuda"
-    sizes: str = "default"  # "default" | "reduced" (each problem's REDUCED_SIZES)
-    timeout_s: float = 300.0  # the evaluator's limit for one solution run
-    problems_root: str | None = None
-    # Keyword arguments passed through to the evaluator's request (e.g. a relaxed kernel check).
-    evaluator_options: tuple[tuple[str, Any], ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["evaluator_options"] = dict(self.evaluator_options)
-        return data
 
 
 @dataclass(frozen=True)
@@ -248,55 +215,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and value != value:
         return None
     return value
-
-
-# ----------------------------------------------------------------------------- work order
-
-
-class WorkQueue:
-    """The evaluations still to run, handed out so that each (problem, GPU) baseline is built once.
-
-    The first evaluation of a problem runs alone ("warming"); the others of that problem wait
-    until it has finished and its baseline sits in the evaluator's on-disk cache, so two workers
-    never compile the same baseline at once. Meanwhile workers take other problems. (The
-    evaluator builds the baseline before it runs the solution, so any finished first
-    evaluation has either cached it or failed at it; a retry one at a time would not help.)
-    """
-
-    def __init__(self, items: Iterable[BatchItem], warm: Iterable[tuple[str, str]] = ()):
-        self._pending: list[BatchItem] = list(items)
-        self._warm: set[tuple[str, str]] = set(warm)
-        self._warming: set[tuple[str, str]] = set()
-        self._running: set[Key] = set()
-
-    @staticmethod
-    def group(item: BatchItem) -> tuple[str, str]:
-        return (item.problem_id, item.gpu)
-
-    def take(self) -> BatchItem | None:
-        """The next evaluation that may start now, or None (all done, or waiting on a baseline)."""
-        for index, item in enumerate(self._pending):
-            group = self.group(item)
-            if group in self._warm or group not in self._warming:
-                if group not in self._warm:
-                    self._warming.add(group)
-                self._running.add(item.key)
-                return self._pending.pop(index)
-        return None
-
-    def finish(self, item: BatchItem, record: dict[str, Any]) -> None:
-        group = self.group(item)
-        self._running.discard(item.key)
-        if group in self._warming:
-            self._warming.discard(group)
-            self._warm.add(group)
-
-    @property
-    def running(self) -> int:
-        return len(self._running)
-
-    def finished(self) -> bool:
-        return not self._pending and not self._running
 
 
 # ----------------------------------------------------------------------------- running

@@ -29,7 +29,7 @@ from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 from typing import Any
 
-from .batch import BatchItem, BatchSettings, WorkQueue
+from .work import BatchItem, BatchSettings, WorkQueue
 
 EvaluateFn = Callable[[BatchItem, BatchSettings], dict[str, Any]]
 OnRecord = Callable[[BatchItem, dict[str, Any]], None]

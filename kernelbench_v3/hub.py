@@ -29,10 +29,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .catalog import SPLITS, CatalogError, Problem, ProblemFileError, SizeValue, discover
-from .materialize import Instance, MaterializeError, load_module, make_inputs, make_model
+from .hub_card import DATA_DIR, split_file
+from .materialize import (  # noqa: F401 (RowIntegrityError, verify_row: re-exported, they lived here)
+    Instance,
+    MaterializeError,
+    RowIntegrityError,
+    load_module,
+    make_inputs,
+    make_model,
+    verify_row,
+)
 
 DEFAULT_REPO_ID = "Infatoshi/kernelbench-v3-problems"
-DATA_DIR = "data"
 CARD_FILE = "README.md"
 
 INPUT_SPEC = pa.struct(
@@ -78,10 +86,6 @@ PARQUET_OPTIONS: dict[str, Any] = {
 }
 
 
-class RowIntegrityError(MaterializeError):
-    """A dataset row whose `code` does not hash to its `sha256`: it was altered or corrupted."""
-
-
 @dataclass(frozen=True)
 class BuildResult:
     """What `build` wrote: the folder, the rows per split, and whether a `prompt` column is in."""
@@ -92,11 +96,6 @@ class BuildResult:
 
     def split_path(self, split: str) -> Path:
         return self.out_dir / split_file(split)
-
-
-def split_file(split: str) -> str:
-    """The split's Parquet file, relative to the dataset folder."""
-    return f"{DATA_DIR}/{split}.parquet"
 
 
 def schema(with_prompts: bool) -> pa.Schema:
@@ -366,19 +365,6 @@ def push_to_hub(
 
 
 # --- rows -> modules ----------------------------------------------------------------------
-
-
-def verify_row(row: Mapping[str, Any], origin: str = "row") -> None:
-    """Raise RowIntegrityError unless sha256(row["code"]) == row["sha256"]."""
-    for key in ("problem_id", "code", "sha256"):
-        if not isinstance(row.get(key), str):
-            raise RowIntegrityError(f"{origin}: field {key!r} is missing or not a string")
-    actual = hashlib.sha256(row["code"].encode("utf-8")).hexdigest()
-    if actual != row["sha256"]:
-        raise RowIntegrityError(
-            f"{origin}: problem {row['problem_id']}: its code does not match its sha256 "
-            f"(recorded {row['sha256']}, code hashes to {actual}); refusing to run altered code"
-        )
 
 
 def materialize(row: Mapping[str, Any], sizes: Mapping[str, SizeValue] | None = None) -> ModuleType:

@@ -13,6 +13,15 @@ from typing import Any
 
 import pyarrow as pa
 
+# Where each split lives inside the dataset folder (and the Hub repo); hub writes and reads it there.
+DATA_DIR = "data"
+
+
+def split_file(split: str) -> str:
+    """The split's Parquet file, relative to the dataset folder."""
+    return f"{DATA_DIR}/{split}.parquet"
+
+
 LICENSE = "mit"
 TAGS = ("code", "gpu", "cuda", "triton", "kernels", "benchmark", "pytorch")
 # The Hub's task taxonomy: a problem is a prompt whose answer is generated code.
@@ -111,8 +120,6 @@ def _null_notes(tables: Mapping[str, pa.Table]) -> list[str]:
 def render_card(tables: Mapping[str, pa.Table]) -> str:
     """The whole README.md for the split tables (split -> Arrow table, in split order)."""
     import yaml
-
-    from .hub import split_file
 
     counts = {s: t.num_rows for s, t in tables.items()}
     num_bytes = {s: t.nbytes for s, t in tables.items()}

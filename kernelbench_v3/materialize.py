@@ -29,6 +29,23 @@ class MaterializeError(ValueError):
     """A problem or solution that cannot be turned into a running module; names its origin."""
 
 
+class RowIntegrityError(MaterializeError):
+    """A dataset row whose `code` does not hash to its `sha256`: it was altered or corrupted."""
+
+
+def verify_row(row: Mapping[str, Any], origin: str = "row") -> None:
+    """Raise RowIntegrityError unless sha256(row["code"]) == row["sha256"]."""
+    for key in ("problem_id", "code", "sha256"):
+        if not isinstance(row.get(key), str):
+            raise RowIntegrityError(f"{origin}: field {key!r} is missing or not a string")
+    actual = hashlib.sha256(row["code"].encode("utf-8")).hexdigest()
+    if actual != row["sha256"]:
+        raise RowIntegrityError(
+            f"{origin}: problem {row['problem_id']}: its code does not match its sha256 "
+            f"(recorded {row['sha256']}, code hashes to {actual}); refusing to run altered code"
+        )
+
+
 def module_dir() -> Path:
     """Where materialized module files are written (`$KBV3_MODULE_DIR` or a temp folder)."""
     path = Path(os.environ.get("KBV3_MODULE_DIR") or Path(tempfile.gettempdir()) / "kbv3-modules")

@@ -27,6 +27,14 @@ import torch
 
 from . import cases as C
 
+
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile of sorted values, interpolated linearly (timing's p10/p90 use it too)."""
+    pos = q * (len(ordered) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
 REUSE_RATIO = 1.5
 FRESH_BUFFER_BYTES = 256 << 20  # at most this much memory for the rotating fresh buffer sets
 MAX_FRESH_BUFFERS = 8
@@ -86,8 +94,6 @@ def reuse_verdict(
 ) -> dict[str, Any]:
     """The figures of fresh vs repeated inputs, and whether the solution is markedly faster on
     repeated ones (ratio of medians above `ratio` and fresh p10 above repeated p90)."""
-    from .timing import quantile
-
     fresh, repeated = sorted(fresh_ms), sorted(repeated_ms)
     if not fresh or not repeated:
         return {"faster_on_repeated_inputs": False, "note": "too few samples to compare"}

@@ -37,6 +37,8 @@ from typing import Any
 
 import torch
 
+from .fresh import quantile  # also importable as timing.quantile, where it lived
+
 Call = Callable[[Sequence[Any]], Any]
 
 
@@ -72,12 +74,6 @@ def summarize(samples_ms: Sequence[float], method: str) -> TimingStats:
         cv=stdev / mean if mean > 0 else 0.0,
         reps=len(ordered),
     )
-
-
-def quantile(ordered: Sequence[float], q: float) -> float:
-    pos = q * (len(ordered) - 1)
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def is_stable(samples: Sequence[float], batch: int, rel: float) -> bool:
