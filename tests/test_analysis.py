@@ -203,6 +203,7 @@ def test_problem_facts(facts):
     assert by_id.loc["level1/2_Standard_matrix_multiplication_", "near_identity"] == False  # noqa: E712
 
 
+@pytest.mark.slow
 def test_plots_produce_figures(joined, tmp_path):
     from kernelbench_v3 import plots
 

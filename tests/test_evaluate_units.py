@@ -456,6 +456,7 @@ def test_isolated_child_reports_a_bad_role(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_bench_script_rehearses_on_cpu(tmp_path):
     out = tmp_path / "bench.md"
     proc = subprocess.run(

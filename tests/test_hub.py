@@ -314,6 +314,7 @@ def fresh_load(real_build: Path, tmp_path_factory: pytest.TempPathFactory) -> di
     }
 
 
+@pytest.mark.slow
 def test_kbv3_build_then_load_dataset_offline_in_fresh_process(fresh_load: dict):
     assert fresh_load["offline"] is True
     bundled = discover(PROBLEMS)
@@ -440,6 +441,7 @@ def test_tiny_build_is_deterministic_and_independent_of_location(tiny: Path, tin
     assert b"timestamp" not in (tiny_build / "README.md").read_bytes()
 
 
+@pytest.mark.slow  # fresh_load: a build loaded in a fresh process
 def test_tiny_load_goes_through_the_card(fresh_load: dict):
     assert {s: v["num_rows"] for s, v in fresh_load["tiny"].items()} == TINY_COUNTS
     assert all(v["features_match_card"] for v in fresh_load["tiny"].values())

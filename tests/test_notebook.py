@@ -37,6 +37,7 @@ def _kernel_name() -> str:
     return ""
 
 
+@pytest.mark.slow
 def test_notebook_executes_and_draws(tmp_path, monkeypatch):
     root = tmp_path / "problems"
     for pid in FIXTURE_PROBLEMS:

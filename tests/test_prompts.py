@@ -310,6 +310,7 @@ It launches one program per row and never materialises intermediate tensors.
 """
 
 
+@pytest.mark.slow
 def test_end_to_end_prompt_response_extract_evaluate(tmp_path):
     from kernelbench_v3.evaluate import EvalRequest, evaluate
 
@@ -332,6 +333,7 @@ def test_end_to_end_prompt_response_extract_evaluate(tmp_path):
     assert record.checks["other_shape"] == "pass" and record.checks["stress"] == "pass"
 
 
+@pytest.mark.slow
 def test_one_shot_example_solution_is_correct(tmp_path):
     """The worked example the prompts show must itself pass the evaluator."""
     from kernelbench_v3.evaluate import EvalRequest, evaluate
