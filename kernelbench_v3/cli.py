@@ -271,7 +271,10 @@ def _add_eval_batch(sub: argparse._SubParsersAction) -> None:
         help="problem shapes: the files' own, or each problem's REDUCED_SIZES",
     )
     p.add_argument(
-        "--timeout", type=positive_seconds, default=300.0, help="seconds each child process of one evaluation may run"
+        "--timeout",
+        type=positive_seconds,
+        default=300.0,
+        help="seconds per step of one evaluation (import, each case, each timing batch)",
     )
     p.add_argument("--tolerance", choices=["v3", "published", "strict"], default="v3")
     p.add_argument(

@@ -21,7 +21,7 @@ EXAMPLES_DIR = next(
     (d for d in (_PACKAGE.parent / "examples" / "solutions", _PACKAGE / "_examples") if d.is_dir()),
     _PACKAGE / "_examples",
 )
-# On CPU each evaluation takes about a minute (interpreter, several child processes,
+# On CPU each evaluation takes about a minute (interpreter, the solution process,
 # torch.compile of the baseline), so the CPU default is one example; --all-examples runs all.
 CPU_DEFAULT_EXAMPLES = ("level1/23_Softmax",)
 

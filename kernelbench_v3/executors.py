@@ -6,7 +6,7 @@ executors with one interface, `run(queue, on_record)`:
 
 - `LocalExecutor`: one long-lived worker process per GPU (spawned with `CUDA_VISIBLE_DEVICES`
   set to that GPU; on CPU, N workers), fed one evaluation at a time. Each evaluation is isolated
-  by the evaluator's own child process; a worker that dies or outlives its watchdog costs only
+  by the evaluator's own sandboxed solution process; a worker that dies or outlives its watchdog costs only
   the record it was working on and is replaced.
 - `RayExecutor`: one Ray task per evaluation, requesting one GPU (one CPU on the CPU device);
   Ray does the placement, results stream back with `ray.wait`. The solution's text travels with

@@ -1,9 +1,8 @@
 """The test cases of one evaluation: which inputs, drawn how, compared how.
 
 Both children build the same inputs from the same recipe (problem module + sizes + seed +
-transform, swap, blend), so inputs never travel between processes: the reference child computes expected
-outputs from them, the candidate child rebuilds them *before* importing the solution and checks
-their fingerprints against the reference child's. Also owns parameter re-randomization, the
+transform, swap, blend): the supervisor builds them, computes the expected outputs, and sends
+them to the solution process as raw bytes. Also owns parameter re-randomization, the
 choice of a second shape, and the precision name of a problem (from its first tensor input).
 
 Two recipes probe caches keyed on input *content* (which the recompute case cannot see):
@@ -143,17 +142,6 @@ def single_output(out: Any) -> Any:
     if isinstance(out, (list, tuple)) and len(out) == 1:
         return out[0]
     return out
-
-
-def fingerprint(inputs: list[Any]) -> list[Any]:
-    """A cheap summary to confirm two processes built the same inputs."""
-    prints: list[Any] = []
-    for x in inputs:
-        if isinstance(x, torch.Tensor):
-            prints.append([list(x.shape), str(x.dtype), float(x.detach().double().sum().item())])
-        else:
-            prints.append(repr(x))
-    return prints
 
 
 def precision_of(inputs: list[Any]) -> str:

@@ -1,7 +1,7 @@
 """The hardware/software fingerprint of an evaluation (what produced this number).
 
 `software()` is cheap and safe in any process; `device_info(device)` initializes CUDA, so it runs
-in a child (the reference child reports it). The driver version comes from `nvidia-smi` when
+in the supervisor when the evaluation runs on CUDA. The driver version comes from `nvidia-smi` when
 that tool exists.
 """
 

@@ -196,7 +196,7 @@ def time_cpu(
 # magnitude, so the CPU threshold is wider than the CUDA one (fresh.REUSE_RATIO).
 CPU_REUSE_RATIO = 5.0
 CLOCK_CHANGE_REL = 0.10  # the SM clock after timing differs from before by more: flag the timing
-# Timing flags that the candidate child and the runner act on.
+# Timing flags that the supervisor acts on.
 CLOCK_CHANGED = "sm_clock_changed"  # the SM clock moved by over CLOCK_CHANGE_REL while timing
 ESCAPED_STREAM = "wall_clock_exceeds_events"  # work ran outside the timed stream
 
