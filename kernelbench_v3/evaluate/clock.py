@@ -117,7 +117,7 @@ class Verifier:
 
 
 def _sample(
-    session: Session, verifier: Verifier, rng: random.Random, calls: int, layout_end: int, timeout_s: float
+    session: Session, verifier: Verifier, rng: random.Random, calls: int, timeout_s: float
 ) -> tuple[torch.Tensor, torch.Tensor, list[M.OutputInfo]]:
     """Ask for the same random positions of every output of the batch just run."""
     k = min(SAMPLE_POSITIONS, verifier.numel)
@@ -153,7 +153,7 @@ def _verify_batch(
 ) -> float:
     """Sample the batch's outputs, check `picks` random calls; returns the sampling wall seconds."""
     started = time.perf_counter()
-    samples, index, infos = _sample(session, verifier, verifier.rng, len(weights), 0, timeout_s)
+    samples, index, infos = _sample(session, verifier, verifier.rng, len(weights), timeout_s)
     wall = time.perf_counter() - started
     for j in verifier.rng.sample(range(len(weights)), min(picks, len(weights))):
         if outcome.verified >= MAX_VERIFIED:
