@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from .catalog import Problem, SizeValue, size_variables_of
+from .paths import write_atomically
 
 
 class MaterializeError(ValueError):
@@ -107,9 +108,7 @@ def write_module_file(source: str, stem: str = "module") -> Path:
     # An existing file is used only when its bytes are exactly `source`: anything else (a solution
     # that rewrote it, a torn write) is replaced, never imported.
     if not path.exists() or path.read_bytes() != source.encode("utf-8"):
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source, encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomically(path, source)
     return path
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from .catalog import Problem
-from .paths import cache_root
+from .paths import cache_root, write_atomically
 
 # Harness tolerances (atol, rtol) by reference precision (shared/problem-spec.md, harness context).
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -193,10 +193,7 @@ def facts_table(
             stored[key] = known[key] = compute_facts(problem, max_elements, max_flops)
         bar.close()
     if path is not None and todo:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"version": _CACHE_VERSION, "facts": stored}, indent=1))
-        tmp.replace(path)
+        write_atomically(path, json.dumps({"version": _CACHE_VERSION, "facts": stored}, indent=1))
     frame = pd.DataFrame([known[k] for k in keys], columns=FACT_COLUMNS)
     frame["near_identity"] = frame["near_identity"].astype("boolean")
     return frame

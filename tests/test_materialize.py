@@ -1,5 +1,6 @@
 """Materializing: real files, size overrides that derived sizes follow, seeds that reproduce."""
 
+import os
 import inspect
 import textwrap
 from pathlib import Path
@@ -110,3 +111,33 @@ def test_triton_kernel_from_source_text_runs_under_the_interpreter():
     module = load_module(TRITON_SOURCE, stem="triton_double")
     x = torch.arange(100, dtype=torch.float32)
     assert torch.equal(module.double(x), 2 * x)
+
+
+def test_threads_that_write_the_same_module_at_once_do_not_collide():
+    # Two evaluations of one problem in one process (the attack suite, a batch) materialize the
+    # same file at the same moment: each must get its own temporary name.
+    import threading
+
+    from kernelbench_v3.materialize import write_module_file
+
+    source = f"# {os.getpid()} {threading.get_ident()}\nX = 1\n"
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(8)
+
+    def write_many() -> None:
+        barrier.wait()
+        for i in range(40):
+            try:
+                # a torn or foreign file forces a rewrite on every call, as a solution's edit would
+                path = write_module_file(source, "race")
+                path.write_text("X = 2\n") if i % 2 else None
+            except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=write_many) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[:3]
+    assert write_module_file(source, "race").read_text() == source

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..paths import cache_root
+from ..paths import cache_root, write_atomically
 
 # Bump when the timing method changes, so old cache entries are not reused (2: L2 flushed by a
 # read; 3: two flush passes).
@@ -49,12 +49,7 @@ def load_cached(cache_dir: Path, key: str) -> dict[str, Any] | None:
 
 
 def store_cached(cache_dir: Path, key: str, entry: Mapping[str, Any]) -> None:
-    folder = Path(cache_dir) / "baselines"
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(dict(entry), f)
-    os.replace(tmp, folder / f"{key}.json")
+    write_atomically(Path(cache_dir) / "baselines" / f"{key}.json", json.dumps(dict(entry)))
 
 
 def choose(eager_ms: float | None, compiled_ms: float | None) -> tuple[float | None, str | None]:

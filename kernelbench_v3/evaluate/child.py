@@ -22,6 +22,8 @@ import time
 import traceback
 from pathlib import Path
 
+from ..paths import write_atomically
+
 PARENT_PID_ENV = "KBV3_PARENT_PID"  # set by isolate.run_child: the pid the child must not outlive
 PR_SET_PDEATHSIG = 1
 
@@ -65,9 +67,7 @@ def die_with_parent(parent_pid: int | None, interval_s: float = 0.5) -> None:
 
 
 def _write(path: Path, payload: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(payload, default=str))
 
 
 def main(role: str, workdir: Path) -> None:
