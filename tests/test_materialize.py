@@ -1,7 +1,7 @@
 """Materializing: real files, size overrides that derived sizes follow, seeds that reproduce."""
 
-import os
 import inspect
+import os
 import textwrap
 from pathlib import Path
 
