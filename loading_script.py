@@ -7,14 +7,14 @@ whose YAML `configs` map the splits to those files. It does the same as `kbv3 bu
 
     python loading_script.py OUT_DIR [--problems DIR] [--overwrite] [--no-prompts]
 
-Then publish with `kernelbench_v3.hub.push_to_hub(OUT_DIR, "Infatoshi/kernelbench-v3-problems")`.
+Then publish with `kernelbench_v3.dataset.hub.push_to_hub(OUT_DIR, "Infatoshi/kernelbench-v3-problems")`.
 """
 
 from __future__ import annotations
 
 import sys
 
-from kernelbench_v3.cli import main
+from kernelbench_v3.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["build", *sys.argv[1:]]))

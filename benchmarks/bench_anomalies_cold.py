@@ -41,8 +41,8 @@ def timed_run(cache: Path) -> tuple[float, int, str]:
 
 def uncached_facts_seconds() -> float:
     sys.path.insert(0, str(REPO))
-    from kernelbench_v3.catalog import discover
-    from kernelbench_v3.problem_facts import facts_table
+    from kernelbench_v3.catalog.problem import discover
+    from kernelbench_v3.runs.facts import facts_table
 
     problems = discover()
     started = time.perf_counter()

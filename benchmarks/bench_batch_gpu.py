@@ -50,9 +50,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from kernelbench_v3.batch import read_results  # noqa: E402
-from kernelbench_v3.catalog import discover  # noqa: E402
-from kernelbench_v3.journal import read_journal  # noqa: E402
+from kernelbench_v3.batch.journal import read_journal  # noqa: E402
+from kernelbench_v3.batch.run import read_results  # noqa: E402
+from kernelbench_v3.catalog.problem import discover  # noqa: E402
 
 
 def build_solutions(folder: Path, split: str, limit: int | None) -> int:

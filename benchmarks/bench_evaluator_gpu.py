@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernelbench_v3.catalog import discover  # noqa: E402
+from kernelbench_v3.catalog.problem import discover  # noqa: E402
 from kernelbench_v3.evaluate import EvalRequest, evaluate  # noqa: E402
 from kernelbench_v3.evaluate.baseline import get_baseline  # noqa: E402
 from kernelbench_v3.evaluate.fingerprint import device_name, software  # noqa: E402

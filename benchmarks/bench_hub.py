@@ -4,7 +4,7 @@ Target: build + load of all three splits in under 5 s on the 2-core development 
 Each round is a fresh Python process (what `kbv3 build` followed by `load_dataset` costs a
 user), offline, with its own empty HF cache; it reports its phases:
 
-- imports: torch, datasets and kernelbench_v3.hub (paid once by any user of the library);
+- imports: torch, datasets and kernelbench_v3.dataset.hub (paid once by any user of the library);
 - build: `hub.build` (catalog, meta-device specs of 60 problems, prompts, Parquet, card). The
   first PyTorch meta kernel written in Python imports torch._dynamo (~1-3 s), inside this phase;
 - load: `load_problems(split, folder)` for the three splits (Parquet -> Arrow cache, through the

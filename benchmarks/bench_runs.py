@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelbench_v3 import analysis
-from kernelbench_v3.catalog import discover
-from kernelbench_v3.problem_facts import facts_table
-from kernelbench_v3.runs import GPU_SPLITS, RUNS_COLUMNS, join_runs, load_runs, solution_file_name
+from kernelbench_v3.catalog.problem import discover
+from kernelbench_v3.runs import analysis
+from kernelbench_v3.runs.facts import facts_table
+from kernelbench_v3.runs.load import GPU_SPLITS, RUNS_COLUMNS, join_runs, load_runs, solution_file_name
 
 N_ROWS = 2071
 TRITON_SOLUTION = """import torch, triton, triton.language as tl
@@ -122,7 +122,7 @@ def main() -> None:
                 joined = analysis.add_roofline(join_runs(runs, problems, facts))
             return joined, analysis.flag_anomalies(joined)
 
-        from kernelbench_v3.solution_scan import scan_source
+        from kernelbench_v3.runs.solution_scan import scan_source
 
         join_and_flag()  # imports (torch via roofline) and pandas warm-up are not the join's cost
         scan_source.cache_clear()

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from diag_common import add_run_arguments, read_jsonl, rotated, run_or_report  # noqa: E402
 
-from kernelbench_v3.materialize import import_file  # noqa: E402
+from kernelbench_v3.catalog.materialize import import_file  # noqa: E402
 
 PROBLEMS = ["level1/23_Softmax", "level1/26_GELU_", "level2/86_Matmul_Divide_GELU"]
 # Variant name -> TimingPlan options (commit d00457f also had "read+hold8", held outputs). The

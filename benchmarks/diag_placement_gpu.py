@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from diag_common import add_run_arguments, read_jsonl, rotated, run_or_report  # noqa: E402
 
-from kernelbench_v3.materialize import import_file  # noqa: E402
+from kernelbench_v3.catalog.materialize import import_file  # noqa: E402
 
 KERNELS = {  # name -> (solution file, kernel attribute)
     "gelu": ("examples/solutions/level1/26_GELU_.py", "gelu_kernel"),

@@ -19,8 +19,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kernelbench_v3.catalog import discover  # noqa: E402
-from kernelbench_v3.materialize import load_module, make_inputs, make_model  # noqa: E402
+from kernelbench_v3.catalog.materialize import load_module, make_inputs, make_model  # noqa: E402
+from kernelbench_v3.catalog.problem import discover  # noqa: E402
 
 
 def time_eager(model: torch.nn.Module, inputs: list, warmup: int, reps: int) -> list[float]:

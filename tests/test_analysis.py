@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelbench_v3 import analysis
-from kernelbench_v3.catalog import discover
-from kernelbench_v3.problem_facts import facts_table
-from kernelbench_v3.runs import join_runs, load_runs
-from kernelbench_v3.solution_scan import scan_source
+from kernelbench_v3.catalog.problem import discover
+from kernelbench_v3.runs import analysis
+from kernelbench_v3.runs.facts import facts_table
+from kernelbench_v3.runs.load import join_runs, load_runs
+from kernelbench_v3.runs.solution_scan import scan_source
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
@@ -112,7 +112,7 @@ def test_speedup_distribution(joined):
 
 def test_roofline_columns(joined):
     zeta = joined.loc[11]  # softmax on H100: 33.5 MB at the H100's bandwidth
-    from kernelbench_v3.gpus import get_gpu
+    from kernelbench_v3.hardware.gpus import get_gpu
 
     expected = 33_554_432 / get_gpu("H100").bandwidth_bytes_per_s * 1e3
     assert zeta.sol_light_ms == pytest.approx(expected)
@@ -205,7 +205,7 @@ def test_problem_facts(facts):
 
 @pytest.mark.slow
 def test_plots_produce_figures(joined, tmp_path):
-    from kernelbench_v3 import plots
+    from kernelbench_v3.runs import plots
 
     flags = analysis.flag_anomalies(joined)
     for name, fig in [
@@ -222,7 +222,7 @@ def test_plots_produce_figures(joined, tmp_path):
 
 
 def test_cli_summary_and_anomalies(problems_root, capsys):
-    from kernelbench_v3.cli import main
+    from kernelbench_v3.cli.main import main
 
     assert main(["runs", "summary", "--source", str(PUBLISHED), "--problems", str(problems_root), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

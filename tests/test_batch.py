@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench_v3.batch import (
+from kernelbench_v3.batch.executors import failure_record
+from kernelbench_v3.batch.journal import Journal, JournalError, latest_records, read_journal
+from kernelbench_v3.batch.run import (
     BatchError,
     BatchItem,
     BatchSettings,
@@ -30,8 +32,6 @@ from kernelbench_v3.batch import (
     run_batch,
     write_parquet,
 )
-from kernelbench_v3.executors import failure_record
-from kernelbench_v3.journal import Journal, JournalError, latest_records, read_journal
 
 REPO = Path(__file__).resolve().parent.parent
 PROBLEMS = REPO / "problems"
@@ -209,7 +209,7 @@ def fake_evaluate(item: BatchItem, settings: BatchSettings) -> dict:
 
 
 def test_dead_stuck_or_raising_evaluator_costs_only_its_own_record(tmp_path, monkeypatch):
-    import kernelbench_v3.executors as executors
+    import kernelbench_v3.batch.executors as executors
 
     monkeypatch.setattr(executors, "WATCHDOG_SLACK_S", 3.0)
     folder = tmp_path / "fake"
@@ -507,7 +507,7 @@ def test_batch_records_have_the_right_verdicts(killed_and_resumed):
         if kind == "rejected":
             assert row["failed_check"], what
     # the published-runs analysis reads the batch output
-    from kernelbench_v3.runs import load_runs
+    from kernelbench_v3.runs.load import load_runs
 
     runs = load_runs(killed_and_resumed["out"], problems=PROBLEMS)
     assert len(runs) == len(CASES) and set(runs["problem_id"]) == {"level1/26_GELU_", "level1/23_Softmax"}

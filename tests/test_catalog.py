@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench_v3.catalog import (
+from kernelbench_v3.catalog.problem import (
     CatalogError,
     ProblemFileError,
     discover,
@@ -140,7 +140,7 @@ def test_unknown_split_and_unknown_problem_are_clear_errors(problems_dir):
 
 
 def test_cli_ls_and_validate(problems_dir, capsys):
-    from kernelbench_v3.cli import main
+    from kernelbench_v3.cli.main import main
 
     assert main(["validate", "--problems", str(problems_dir)]) == 0
     assert "60 problems; rtx3090: 43, h100: 54, b200: 58" in capsys.readouterr().out

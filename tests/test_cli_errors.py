@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench_v3.cli import EXIT_CODES, main
+from kernelbench_v3.cli.main import EXIT_CODES, main
 
 REPO = Path(__file__).resolve().parent.parent
 SOFTMAX = REPO / "examples" / "solutions" / "level1" / "23_Softmax.py"
@@ -80,7 +80,7 @@ def test_closed_stdout_is_quiet_not_a_broken_pipe_traceback(args):
 
 
 def test_build_into_a_folder_that_cannot_be_written(tmp_path, small_problems, monkeypatch, capsys):
-    import kernelbench_v3.hub as hub
+    import kernelbench_v3.dataset.hub as hub
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(kwargs.get("dir", "")))
@@ -288,10 +288,10 @@ def test_readme_synopsis_sizes_are_valid_for_its_problem():
     readme = (REPO / "README.md").read_text()
     synopsis = next(line for line in readme.splitlines() if line.startswith("kbv3 eval --problem"))
     assert "level1/23_Softmax" in synopsis and "--sizes N=64" not in synopsis
-    from kernelbench_v3.cli_args import check_eval_problem
+    from kernelbench_v3.cli.args import check_eval_problem
 
     sizes = synopsis.split("--sizes ", 1)[1].split("]", 1)[0]
-    from kernelbench_v3.cli_args import sizes_text
+    from kernelbench_v3.cli.args import sizes_text
 
     assert check_eval_problem("level1/23_Softmax", "h100", sizes_text(sizes), None)
 

@@ -423,8 +423,8 @@ def test_a_failed_baseline_is_cached_reported_and_retried_on_request(tmp_path):
 
 
 def test_a_dataset_row_is_evaluated_from_its_verified_code(tmp_path):
-    from kernelbench_v3.catalog import get_problem
-    from kernelbench_v3.hub import RowIntegrityError
+    from kernelbench_v3.catalog.problem import get_problem
+    from kernelbench_v3.dataset.hub import RowIntegrityError
 
     problem = get_problem("level1/23_Softmax")
     row = {

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelbench_v3.catalog import get_problem
+from kernelbench_v3.catalog.problem import get_problem
 from kernelbench_v3.evaluate import EvalRequest, Record, baseline, cases, checks, guard, kernels, timing
 from kernelbench_v3.evaluate import fresh as F
 from kernelbench_v3.evaluate.isolate import run_child
@@ -116,8 +116,8 @@ def test_interpreter_programs_count_where_they_run_not_at_the_launch():
     from triton.runtime import interpreter
     from triton.runtime.interpreter import InterpretedFunction
 
+    from kernelbench_v3.catalog.materialize import import_file
     from kernelbench_v3.evaluate import evidence
-    from kernelbench_v3.materialize import import_file
 
     add_one = import_file(ROOT / "tests" / "solutions" / "triton_add_one.py").add_one
     original = interpreter.GridExecutor.__call__
@@ -574,7 +574,7 @@ def test_the_readable_report_gives_timing_precision_clock_and_phases():
     ],
 )
 def test_cli_rejects_a_timing_budget_that_is_not_positive(command, capsys):
-    from kernelbench_v3.cli import main
+    from kernelbench_v3.cli.main import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(command + ["--timing-seconds", "0"])

@@ -1,4 +1,4 @@
-"""Extracting the solution file from model responses (kernelbench_v3.extract, `kbv3 extract`)."""
+"""Extracting the solution file from model responses (kernelbench_v3.prompts.extract, `kbv3 extract`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import ast
 
 import pytest
 
-from kernelbench_v3.cli import main
-from kernelbench_v3.extract import ExtractionError, code_blocks, extract_file, extract_solution
+from kernelbench_v3.cli.main import main
+from kernelbench_v3.prompts.extract import ExtractionError, code_blocks, extract_file, extract_solution
 
 SOLUTION = """import torch
 import torch.nn as nn

@@ -8,10 +8,10 @@ from collections import Counter
 import pytest
 import torch
 
-from kernelbench_v3.catalog import discover, get_problem
-from kernelbench_v3.gpus import GPUS, PRECISIONS, get_gpu
-from kernelbench_v3.materialize import load_module
-from kernelbench_v3.roofline import (
+from kernelbench_v3.catalog.materialize import load_module
+from kernelbench_v3.catalog.problem import discover, get_problem
+from kernelbench_v3.hardware.gpus import GPUS, PRECISIONS, get_gpu
+from kernelbench_v3.hardware.roofline import (
     DEFAULT_ROOFLINE,
     estimate_roofline,
     precision_of,

@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from kernelbench_v3 import hub
-from kernelbench_v3 import materialize as mat
-from kernelbench_v3.catalog import CatalogError, discover
-from kernelbench_v3.specs import problem_specs, value_spec
+from kernelbench_v3.catalog import materialize as mat
+from kernelbench_v3.catalog.problem import CatalogError, discover
+from kernelbench_v3.catalog.specs import problem_specs, value_spec
+from kernelbench_v3.dataset import hub
 
 REPO = Path(__file__).resolve().parent.parent
 PROBLEMS = REPO / "problems"
@@ -354,7 +354,7 @@ def test_card_front_matter_is_what_datasets_reads(real_build: Path):
 
 
 def test_specs_and_roofline_of_real_rows(real_build: Path):
-    from kernelbench_v3.roofline import DEFAULT_ROOFLINE
+    from kernelbench_v3.hardware.roofline import DEFAULT_ROOFLINE
 
     expected = {}
     for path in (REPO / "tests" / "expected").glob("*.json"):

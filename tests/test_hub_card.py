@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from kernelbench_v3 import hub
-from kernelbench_v3.hub_card import RUNS_REPO_ID, render_card
+from kernelbench_v3.dataset import hub
+from kernelbench_v3.dataset.card import RUNS_REPO_ID, render_card
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernelbench_v3 import analysis
-from kernelbench_v3.cli import main
+from kernelbench_v3.cli.main import main
+from kernelbench_v3.runs import analysis
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"

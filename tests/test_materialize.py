@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelbench_v3.catalog import get_problem
-from kernelbench_v3.materialize import (
+from kernelbench_v3.catalog.materialize import (
     MaterializeError,
     instantiate,
     load_module,
     parse_sizes,
     rewrite_sizes,
 )
+from kernelbench_v3.catalog.problem import get_problem
 
 SOURCE = textwrap.dedent("""
     import torch
@@ -118,7 +118,7 @@ def test_threads_that_write_the_same_module_at_once_do_not_collide():
     # same file at the same moment: each must get its own temporary name.
     import threading
 
-    from kernelbench_v3.materialize import write_module_file
+    from kernelbench_v3.catalog.materialize import write_module_file
 
     source = f"# {os.getpid()} {threading.get_ident()}\nX = 1\n"
     errors: list[BaseException] = []

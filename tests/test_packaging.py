@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench_v3 import catalog
+from kernelbench_v3.catalog import problem as catalog
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -71,7 +71,7 @@ def test_the_built_package_works_outside_a_checkout(built, tmp_path):
         [
             sys.executable,
             "-c",
-            "import kernelbench_v3, kernelbench_v3.demo as d; print(kernelbench_v3.__file__); print(d.EXAMPLES_DIR)",
+            "import kernelbench_v3, kernelbench_v3.cli.demo as d; print(kernelbench_v3.__file__); print(d.EXAMPLES_DIR)",
         ],
         cwd=tmp_path,
         env=env,

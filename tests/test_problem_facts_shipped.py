@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench_v3 import problem_facts
-from kernelbench_v3.catalog import discover, get_problem
-from kernelbench_v3.problem_facts import SHIPPED_FACTS, compute_facts, fact_key, facts_table, shipped_facts
+from kernelbench_v3.catalog.problem import discover, get_problem
+from kernelbench_v3.runs import facts as problem_facts
+from kernelbench_v3.runs.facts import SHIPPED_FACTS, compute_facts, fact_key, facts_table, shipped_facts
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -19,7 +19,7 @@ def test_shipped_facts_cover_every_bundled_problem_at_its_current_content():
     shipped = shipped_facts()
     missing = [p.problem_id for p in discover() if fact_key(p) not in shipped]
     assert not missing, (
-        f"{SHIPPED_FACTS} is stale for {missing}; regenerate it with `python -m kernelbench_v3.problem_facts`"
+        f"{SHIPPED_FACTS} is stale for {missing}; regenerate it with `python -m kernelbench_v3.runs.facts`"
     )
 
 
@@ -64,7 +64,7 @@ def test_a_problem_not_shipped_is_computed_with_progress_and_cached(tmp_path, ca
 
 
 def test_anomaly_reasons_name_the_peak_they_use(capsys):
-    from kernelbench_v3.cli import main
+    from kernelbench_v3.cli.main import main
 
     source = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
     assert main(["runs", "anomalies", "--source", str(source)]) == 0

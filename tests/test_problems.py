@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelbench_v3.catalog import discover
-from kernelbench_v3.materialize import instantiate
+from kernelbench_v3.catalog.materialize import instantiate
+from kernelbench_v3.catalog.problem import discover
 
 EXPECTED = {
     f"{table.stem}/{stem}": facts
@@ -36,7 +36,7 @@ def test_default_output_shape_on_meta_device(problem_id):
     """At the published default sizes, without allocating: build and run on the meta device."""
     problem = PROBLEMS[problem_id]
     expected = EXPECTED[problem_id]
-    from kernelbench_v3.materialize import load_module
+    from kernelbench_v3.catalog.materialize import load_module
 
     module = load_module(problem)
     try:

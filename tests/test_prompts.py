@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench_v3.catalog import SPLITS, discover, get_problem
-from kernelbench_v3.cli import main
-from kernelbench_v3.extract import extract_solution
-from kernelbench_v3.gpus import get_gpu
+from kernelbench_v3.catalog.problem import SPLITS, discover, get_problem
+from kernelbench_v3.cli.main import main
+from kernelbench_v3.hardware.gpus import get_gpu
 from kernelbench_v3.prompts import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
@@ -28,6 +27,7 @@ from kernelbench_v3.prompts import (
     to_messages,
     write_jsonl,
 )
+from kernelbench_v3.prompts.extract import extract_solution
 
 # Phrases of each rule the evaluator enforces, as the default template states them.
 RULE_PHRASES = (

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kernelbench_v3.catalog import discover
-from kernelbench_v3.runs import (
+from kernelbench_v3.catalog.problem import discover
+from kernelbench_v3.runs.load import (
     RUNS_COLUMNS,
     RunsSchemaError,
     RunsSourceError,
@@ -247,7 +247,7 @@ def _records():
 
 
 def test_evaluator_records_jsonl_and_parquet(tmp_path, catalog):
-    from kernelbench_v3.batch import write_parquet
+    from kernelbench_v3.batch.run import write_parquet
 
     records = _records()
     journal = tmp_path / "records.jsonl"

@@ -63,7 +63,7 @@ def evaluate(
 
 def _write_row(row: Mapping[str, Any], root: Path) -> str:
     """Write a verified dataset row's code where the catalog finds it; returns its problem id."""
-    from ..materialize import verify_row
+    from ..catalog.materialize import verify_row
 
     verify_row(row)
     category, file_name = str(row["category"]), str(row["file_name"])

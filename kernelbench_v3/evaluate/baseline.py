@@ -83,7 +83,7 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     (the first calls of the compiled model) happens outside the timing lock."""
     import torch
 
-    from ..materialize import load_module, make_model
+    from ..catalog.materialize import load_module, make_model
     from . import cases as C
     from . import timing
 

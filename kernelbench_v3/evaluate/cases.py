@@ -87,7 +87,7 @@ def apply_transform(inputs: list[Any], transform: tuple[float, float] | None) ->
 
 
 def build_inputs(module: Any, case: Case, device: str) -> list[Any]:
-    from ..materialize import make_inputs
+    from ..catalog.materialize import make_inputs
 
     inputs = apply_transform(make_inputs(module, "cpu", case.seed), case.transform)
     if case.swap:

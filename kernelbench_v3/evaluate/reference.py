@@ -75,7 +75,7 @@ def float64_reference(model: torch.nn.Module, inputs: list[Any], out: torch.Tens
 
 
 def _build(module_source: str, stem: str, sizes: dict[str, Any], device: str, seed: int):
-    from ..materialize import load_module, make_model
+    from ..catalog.materialize import load_module, make_model
 
     module = load_module(module_source, sizes, stem=stem)
     model = make_model(module, device, seed)

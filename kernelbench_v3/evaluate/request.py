@@ -23,7 +23,7 @@ class EvalRequest:
     """Evaluate the solution file at `solution_path` on problem `problem_id`.
 
     - `gpu`: the split / GPU the result is reported for (`h100`, `b200`, `rtx3090`, or any name
-      `kernelbench_v3.gpus` knows); it selects the speed-of-light figure, not the device.
+      `kernelbench_v3.hardware.gpus` knows); it selects the speed-of-light figure, not the device.
     - `device`: where it runs: "cuda" (timed with CUDA events) or "cpu" (Triton interpreter,
       timed by wall clock and marked so).
     - `sizes`: size overrides (a mapping or pairs). Empty on CPU means the problem's

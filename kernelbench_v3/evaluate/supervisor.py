@@ -50,7 +50,7 @@ CUDA_MEMORY_FRACTION = 0.9  # of the device, for the solution process
 def speed_of_light_ms(problem_id: str, gpu: str, precision: str) -> float | None:
     """The roofline time of the problem at default sizes on `gpu` (None when unknown)."""
     try:
-        from .. import gpus, roofline
+        from ..hardware import gpus, roofline
 
         flops, nbytes = roofline.DEFAULT_ROOFLINE[problem_id]
         return float(roofline.speed_of_light_ms(flops, nbytes, gpus.get_gpu(gpu), precision))
@@ -68,7 +68,7 @@ def _phase(rec: Record, name: str) -> Iterator[None]:
 
 
 def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -> Record:
-    from ..catalog import default_problems_dir, get_problem
+    from ..catalog.problem import default_problems_dir, get_problem
 
     started = time.monotonic()
     root = Path(problems_dir) if problems_dir is not None else default_problems_dir()
@@ -351,7 +351,7 @@ def _init_arg(value: Any) -> Any:
 def _baseline(
     request: EvalRequest, problem: Any, source: str, sizes: dict[str, Any], cache_dir: Any, seconds: float
 ) -> dict[str, Any]:
-    from ..materialize import write_module_file
+    from ..catalog.materialize import write_module_file
     from .baseline import get_baseline
 
     module_path = write_module_file(source, stem=problem.name)  # verified content, not the checkout's file

@@ -107,7 +107,7 @@ class Worker:
     # --- requests ---------------------------------------------------------------------------
 
     def setup(self, msg: dict[str, Any]) -> dict[str, Any]:
-        from ..materialize import import_file, seed_everything
+        from ..catalog.materialize import import_file, seed_everything
 
         if self.device == "cuda":
             torch.cuda.set_per_process_memory_fraction(float(msg["memory_fraction"]))

@@ -2,8 +2,8 @@
 
 Owns the mapping from a problem and a GPU split to prompt facts: the reference source and its
 interface, its input and output shapes and dtypes (traced on meta tensors by
-`kernelbench_v3.specs`, so nothing is allocated or computed), the GPU's numbers (from
-`kernelbench_v3.gpus`), the problem's roofline (from `kernelbench_v3.roofline`, when it has
+`kernelbench_v3.catalog.specs`, so nothing is allocated or computed), the GPU's numbers (from
+`kernelbench_v3.hardware.gpus`), the problem's roofline (from `kernelbench_v3.hardware.roofline`, when it has
 one), the toolchains allowed for that GPU and category, and the evaluator's correctness settings
 (tolerance, seeds). Templates only lay these out; the wording of the rules lives in the template
 files, so a user template can reword them without touching code.
@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..catalog import SPLITS, Problem
+from ..catalog.problem import SPLITS, Problem
 from ..evaluate.checks import PRECISION_MARGIN, V3_TOLERANCE
 from ..evaluate.kernel_rule import MAIN_WORK_SHARE
 from ..evaluate.request import DEFAULT_SEEDS
@@ -98,7 +98,7 @@ def fence_for(*texts: str) -> str:
 def gpu_facts(split: str, precisions: tuple[str, ...]) -> dict[str, Any]:
     """The GPU numbers a prompt states for `split`; peak rates for `precisions` only (None where
     the GPU has no path for one)."""
-    from ..gpus import get_gpu
+    from ..hardware.gpus import get_gpu
 
     if split not in SPLITS:
         raise ValueError(f"unknown GPU split {split!r}; choose one of {', '.join(SPLITS)}")
@@ -121,7 +121,7 @@ def gpu_facts(split: str, precisions: tuple[str, ...]) -> dict[str, Any]:
 
 def relevant_precisions(problem: Problem, specs: dict[str, Any] | None) -> tuple[str, ...]:
     """fp32 (plain and TF32), the problem's supported precisions, and the dtypes of its inputs."""
-    from ..gpus import PRECISIONS
+    from ..hardware.gpus import PRECISIONS
 
     wanted = {"fp32", "tf32", *problem.supported_precisions}
     if specs is not None:
@@ -135,8 +135,8 @@ def _specs(path: Path, sha256: str) -> dict[str, Any] | None:
     allocated); None when the problem cannot be traced that way."""
     import torch
 
-    from ..roofline import precision_of
-    from ..specs import specs_of_file
+    from ..catalog.specs import specs_of_file
+    from ..hardware.roofline import precision_of
 
     try:
         specs = specs_of_file(path, sha256)  # shared with the dataset build's tracing
@@ -166,7 +166,7 @@ def _spec_text(spec: dict[str, Any]) -> str:
 def roofline_facts(problem: Problem, split: str, precision: str | None) -> dict[str, Any] | None:
     """FLOPs, minimal bytes and speed-of-light time at default sizes, when the table has the
     problem and the GPU has a peak for `precision`."""
-    from ..roofline import DEFAULT_ROOFLINE, speed_of_light_ms
+    from ..hardware.roofline import DEFAULT_ROOFLINE, speed_of_light_ms
 
     entry = DEFAULT_ROOFLINE.get(problem.problem_id)
     if entry is None or precision is None:

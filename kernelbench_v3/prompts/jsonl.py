@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..catalog import SPLITS, Problem, discover
+from ..catalog.problem import SPLITS, Problem, discover
 from .render import DEFAULT_TEMPLATE, messages_to_text, to_messages
 
 ROW_FIELDS = ("problem_id", "gpu", "messages", "prompt")

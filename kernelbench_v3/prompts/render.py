@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-from ..catalog import Problem
+from ..catalog.problem import Problem
 from .context import build_context, one_shot_example
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"

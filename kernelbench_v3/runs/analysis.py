@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .catalog import Problem
-from .runs import GPU_SPLITS
+from ..catalog.problem import Problem
+from .load import GPU_SPLITS
 
 GPU_ORDER = tuple(GPU_SPLITS)
 # Bits of each precision, for "lower than" comparisons; tf32 keeps 10 mantissa bits.
@@ -216,8 +216,8 @@ def add_roofline(joined: pd.DataFrame) -> pd.DataFrame:
     """Add `sol_light_ms` (fastest precision in reach) and `sol_light_precision` (whose peak it
     uses), `sol_ref_ms` and `sol_ref_precision` (at the reference's precision) and `headroom`
     (= ref_ms / sol_ref_ms) per run; NaN/None where FLOPs/bytes are unknown."""
-    from .gpus import get_gpu
-    from .roofline import speed_of_light_ms
+    from ..hardware.gpus import get_gpu
+    from ..hardware.roofline import speed_of_light_ms
 
     out = joined.copy()
     ref_precision = (
@@ -261,7 +261,7 @@ def add_roofline(joined: pd.DataFrame) -> pd.DataFrame:
 
 def peak_text(gpu: str, precision: str) -> str:
     """Which peak a speed-of-light figure uses: "the H100 fp16 peak (989 TFLOP/s, 3350 GB/s)"."""
-    from .gpus import get_gpu
+    from ..hardware.gpus import get_gpu
 
     spec = get_gpu(gpu)
     return (
@@ -467,9 +467,9 @@ def analyze_runs(
     """
     import warnings
 
-    from .catalog import discover
-    from .problem_facts import facts_table
-    from .runs import join_runs, load_runs
+    from ..catalog.problem import discover
+    from .facts import facts_table
+    from .load import join_runs, load_runs
 
     catalog = discover(problems) if problems is None or isinstance(problems, (str, Path)) else list(problems)
     runs = load_runs(source, problems=catalog, solutions=solutions)

@@ -94,8 +94,8 @@ def gpu_indices(text: str) -> tuple[int, ...]:
 
 
 def gpu_name(text: str) -> str:
-    """A GPU name `kernelbench_v3.gpus` knows -> its key (`H100` -> `h100`)."""
-    from .gpus import GPUS, get_gpu
+    """A GPU name `kernelbench_v3.hardware.gpus` knows -> its key (`H100` -> `h100`)."""
+    from ..hardware.gpus import GPUS, get_gpu
 
     try:
         return get_gpu(text).key
@@ -129,7 +129,7 @@ def sizes_text(text: str) -> dict[str, Any]:
 
 def problems_dir(text: str) -> Path:
     """A problems folder: it exists and has at least one category folder (level1, ...)."""
-    from .catalog import CATEGORIES
+    from ..catalog.problem import CATEGORIES
 
     path = Path(text).expanduser()
     if not path.is_dir():
@@ -200,7 +200,7 @@ def check_writable_parent(path: Path, what: str) -> None:
 def check_eval_problem(problem_id: str, gpu: str, sizes: dict[str, Any] | None, root: Path | None) -> dict[str, Any]:
     """The size overrides, after checking that the problem exists, is in `gpu`'s split and has
     those size variables with values of the right kind."""
-    from .catalog import SPLITS, ProblemFileError, get_problem
+    from ..catalog.problem import SPLITS, ProblemFileError, get_problem
 
     try:
         problem = get_problem(problem_id, root)

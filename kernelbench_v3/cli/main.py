@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from .cli_args import (
+from .args import (
     CliError,
     KbParser,
     check_cuda,
@@ -50,7 +50,7 @@ def _add_ls(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_ls(args: argparse.Namespace) -> int:
-    from .catalog import discover
+    from ..catalog.problem import discover
 
     for p in discover(args.problems, split=args.split):
         if args.json:
@@ -80,7 +80,7 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from .catalog import SPLITS, CatalogError, discover
+    from ..catalog.problem import SPLITS, CatalogError, discover
 
     try:
         problems = discover(args.problems)
@@ -105,7 +105,7 @@ def _add_prompts(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_prompts(args: argparse.Namespace) -> int:
-    from .prompts import TemplateError, prompt_rows, write_jsonl
+    from ..prompts import TemplateError, prompt_rows, write_jsonl
 
     check_writable_parent(args.out, "--out")
     try:
@@ -125,7 +125,7 @@ def _add_extract(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_extract(args: argparse.Namespace) -> int:
-    from .extract import ExtractionError, extract_file
+    from ..prompts.extract import ExtractionError, extract_file
 
     if not args.response.is_file():
         raise CliError(f"response file {args.response} does not exist")
@@ -210,8 +210,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .evaluate import DEFAULT_SEEDS, EvalRequest, evaluate
-    from .evaluate.report import describe
+    from ..evaluate import DEFAULT_SEEDS, EvalRequest, evaluate
+    from ..evaluate.report import describe
 
     if not args.solution.is_file():
         raise CliError(f"argument --solution: file {args.solution} does not exist")
@@ -317,7 +317,7 @@ def _add_eval_batch(sub: argparse._SubParsersAction) -> None:
 def _cmd_eval_batch(args: argparse.Namespace) -> int:
     import signal
 
-    from .batch import BatchError, BatchSettings, describe, run_batch
+    from ..batch.run import BatchError, BatchSettings, describe, run_batch
 
     # Every check before anything is created: a refused command leaves no Parquet or journal.
     if not args.solutions.is_dir():
@@ -393,8 +393,8 @@ def _add_build(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from .catalog import CatalogError
-    from .hub import build
+    from ..catalog.problem import CatalogError
+    from ..dataset.hub import build
 
     check_writable_parent(args.out_dir, "OUT_DIR")
     try:
@@ -461,8 +461,8 @@ def _add_runs(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    from .analysis import analyze_runs, flagged_runs, leaderboard, speedup_distribution
-    from .runs import RunsSchemaError, RunsSourceError, unmatched
+    from ..runs.analysis import analyze_runs, flagged_runs, leaderboard, speedup_distribution
+    from ..runs.load import RunsSchemaError, RunsSourceError, unmatched
 
     summary = args.action == "summary"
     try:
@@ -557,7 +557,7 @@ def _version() -> str:
 
         return version("kernelbench-v3")
     except Exception:  # noqa: BLE001 - a source tree that is not installed
-        from . import __version__
+        from .. import __version__
 
         return __version__
 

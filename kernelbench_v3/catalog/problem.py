@@ -122,7 +122,7 @@ class Problem:
         return dict(self.constants).get(name, default)
 
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # Where a wheel carries the problem files (setup.py copies `problems/` there at build time).
 BUNDLED_PROBLEMS = PACKAGE_DIR / "_problems"
 CHECKOUT_PROBLEMS = PACKAGE_DIR.parent / "problems"

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .catalog import SPLITS, Problem, discover
+from ..catalog.problem import SPLITS, Problem, discover
 from .journal import Journal, JournalError, Key, latest_records, read_journal, record_key  # noqa: F401
-from .work import BatchItem, BatchSettings, WorkQueue  # noqa: F401 (defined in work, imported from here too)
+from .queue import BatchItem, BatchSettings, WorkQueue  # noqa: F401 (defined in work, imported from here too)
 
 RUNS_SUFFIX = ".py.txt"
 SIZE_MODES = ("default", "reduced")
@@ -144,7 +144,7 @@ def parse_runs_name(name: str, by_file: dict[str, list[Problem]], in_split: set[
     `_<GPU>_` separator whose remainder is a known problem file). A problem file name found in
     several folders resolves to the one in the split.
     """
-    from .runs import parse_solution_name  # lazily: runs imports pandas
+    from ..runs.load import parse_solution_name  # lazily: runs imports pandas
 
     try:
         model, gpu, file_name = parse_solution_name(name, by_file)

@@ -29,7 +29,7 @@ from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 from typing import Any
 
-from .work import BatchItem, BatchSettings, WorkQueue
+from .queue import BatchItem, BatchSettings, WorkQueue
 
 EvaluateFn = Callable[[BatchItem, BatchSettings], dict[str, Any]]
 OnRecord = Callable[[BatchItem, dict[str, Any]], None]
@@ -46,8 +46,8 @@ WATCHDOG_SLACK_S = 120.0
 
 def evaluate_item(item: BatchItem, settings: BatchSettings) -> dict[str, Any]:
     """Run the evaluator on one item (inside a worker); returns the record as a dict."""
-    from .catalog import get_problem
-    from .evaluate import EvalRequest, evaluate
+    from ..catalog.problem import get_problem
+    from ..evaluate import EvalRequest, evaluate
 
     sizes: dict[str, Any] = {}
     if settings.sizes == "reduced":
@@ -70,7 +70,7 @@ def importable_path(path: Path) -> Path:
     `*.py.txt` a content-addressed `.py` copy (Python imports only `.py` files)."""
     if path.suffix == ".py":
         return path
-    from .materialize import write_module_file
+    from ..catalog.materialize import write_module_file
 
     stem = path.name.removesuffix(".txt").removesuffix(".py")
     return write_module_file(path.read_text(encoding="utf-8"), stem=stem)
@@ -78,8 +78,8 @@ def importable_path(path: Path) -> Path:
 
 def failure_record(item: BatchItem, settings: BatchSettings, error: str) -> dict[str, Any]:
     """A record with status "error" for an evaluation that produced none (worker died, ...)."""
-    from .catalog import get_problem
-    from .evaluate.record import Record
+    from ..catalog.problem import get_problem
+    from ..evaluate.record import Record
 
     record = Record(
         model=item.model,
@@ -135,7 +135,7 @@ def _worker_main(conn, env: dict[str, str], evaluate_fn: EvaluateFn, parent_pid:
         os._exit(1)
 
     threading.Thread(target=exit_when_orphaned, daemon=True).start()
-    from .evaluate.supervisor import keep_zygotes_warm
+    from ..evaluate.supervisor import keep_zygotes_warm
 
     keep_zygotes_warm()  # one zygote per worker, a fresh solution process per item
     while True:

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from .catalog import Problem, SizeValue, size_variables_of
-from .paths import write_atomically
+from ..paths import write_atomically
+from .problem import Problem, SizeValue, size_variables_of
 
 
 class MaterializeError(ValueError):

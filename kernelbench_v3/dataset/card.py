@@ -205,10 +205,10 @@ harness that nothing in this project runs.
 {columns}
 
 Sizes, specs and roofline figures are at each problem's default sizes. `flops`/`bytes` come from
-the roofline table of the `kernelbench-v3` package (`kernelbench_v3.roofline.DEFAULT_ROOFLINE`;
+the roofline table of the `kernelbench-v3` package (`kernelbench_v3.hardware.roofline.DEFAULT_ROOFLINE`;
 a problem outside that table is estimated with `torch.utils.flop_counter` on meta tensors). The
 speed-of-light time on a GPU is `max(flops / peak, bytes / bandwidth)`, with the peak rates and
-bandwidths (and their sources) in `kernelbench_v3.gpus`; `kernelbench_v3.roofline.speed_of_light_ms`
+bandwidths (and their sources) in `kernelbench_v3.hardware.gpus`; `kernelbench_v3.hardware.roofline.speed_of_light_ms`
 computes it.
 
 `init_inputs` is a JSON string rather than a typed list because the constructor arguments of
@@ -247,7 +247,7 @@ the tolerance from the reference's own error against float64.
 altered code:
 
 ```python
-from kernelbench_v3.hub import load_problems, materialize, instantiate
+from kernelbench_v3.dataset.hub import load_problems, materialize, instantiate
 
 row = load_problems("h100", "Infatoshi/kernelbench-v3-problems")[0]
 module = materialize(row)                       # the imported problem file

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .catalog import Problem, discover
-from .runs_schema import (  # noqa: F401 - re-exported: the runs API in one place
+from ..catalog.problem import Problem, discover
+from .schema import (  # noqa: F401 - re-exported: the runs API in one place
     GPU_SPLITS,
     RECORD_MARKERS,
     RUNS_COLUMNS,
@@ -352,7 +352,7 @@ def attach_solutions(runs: pd.DataFrame, folder: Path | str | None) -> pd.DataFr
 
 def problem_table(problems: Iterable[Problem]) -> pd.DataFrame:
     """One row per problem: the catalog columns the analysis needs, plus roofline FLOPs/bytes."""
-    from .roofline import DEFAULT_ROOFLINE
+    from ..hardware.roofline import DEFAULT_ROOFLINE
 
     rows = []
     for p in problems:

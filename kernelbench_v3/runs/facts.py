@@ -14,7 +14,7 @@ Owns two facts:
   within 2e-3.
 
 The facts of the bundled problems ship with the package (`data/problem_facts.json`, keyed by
-problem id and file sha256, written by `python -m kernelbench_v3.problem_facts`), so analysis
+problem id and file sha256, written by `python -m kernelbench_v3.runs.facts`), so analysis
 starts at once; a problem that is not there (a user's own folder, an edited file) is computed on
 the CPU, with a progress bar on stderr, and cached per file content in
 `$KBV3_CACHE_DIR/problem_facts.json`.
@@ -31,8 +31,8 @@ from typing import Any
 
 import pandas as pd
 
-from .catalog import Problem
-from .paths import cache_root, write_atomically
+from ..catalog.problem import Problem
+from ..paths import cache_root, write_atomically
 
 # Harness tolerances (atol, rtol) by reference precision (shared/problem-spec.md, harness context).
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -58,7 +58,7 @@ FACT_COLUMNS = [
     "facts_note",
 ]
 _CACHE_VERSION = 1
-SHIPPED_FACTS = Path(__file__).resolve().parent / "data" / "problem_facts.json"
+SHIPPED_FACTS = Path(__file__).resolve().parents[1] / "data" / "problem_facts.json"
 
 
 def cache_path() -> Path:
@@ -85,9 +85,9 @@ def compute_facts(
     """The facts of one problem (see the module docstring); failures are noted, not raised."""
     import torch
 
-    from .materialize import instantiate, load_module
-    from .roofline import DEFAULT_ROOFLINE, precision_of
-    from .specs import problem_specs
+    from ..catalog.materialize import instantiate, load_module
+    from ..catalog.specs import problem_specs
+    from ..hardware.roofline import DEFAULT_ROOFLINE, precision_of
 
     facts: dict[str, Any] = {
         "problem_id": problem.problem_id,
@@ -207,7 +207,7 @@ def write_shipped_facts(problems: Iterable[Problem], path: Path = SHIPPED_FACTS)
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {
         "version": _CACHE_VERSION,
-        "note": "written by `python -m kernelbench_v3.problem_facts`; keys are problem_id:sha256 of the problem file",
+        "note": "written by `python -m kernelbench_v3.runs.facts`; keys are problem_id:sha256 of the problem file",
         "facts": dict(sorted(facts.items())),
     }
     path.write_text(json.dumps(body, indent=1, sort_keys=False) + "\n", encoding="utf-8")
@@ -215,7 +215,7 @@ def write_shipped_facts(problems: Iterable[Problem], path: Path = SHIPPED_FACTS)
 
 
 if __name__ == "__main__":  # regenerate the shipped table from the bundled problems
-    from .catalog import discover
+    from ..catalog.problem import discover
 
     count = write_shipped_facts(discover(sys.argv[1] if len(sys.argv) > 1 else None))
     print(f"wrote the facts of {count} problems to {SHIPPED_FACTS}")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .catalog import CATEGORIES
+from ..catalog.problem import CATEGORIES
 
 # The published columns, in their order, with the type each must parse as.
 RUNS_SCHEMA: dict[str, str] = {

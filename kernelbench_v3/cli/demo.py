@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]
 # The checkout's examples when run from a source tree, else the copy a wheel ships (setup.py).
 EXAMPLES_DIR = next(
     (d for d in (_PACKAGE.parent / "examples" / "solutions", _PACKAGE / "_examples") if d.is_dir()),
@@ -44,10 +44,10 @@ def run_demo(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
-    from .catalog import get_problem
-    from .evaluate import EvalRequest, evaluate
-    from .hub import build, instantiate, load_problems
-    from .materialize import instantiate as instantiate_file
+    from ..catalog.materialize import instantiate as instantiate_file
+    from ..catalog.problem import get_problem
+    from ..dataset.hub import build, instantiate, load_problems
+    from ..evaluate import EvalRequest, evaluate
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -28,9 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .catalog import SPLITS, CatalogError, Problem, ProblemFileError, SizeValue, discover
-from .hub_card import DATA_DIR, split_file
-from .materialize import (  # noqa: F401 (RowIntegrityError, verify_row: re-exported, they lived here)
+from ..catalog.materialize import (  # noqa: F401 (RowIntegrityError, verify_row: re-exported, they lived here)
     Instance,
     MaterializeError,
     RowIntegrityError,
@@ -39,6 +37,8 @@ from .materialize import (  # noqa: F401 (RowIntegrityError, verify_row: re-expo
     make_model,
     verify_row,
 )
+from ..catalog.problem import SPLITS, CatalogError, Problem, ProblemFileError, SizeValue, discover
+from .card import DATA_DIR, split_file
 
 DEFAULT_REPO_ID = "Infatoshi/kernelbench-v3-problems"
 CARD_FILE = "README.md"
@@ -108,8 +108,8 @@ def schema(with_prompts: bool) -> pa.Schema:
 
 def _roofline(problem: Problem, model: Any, inputs: Any) -> tuple[int | None, int | None, str | None]:
     """(flops, bytes, reason-if-null): the package's table, else an estimate on meta tensors."""
-    from .roofline import DEFAULT_ROOFLINE, estimate_roofline
-    from .specs import describe_error
+    from ..catalog.specs import describe_error
+    from ..hardware.roofline import DEFAULT_ROOFLINE, estimate_roofline
 
     if problem.problem_id in DEFAULT_ROOFLINE:
         flops, min_bytes = DEFAULT_ROOFLINE[problem.problem_id]
@@ -135,7 +135,7 @@ def problem_row(problem: Problem) -> dict[str, Any]:
     `get_init_inputs()` or the constructor fail on the meta device; a forward that cannot run
     on meta tensors only nulls `output_spec` (the reason goes to `null_reason`).
     """
-    from .specs import SpecsError, specs_of_file
+    from ..catalog.specs import SpecsError, specs_of_file
 
     raw = problem.path.read_bytes()
     try:
@@ -173,7 +173,7 @@ def problem_row(problem: Problem) -> dict[str, Any]:
 def prompt_renderer() -> Callable[[Problem, str], str] | None:
     """`kernelbench_v3.prompts.render(problem, split)` when that package is installed, else None."""
     try:
-        from .prompts.render import render
+        from ..prompts.render import render
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith(f"{__package__}.prompts"):
             return None
@@ -260,7 +260,7 @@ def build(
     `with_prompts`: add the per-split `prompt` column (None: when `kernelbench_v3.prompts` is
     importable). Raises CatalogError listing every malformed problem file, and writes nothing.
     """
-    from .hub_card import render_card
+    from .card import render_card
 
     out_dir = Path(out_dir).absolute()
     _check_target(out_dir, overwrite)

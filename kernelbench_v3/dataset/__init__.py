@@ -1,0 +1,2 @@
+"""The problems as a Hugging Face dataset: the Parquet build, loading, pushing and rows ->
+modules (`hub`), and the dataset card with its YAML configs (`card`)."""
