@@ -84,13 +84,13 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     import torch
 
     from ..catalog.materialize import load_module, make_model
-    from . import cases as C
     from . import timing
+    from .cases import CORRECTNESS, PARAM_SEED, Case, build_inputs, precision_of
 
     device = spec["device"]
     module = load_module(Path(spec["problem_path"]), spec["sizes"])
-    model = make_model(module, device, C.PARAM_SEED)
-    sets = [C.build_inputs(module, C.Case(f"seed{s}", C.CORRECTNESS, "main", s), device) for s in spec["seeds"][:4]]
+    model = make_model(module, device, PARAM_SEED)
+    sets = [build_inputs(module, Case(f"seed{s}", CORRECTNESS, "main", s), device) for s in spec["seeds"][:4]]
     seconds = float(spec.get("timing_seconds", 20.0))
 
     def timed(fn) -> dict[str, Any]:
@@ -103,7 +103,7 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
     lock = spec.get("timing_lock")
     with timing_lock(lock):
-        result: dict[str, Any] = {"eager": timed(model), "precision": C.precision_of(sets[0])}
+        result: dict[str, Any] = {"eager": timed(model), "precision": precision_of(sets[0])}
     if spec.get("compile", True):
         try:
             compiled = torch.compile(model, mode="reduce-overhead")

@@ -29,11 +29,11 @@ from typing import Any
 
 import torch
 
-from . import cases as C
-from . import checks as K
-from . import messages as M
+from .cases import FRESH_PARTNER, blend_into
 from .channel import Layout, TensorRef
+from .checks import compare_case
 from .fresh import REUSE_RATIO, reuse_verdict
+from .messages import Failed, OutputInfo, TimeBatch, Warmup
 from .session import Session, SessionLost
 from .timing import CLOCK_CHANGE_REL, CPU_REUSE_RATIO, median_ci_rel, summarize
 
@@ -101,16 +101,16 @@ class Verifier:
     def blended(self, j: int, w: float) -> list[Any]:
         base = self.sets[j % len(self.sets)]
         out = [x.clone() if isinstance(x, torch.Tensor) else x for x in base]
-        return C.blend_into(out, base, self.partner, w)
+        return blend_into(out, base, self.partner, w)
 
-    def check(self, name: str, samples: torch.Tensor, index: torch.Tensor, info: M.OutputInfo, j: int, w: float) -> str:
+    def check(self, name: str, samples: torch.Tensor, index: torch.Tensor, info: OutputInfo, j: int, w: float) -> str:
         """'' when call j's sampled output matches the reference, else why not."""
         if info.type_name != "Tensor":
             return f"{name}: the solution returned {info.type_name}, not a tensor"
         if list(info.shape) != list(self.entry["shape"]) or f"torch.{info.dtype}" != self.entry["dtype"]:
             return f"{name}: shape {info.shape} / {info.dtype}, expected {tuple(self.entry['shape'])} / {self.entry['dtype']}"
         expected = self.expected_for(self.blended(j, w)).reshape(-1)[index].to(torch.float64)
-        verdict = K.compare_case(
+        verdict = compare_case(
             name, "timed_outputs", samples, {"expected": expected}, self.entry, self.tolerance, self.precision, None
         )
         return "; ".join(verdict.failures.values())
@@ -118,7 +118,7 @@ class Verifier:
 
 def _sample(
     session: Session, verifier: Verifier, rng: random.Random, calls: int, timeout_s: float
-) -> tuple[torch.Tensor, torch.Tensor, list[M.OutputInfo]]:
+) -> tuple[torch.Tensor, torch.Tensor, list[OutputInfo]]:
     """Ask for the same random positions of every output of the batch just run."""
     k = min(SAMPLE_POSITIONS, verifier.numel)
     generator = torch.Generator().manual_seed(rng.getrandbits(62))
@@ -134,7 +134,7 @@ def _sample(
         timeout_s,
         ("batch_done",),
     )
-    if isinstance(reply, M.Failed):
+    if isinstance(reply, Failed):
         raise SessionLost(f"sampling the timed outputs failed: {reply.error[:300]}")
     outputs = reply.outputs
     if len(outputs) != calls:
@@ -181,7 +181,7 @@ def blend_seconds(verifier: Verifier, weights: list[float], device: str) -> floa
         made = []
         for j, w in enumerate(weights):
             base = sets[j % len(sets)]
-            made.append(C.blend_into([x.clone() if isinstance(x, torch.Tensor) else x for x in base], base, partner, w))
+            made.append(blend_into([x.clone() if isinstance(x, torch.Tensor) else x for x in base], base, partner, w))
         if device == "cuda":
             torch.cuda.synchronize()
         best = min(best, time.perf_counter() - started)
@@ -201,8 +201,8 @@ def _flushed_phase(
     batches, inconsistent = 0, 0
     while True:
         weights = _weights(rng, plan.batch)
-        reply, wall = session.request(M.TimeBatch("flushed", weights, []), request_timeout_s, ("batch_done",))
-        if isinstance(reply, M.Failed):
+        reply, wall = session.request(TimeBatch("flushed", weights, []), request_timeout_s, ("batch_done",))
+        if isinstance(reply, Failed):
             raise SessionLost(f"a timed call failed: {reply.error[:500]}")
         fresh, repeated = reply.fresh_ms, reply.repeated_ms
         if len(fresh) != len(weights) or len(repeated) != len(weights):
@@ -253,9 +253,9 @@ def time_solution(
     then back-to-back batches for the supervisor's bound. Raises SessionLost."""
     outcome = TimingOutcome()
     reply, warm_s = session.request(
-        M.Warmup(timing_cases, C.FRESH_PARTNER, plan.warmup_seconds), request_timeout_s + 30.0, ("warm",)
+        Warmup(timing_cases, FRESH_PARTNER, plan.warmup_seconds), request_timeout_s + 30.0, ("warm",)
     )
-    if isinstance(reply, M.Failed):
+    if isinstance(reply, Failed):
         raise SessionLost(f"warm-up failed: {reply.error[:500]}")
     outcome.details.update(host_enqueue_ms=reply.enqueue_ms, sm_clock_mhz=reply.sm_clock_mhz, warmup_s=round(warm_s, 3))
     stats, inconsistent = _flushed_phase(outcome, session, plan, verifier, request_timeout_s)
@@ -293,8 +293,8 @@ def _bound(
     # Batch 0 is not counted: it pays for the allocator growing to hold a batch's inputs and outputs.
     for b in range(BACK_TO_BACK_BATCHES + 1):
         weights = _weights(verifier.rng, calls)
-        reply, wall = session.request(M.TimeBatch("back_to_back", weights, []), request_timeout_s, ("batch_done",))
-        if isinstance(reply, M.Failed):
+        reply, wall = session.request(TimeBatch("back_to_back", weights, []), request_timeout_s, ("batch_done",))
+        if isinstance(reply, Failed):
             raise SessionLost(f"a back-to-back call failed: {reply.error[:500]}")
         sample_s = _verify_batch(outcome, session, verifier, weights, f"back-to-back batch {b}", 2, request_timeout_s)
         outcome.details.setdefault("supervisor_sample_s", []).append(round(sample_s, 4))

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from . import cases as C
+from .cases import FRESH_CHECK_WEIGHT, blend_into
 
 
 def quantile(ordered: Sequence[float], q: float) -> float:
@@ -73,7 +73,7 @@ class FreshInputs:
     def weight(self, t: int) -> float:
         """Weights spread over [0.2, 0.8] without repeating; 0.5 (the checked set's) never occurs."""
         w = 0.2 + 0.6 * ((t + 1) * _GOLDEN % 1.0)
-        return w if w != C.FRESH_CHECK_WEIGHT else w + 1e-3
+        return w if w != FRESH_CHECK_WEIGHT else w + 1e-3
 
     def next(self) -> list[Any]:
         t = self.count
@@ -83,11 +83,11 @@ class FreshInputs:
     def new_set(self, t: int, w: float) -> list[Any]:
         """Fresh set number `t` in new tensors of its own (for calls back to back)."""
         base = self.rotating[t % len(self.rotating)]
-        return C.blend_into([x.clone() if isinstance(x, torch.Tensor) else x for x in base], base, self.partner, w)
+        return blend_into([x.clone() if isinstance(x, torch.Tensor) else x for x in base], base, self.partner, w)
 
     def write(self, t: int, w: float) -> list[Any]:
         """Fresh set number `t`: w * rotating[t % n] + (1 - w) * partner, in buffer set t % buffers."""
-        return C.blend_into(self.buffers[t % len(self.buffers)], self.rotating[t % len(self.rotating)], self.partner, w)
+        return blend_into(self.buffers[t % len(self.buffers)], self.rotating[t % len(self.rotating)], self.partner, w)
 
 
 def reuse_verdict(

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from . import cases as C
+from .cases import PARAM_SEED, Case, build_inputs, other_shape_candidates, precision_of, rerandomize, single_output
 
 
 def _round_tf32(x: torch.Tensor) -> torch.Tensor:
@@ -31,7 +31,7 @@ def _round_tf32(x: torch.Tensor) -> torch.Tensor:
 
 
 def _as_tensor(out: Any, where: str) -> torch.Tensor:
-    out = C.single_output(out)
+    out = single_output(out)
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"{where}: the reference returned {type(out).__name__}, not one tensor")
     return out
@@ -79,7 +79,7 @@ def _build(module_source: str, stem: str, sizes: dict[str, Any], device: str, se
 
     module = load_module(module_source, sizes, stem=stem)
     model = make_model(module, device, seed)
-    C.rerandomize(model)
+    rerandomize(model)
     return module, model
 
 
@@ -92,7 +92,7 @@ class ShapeRun:
 
 @dataclass
 class CaseRun:
-    case: C.Case
+    case: Case
     inputs: list[Any]  # on the CPU
     saved: dict[str, torch.Tensor]  # "expected" (and "residual64"), on the CPU
     entry: dict[str, Any]  # JSON facts: shape, dtype, finite, float64 errors
@@ -116,14 +116,14 @@ class ReferenceRun:
         return {name: run.entry for name, run in self.cases.items()}
 
 
-def compute(problem: Any, source: str, sizes: dict[str, Any], device: str, cases: list[C.Case]) -> ReferenceRun:
+def compute(problem: Any, source: str, sizes: dict[str, Any], device: str, cases: list[Case]) -> ReferenceRun:
     """Run the reference on every case (see the module docstring)."""
     from .evidence import OpRecorder
     from .fingerprint import device_info
 
-    module, model = _build(source, problem.name, sizes, device, seed=C.PARAM_SEED)
-    main_inputs = C.build_inputs(module, cases[0], device)
-    run = ReferenceRun(C.precision_of(main_inputs), {"main": ShapeRun(dict(sizes), module, model)})
+    module, model = _build(source, problem.name, sizes, device, seed=PARAM_SEED)
+    main_inputs = build_inputs(module, cases[0], device)
+    run = ReferenceRun(precision_of(main_inputs), {"main": ShapeRun(dict(sizes), module, model)})
     with torch.no_grad():
         recorder = OpRecorder()
         with recorder:
@@ -151,7 +151,7 @@ def compute(problem: Any, source: str, sizes: dict[str, Any], device: str, cases
             run.shapes["other"] = ShapeRun(other_sizes, other_module, other_model)
     for case in cases:
         shape = run.shapes[case.shape]
-        inputs = C.build_inputs(shape.module, case, device)
+        inputs = build_inputs(shape.module, case, device)
         with torch.no_grad():
             out = _as_tensor(shape.model(*inputs), f"{problem.problem_id} {case.name}")
         entry: dict[str, Any] = {
@@ -184,11 +184,11 @@ def expected_for(run: ReferenceRun, inputs: list[Any], device: str) -> torch.Ten
 
 def _choose_other_shape(problem, source, sizes, device, main_shape, cases):
     seed_case = next(c for c in cases if c.shape == "other")
-    for candidate in C.other_shape_candidates(problem, sizes):
+    for candidate in other_shape_candidates(problem, sizes):
         try:
-            module, model = _build(source, problem.name, candidate, device, seed=C.PARAM_SEED + 1)
+            module, model = _build(source, problem.name, candidate, device, seed=PARAM_SEED + 1)
             with torch.no_grad():
-                out = _as_tensor(model(*C.build_inputs(module, seed_case, device)), "other shape")
+                out = _as_tensor(model(*build_inputs(module, seed_case, device)), "other shape")
         except Exception:
             continue
         if tuple(out.shape) != main_shape and (not out.is_floating_point() or torch.isfinite(out).all()):

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from . import messages as M
 from .channel import Arena, Deadline, Layout, Link, PeerGone, ProtocolError, TensorRef, tensor_nbytes
+from .messages import OutputInfo, Reply, Slot, parse_reply, to_json
 
 WATCH_INTERVAL_S = 1.0
 
@@ -33,7 +33,7 @@ class SessionLost(Exception):
 
 @dataclass
 class CaseResult:
-    reply: M.Reply
+    reply: Reply
     output: torch.Tensor | None  # the output's bytes, copied out of the arena (CPU)
     wall_s: float
 
@@ -49,12 +49,12 @@ class Session:
     sandbox: dict[str, Any] = field(default_factory=dict)
     watch: Callable[[], str | None] | None = None  # a reason to give up while waiting, or None
 
-    def request(self, message: Any, timeout_s: float, expect: tuple[str, ...]) -> tuple[M.Reply, float]:
+    def request(self, message: Any, timeout_s: float, expect: tuple[str, ...]) -> tuple[Reply, float]:
         """Send `message`, wait for its reply; (reply, seconds by the supervisor's clock)."""
         started = time.perf_counter()
         try:
-            self.link.send(M.to_json(message) if not isinstance(message, dict) else message)
-            reply = M.parse_reply(self._receive(timeout_s))
+            self.link.send(to_json(message) if not isinstance(message, dict) else message)
+            reply = parse_reply(self._receive(timeout_s))
         except Deadline:
             kind = message.get("kind") if isinstance(message, dict) else message.kind
             raise SessionLost(
@@ -104,7 +104,7 @@ class Session:
             raise RuntimeError("the arena's input region is too small for the state dict")
         return refs
 
-    def read_output(self, info: M.OutputInfo) -> torch.Tensor | None:
+    def read_output(self, info: OutputInfo) -> torch.Tensor | None:
         """A copy of the output the reply names, when it lies in the output region."""
         ref = info.ref
         if ref is None:
@@ -115,8 +115,8 @@ class Session:
             raise SessionLost("the solution process described an output unlike the one it wrote")
         return self.arena.view(ref).clone()
 
-    def slot(self) -> M.Slot:
-        return M.Slot(self.output_offset, self.output_capacity)
+    def slot(self) -> Slot:
+        return Slot(self.output_offset, self.output_capacity)
 
 
 def _json_value(x: Any) -> Any:

@@ -25,11 +25,11 @@ from typing import Any
 
 import torch
 
-from . import cases as C
 from . import clock
-from . import messages as M
+from .cases import CORRECTNESS, FRESH_PARTNER, RECOMPUTE, plan_cases
 from .channel import ALIGN, Arena, Layout, Link, round_up, tensor_nbytes
 from .fingerprint import device_name, software
+from .messages import Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
 from .record import Record
 from .reference import ReferenceRun, compute, expected_for
 from .request import EvalRequest
@@ -127,7 +127,7 @@ def _evaluate(
         scan = scan_source(solution_bytes.decode("utf-8", "replace"))
     zygote = _warm_zygote(request.device) or Zygote(request.device, work / "zygote.log")  # imports torch meanwhile
     try:
-        plan = C.plan_cases(request.seeds, request.other_shape, timed=request.time_solution)
+        plan = plan_cases(request.seeds, request.other_shape, timed=request.time_solution)
         with _phase(rec, "reference"):
             try:
                 ref = compute(problem, source, sizes, request.device, plan)
@@ -270,7 +270,7 @@ def _drive(
     limit = request.timeout_s
     facts.lost_during = "starting"
     with _phase(rec, "solution_start"):
-        ready = M.parse_reply(session.link.receive(min(limit, 300.0)))
+        ready = parse_reply(session.link.receive(min(limit, 300.0)))
     if ready.kind != "ready":
         raise SessionLost(f"the solution process answered {ready.kind!r} instead of ready")
     facts.sandbox = dict(ready.sandbox)
@@ -278,26 +278,26 @@ def _drive(
     shapes = {}
     for name, shape in ref.shapes.items():
         state = session.write_state(shape.model.state_dict(), layout)
-        shapes[name] = M.ShapeSetup([_init_arg(a) for a in shape.module.get_init_inputs()], state)
+        shapes[name] = ShapeSetup([_init_arg(a) for a in shape.module.get_init_inputs()], state)
     facts.lost_during = "importing the solution"
     with _phase(rec, "solution_setup"):
         reply, _ = session.request(
-            M.Setup(request.device, str(scratch / "solution.py"), shapes, CUDA_MEMORY_FRACTION), limit, ("setup_done",)
+            Setup(request.device, str(scratch / "solution.py"), shapes, CUDA_MEMORY_FRACTION), limit, ("setup_done",)
         )
-    if isinstance(reply, M.Failed):
+    if isinstance(reply, Failed):
         facts.failed_stage, facts.error = reply.stage, reply.error
         return
     facts.class_name, facts.state_dict = reply.class_name, reply.state_dict
     facts.import_flag_changes, facts.tampered = reply.import_flag_changes, list(reply.tampered)
     if any(v for report in facts.state_dict.values() for v in (report or {}).values()):
         return  # the reference's weights do not load: nothing else is meaningful
-    correctness = [n for n in ref.order if ref.cases[n].case.group == C.CORRECTNESS]
+    correctness = [n for n in ref.order if ref.cases[n].case.group == CORRECTNESS]
     evidence_case = correctness[min(EVIDENCE_CASE_INDEX, len(correctness) - 1)]
     for name in ref.order:
         run = ref.cases[name]
         facts.lost_during = f"running case {name}"
-        reuse = correctness[0] if run.case.group == C.RECOMPUTE else None
-        message = M.RunCase(
+        reuse = correctness[0] if run.case.group == RECOMPUTE else None
+        message = RunCase(
             name,
             run.case.shape,
             session.write_inputs(run.inputs),
@@ -307,7 +307,7 @@ def _drive(
         )
         with _phase(rec, "solution_cases"):
             reply, wall = session.request(message, limit, ("case_done",))
-        if isinstance(reply, M.Failed):
+        if isinstance(reply, Failed):
             facts.failed_stage, facts.error = reply.stage, reply.error
             return
         if reply.case != name:
@@ -318,12 +318,12 @@ def _drive(
     if request.time_solution:
         facts.lost_during = "timing"
         timing_cases = correctness[: 2 if request.device == "cpu" else 4]
-        timing_cases = [n for n in timing_cases if n != C.FRESH_PARTNER]
+        timing_cases = [n for n in timing_cases if n != FRESH_PARTNER]
         main = ref.cases[correctness[0]]
         verifier = clock.Verifier(
             lambda inputs: expected_for(ref, inputs, request.device),
             [ref.cases[n].inputs for n in timing_cases],
-            ref.cases[C.FRESH_PARTNER].inputs,
+            ref.cases[FRESH_PARTNER].inputs,
             main.entry,
             request.tolerance,
             ref.precision,
@@ -335,8 +335,8 @@ def _drive(
                 session, plan, verifier, timing_cases, tensor_nbytes(main.saved["expected"]), limit
             )
     facts.lost_during = "finishing"
-    reply, _ = session.request(M.Finish(), 60.0, ("finished",))
-    if isinstance(reply, M.Finished):
+    reply, _ = session.request(Finish(), 60.0, ("finished",))
+    if isinstance(reply, Finished):
         facts.tampered += [t for t in reply.tampered if t not in facts.tampered]
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import cases as C
-from . import checks as K
 from . import kernel_rule
+from .cases import INPUT_REUSE, STRESS
+from .checks import calibrate_strict, compare_case, merge, ordered_outcomes, tolerance_for
 from .clock import TimingOutcome
 from .record import FAIL, PASS, SKIP, Record
 from .reference import ReferenceRun
@@ -45,17 +45,17 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
     elif not request.scan_source:
         out["source_scan"] = (SKIP, "turned off by request")
     if facts.lost is not None:
-        K.merge(out, "process", True, f"{facts.lost.reason} (while {facts.lost_during})")
+        merge(out, "process", True, f"{facts.lost.reason} (while {facts.lost_during})")
     stage = facts.failed_stage
     rec.solution_class = facts.class_name
     rec.compiled = bool(facts.cases) and stage not in ("import", "construct")
     if stage in ("import", "construct", "run"):
-        K.merge(out, stage, True, facts.error[:2000])
+        merge(out, stage, True, facts.error[:2000])
     elif stage:
-        K.merge(out, "process", True, f"the solution process failed during {stage}: {facts.error[:1500]}")
+        merge(out, "process", True, f"the solution process failed during {stage}: {facts.error[:1500]}")
     for shape, report in facts.state_dict.items():
         problems = [f"{k}: {', '.join(map(str, v))}" for k, v in (report or {}).items() if v]
-        K.merge(out, "state_dict", bool(problems), f"{shape} shape: " + "; ".join(problems) if problems else "")
+        merge(out, "state_dict", bool(problems), f"{shape} shape: " + "; ".join(problems) if problems else "")
     _judge_global_state(out, facts)
     _judge_cases(rec, out, facts, ref, request)
     missing = [n for n in ref.order if n not in facts.cases]
@@ -77,7 +77,7 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
         rec.kernel_evidence = kfacts
     if facts.timing is not None:
         t = facts.timing
-        K.merge(
+        merge(
             out,
             "timed_outputs",
             bool(t.failures),
@@ -87,7 +87,7 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
         )
         reuse = ((t.stats or {}).get("details") or {}).get("input_reuse") or {}
         if reuse.get("faster_on_repeated_inputs"):
-            K.merge(
+            merge(
                 out,
                 "input_reuse",
                 True,
@@ -96,7 +96,7 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
                     f"(median {reuse['repeated_median_ms']:.4g} vs {reuse['fresh_median_ms']:.4g} ms): outputs cached by input content"
                 ),
             )
-    for name, outcome, detail in K.ordered_outcomes(out):
+    for name, outcome, detail in ordered_outcomes(out):
         rec.check(name, outcome, detail)
     failed = [n for n, (o, _) in out.items() if o == FAIL]
     if not failed and missing:
@@ -117,14 +117,14 @@ def _judge_global_state(out: dict[str, tuple[str, str]], facts: SolutionFacts) -
     flag_changes = sorted({f for r in facts.cases.values() for f in r.reply.flag_changes})
     bad = [str(t) for t in facts.tampered] + [f"torch flag changed during forward: {f}" for f in flag_changes]
     note = f" (import changed and was reset: {facts.import_flag_changes})" if facts.import_flag_changes else ""
-    K.merge(out, "global_state", bool(bad), ("replaced/changed: " + ", ".join(bad[:20]) if bad else "") + note)
+    merge(out, "global_state", bool(bad), ("replaced/changed: " + ", ".join(bad[:20]) if bad else "") + note)
 
 
 def _judge_cases(
     rec: Record, out: dict[str, tuple[str, str]], facts: SolutionFacts, ref: ReferenceRun, request: Any
 ) -> None:
-    calibrated = K.calibrate_strict(ref.entries())
-    atol, rtol = K.tolerance_for(request.tolerance, rec.precision_used, calibrated)
+    calibrated = calibrate_strict(ref.entries())
+    atol, rtol = tolerance_for(request.tolerance, rec.precision_used, calibrated)
     rec.atol, rec.rtol = atol, rtol
     worst_abs, worst_rel, err_ref = None, None, ""
     for name in ref.order:
@@ -134,39 +134,39 @@ def _judge_cases(
         run, reply = ref.cases[name], result.reply
         group = run.case.group
         mutated = reply.mutated_inputs or []
-        K.merge(out, "input_mutation", bool(mutated), f"{name}: input(s) {mutated} were modified" if mutated else "")
+        merge(out, "input_mutation", bool(mutated), f"{name}: input(s) {mutated} were modified" if mutated else "")
         info = reply.output
         if info.type_name != "Tensor":
-            K.merge(out, "output_shape", True, f"{name}: the solution returned {info.type_name}, not a tensor")
+            merge(out, "output_shape", True, f"{name}: the solution returned {info.type_name}, not a tensor")
             continue
         aliases = reply.aliases or []
-        K.merge(
+        merge(
             out,
             "output_aliasing",
             bool(aliases),
             f"{name}: the output shares memory with {', '.join(map(str, aliases))}" if aliases else "",
         )
-        if group in (C.STRESS, C.INPUT_REUSE) and not run.entry["finite"]:
+        if group in (STRESS, INPUT_REUSE) and not run.entry["finite"]:
             out.setdefault(group, (SKIP, f"{name}: the reference itself overflows"))
             continue
         got = result.output
         if got is None:  # the output did not fit its slot: its shape or dtype differs
-            K.merge(
+            merge(
                 out,
                 "output_shape",
                 list(info.shape) != run.entry["shape"],
                 f"{name}: shape {tuple(info.shape)}, expected {tuple(run.entry['shape'])}",
             )
-            K.merge(out, "output_dtype", True, f"{name}: dtype {info.dtype}, expected {run.entry['dtype']}")
+            merge(out, "output_dtype", True, f"{name}: dtype {info.dtype}, expected {run.entry['dtype']}")
             continue
-        verdict = K.compare_case(
+        verdict = compare_case(
             name, group, got, run.saved, run.entry, request.tolerance, rec.precision_used, calibrated
         )
         for check in ("output_shape", "output_dtype", "finite", group, "precision"):
             if check in verdict.failures:
-                K.merge(out, check, True, verdict.failures[check])
+                merge(out, check, True, verdict.failures[check])
             elif check != "precision" or verdict.precision_ok is not None:
-                K.merge(out, check, False)
+                merge(out, check, False)
         if verdict.max_abs is not None:
             worst_abs = max(worst_abs or 0.0, verdict.max_abs)
         if verdict.rel_error is not None and (verdict.error_reference == "float64" or err_ref != "float64"):

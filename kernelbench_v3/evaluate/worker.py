@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from . import cases as C
-from . import evidence as E
 from . import guard, timing
+from .cases import PARAM_SEED, single_output
 from .channel import DTYPES, Arena, Link, PeerGone, TensorRef, dtype_name, tensor_nbytes
+from .evidence import ProgramLog, collect, install_program_counter
 from .fresh import FreshInputs, buffer_count
 
 HELD_OUTPUTS = 8  # a new output may not share memory with any of the last this-many outputs
@@ -96,8 +96,8 @@ class Worker:
         self.inputs: dict[str, list[Any]] = {}
         self.held: deque[torch.Tensor] = deque(maxlen=HELD_OUTPUTS)
         self.batch_outputs: list[Any] = []
-        self.programs = E.ProgramLog()
-        E.install_program_counter(self.programs)
+        self.programs = ProgramLog()
+        install_program_counter(self.programs)
         guard.settle_lazy_torch_patches()
         self.flags = guard.read_flags()
         self.namespaces = guard.snapshot_namespaces()
@@ -135,7 +135,7 @@ class Worker:
         for name, shape in msg["shapes"].items():
             state = {k: self.arena.view(TensorRef.from_json(ref)).clone() for k, ref in shape["state"].items()}
             try:
-                seed_everything(C.PARAM_SEED)
+                seed_everything(PARAM_SEED)
                 model = cls(*[_as_init_arg(a) for a in shape["init_args"]]).to(self.device).eval()
                 reports[name] = _check_state_dict(model, state)
             except BaseException as exc:
@@ -167,7 +167,7 @@ class Worker:
         try:
             with torch.no_grad():
                 if msg.get("evidence"):
-                    out, ev = E.collect(lambda: model(*args), self.device, self.programs)
+                    out, ev = collect(lambda: model(*args), self.device, self.programs)
                 else:
                     out = model(*args)
             if self.device == "cuda":
@@ -184,7 +184,7 @@ class Worker:
             "aliases": [],
             "evidence": ev,
         }
-        out = C.single_output(out)
+        out = single_output(out)
         if isinstance(out, torch.Tensor):
             named = {f"input {i}": x for i, x in enumerate(args) if isinstance(x, torch.Tensor)}
             named.update({f"parameter {k}": p for k, p in model.named_parameters()})
@@ -248,7 +248,7 @@ class Worker:
         numel = int(msg["numel"])
         infos = []
         for j, out in enumerate(self.batch_outputs):
-            out = C.single_output(out)
+            out = single_output(out)
             if not isinstance(out, torch.Tensor):
                 infos.append({"type_name": type(out).__name__})
                 continue
