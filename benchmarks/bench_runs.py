@@ -23,9 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from kernelbench_v3.catalog.problem import discover
-from kernelbench_v3.runs import analysis
+from kernelbench_v3.runs.anomalies import flag_anomalies
 from kernelbench_v3.runs.facts import facts_table
-from kernelbench_v3.runs.load import GPU_SPLITS, RUNS_COLUMNS, join_runs, load_runs, solution_file_name
+from kernelbench_v3.runs.leaderboard import leaderboard
+from kernelbench_v3.runs.load import join_runs, load_runs
+from kernelbench_v3.runs.solution_files import solution_file_name
+from kernelbench_v3.runs.speed_of_light import add_roofline
+from kernelbench_v3.vocab import PUBLISHED_RUNS_COLUMNS, SPLIT_OF_RUNS_GPU
 
 N_ROWS = 2071
 TRITON_SOLUTION = """import torch, triton, triton.language as tl
@@ -50,7 +54,9 @@ def synthesize(folder: Path, problems, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     (folder / "solutions").mkdir(parents=True)
     models = [f"Model {i}" for i in range(14)] + ["Model_With_Underscores v2"]
-    cells = [(m, gpu, p) for gpu, split in GPU_SPLITS.items() for p in problems if split in p.gpus for m in models]
+    cells = [
+        (m, gpu, p) for gpu, split in SPLIT_OF_RUNS_GPU.items() for p in problems if split in p.gpus for m in models
+    ]
     rng.shuffle(cells)
     rows = []
     for i, (model, gpu, p) in enumerate(cells[:N_ROWS]):
@@ -89,7 +95,7 @@ def synthesize(folder: Path, problems, seed: int = 0) -> None:
             body = (TORCH_SOLUTION if rng.random() < 0.1 else TRITON_SOLUTION).format(i=i)
             (folder / "solutions" / solution_file_name(model, gpu, p.file_name)).write_text(body)
     with open(folder / "results.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, RUNS_COLUMNS)
+        writer = csv.DictWriter(handle, PUBLISHED_RUNS_COLUMNS)
         writer.writeheader()
         writer.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in rows)
 
@@ -119,8 +125,8 @@ def main() -> None:
         def join_and_flag():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                joined = analysis.add_roofline(join_runs(runs, problems, facts))
-            return joined, analysis.flag_anomalies(joined)
+                joined = add_roofline(join_runs(runs, problems, facts))
+            return joined, flag_anomalies(joined)
 
         from kernelbench_v3.runs.solution_scan import scan_source
 
@@ -130,7 +136,7 @@ def main() -> None:
         joined, flags = join_and_flag()
         cold_s = time.perf_counter() - cold_s
         flag_min, flag_med, (joined, flags) = best_of(join_and_flag)
-        board_min, _, board = best_of(lambda: analysis.leaderboard(joined, problems))
+        board_min, _, board = best_of(lambda: leaderboard(joined, problems))
     print(f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}")
     print(
         f"rows: {len(runs)} ({int(runs['correct'].sum())} correct, "

@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 
 from kernelbench_v3.catalog.problem import discover
-from kernelbench_v3.runs import analysis
+from kernelbench_v3.runs.anomalies import flag_anomalies, flagged_runs, robust_z
 from kernelbench_v3.runs.facts import facts_table
+from kernelbench_v3.runs.leaderboard import card_table, leaderboard, speedup_distribution
 from kernelbench_v3.runs.load import join_runs, load_runs
 from kernelbench_v3.runs.solution_scan import scan_source
+from kernelbench_v3.runs.speed_of_light import add_roofline
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
@@ -57,7 +59,7 @@ def joined(catalog, facts):
     runs = load_runs(PUBLISHED, problems=catalog, solutions=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return analysis.add_roofline(join_runs(runs, catalog, facts))
+        return add_roofline(join_runs(runs, catalog, facts))
 
 
 def _row(board, gpu, model):
@@ -65,7 +67,7 @@ def _row(board, gpu, model):
 
 
 def test_leaderboard_matches_hand_computed_values(joined, catalog):
-    board = analysis.leaderboard(joined, catalog)
+    board = leaderboard(joined, catalog)
     assert len(board) == 13
     a = _row(board, "RTX3090", "Model A")  # 2.0, 0.5, 8.0 correct; LayerNorm wrong
     assert (a.correct, a.total, a.correct_str, a.attempted) == (3, 4, "3/4", 4)
@@ -87,7 +89,7 @@ def test_leaderboard_matches_hand_computed_values(joined, catalog):
 
 
 def test_card_table_layout(joined, catalog):
-    table = analysis.card_table(analysis.leaderboard(joined, catalog))
+    table = card_table(leaderboard(joined, catalog))
     assert list(table.columns) == ["RTX3090", "H100", "B200"]
     assert table.loc["Model A"].tolist() == ["3/4", "1/4", "1/5"]
     assert table.loc["Zeta"].tolist() == ["-", "1/4", "-"]
@@ -95,12 +97,12 @@ def test_card_table_layout(joined, catalog):
 
 
 def test_leaderboard_without_catalog_counts_problems_seen(joined):
-    board = analysis.leaderboard(joined.drop(columns=[]).copy())  # attrs carry no totals here
+    board = leaderboard(joined.drop(columns=[]).copy())  # attrs carry no totals here
     assert _row(board, "H100", "Delta").total == 4  # softmax, gemv, 2_Standard, 99_Unknown
 
 
 def test_speedup_distribution(joined):
-    dist = analysis.speedup_distribution(joined)
+    dist = speedup_distribution(joined)
     h100 = dist[(dist["gpu"] == "H100") & (dist["level_group"] == "level1")].iloc[0]
     speedups = [1.0, 1.1, 0.9, 1.2, 1.05, 40.0, 3.0, 2.0]  # incl. the unmatched level-1 run
     assert h100.runs == 8
@@ -121,7 +123,7 @@ def test_roofline_columns(joined):
 
 
 def test_flags_exactly(joined):
-    flags = analysis.flag_anomalies(joined)
+    flags = flag_anomalies(joined)
     got = {(int(r.run), str(r.flag)) for r in flags.itertuples()}
     assert got == {
         (5, "no_custom_kernel"),
@@ -141,12 +143,12 @@ def test_flags_exactly(joined):
     assert "only torch library calls (matmul)" in reasons[(13, "no_custom_kernel")]
     assert "only in comments" in reasons[(5, "no_custom_kernel")]
     assert "robust-z" in reasons[(11, "outlier")]
-    runs = analysis.flagged_runs(joined, flags)
+    runs = flagged_runs(joined, flags)
     assert list(runs.index) == [11, 13, 5] and runs.loc[11, "n_flags"] == 4
 
 
 def test_outlier_z_score_by_hand(joined):
-    z = analysis.robust_z(joined)
+    z = robust_z(joined)
     logs = np.log([1.0, 1.1, 0.9, 1.2, 1.05, 40.0])
     median = np.median(logs)
     mad = np.median(np.abs(logs - median))
@@ -157,7 +159,7 @@ def test_outlier_z_score_by_hand(joined):
 def test_speedup_mismatch_and_factor(joined):
     bent = joined.copy()
     bent.loc[0, "speedup"] = 3.0  # ref 1.0 / sol 0.5 says 2.0
-    flags = analysis.flag_anomalies(bent, headroom_factor=100.0)
+    flags = flag_anomalies(bent, headroom_factor=100.0)
     got = {(int(r.run), str(r.flag)) for r in flags.itertuples()}
     assert (0, "speedup_mismatch") in got
     assert not any(f == "above_headroom" for _, f in got)  # factor 100 lifts the headroom line
@@ -207,7 +209,7 @@ def test_problem_facts(facts):
 def test_plots_produce_figures(joined, tmp_path):
     from kernelbench_v3.runs import plots
 
-    flags = analysis.flag_anomalies(joined)
+    flags = flag_anomalies(joined)
     for name, fig in [
         ("headroom", plots.speedup_vs_headroom(joined, flags)),
         ("levels", plots.speedup_by_level(joined)),

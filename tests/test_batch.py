@@ -32,6 +32,7 @@ from kernelbench_v3.batch.run import (
     run_batch,
     write_parquet,
 )
+from kernelbench_v3.evaluate.options import EvalOptions
 
 REPO = Path(__file__).resolve().parent.parent
 PROBLEMS = REPO / "problems"
@@ -96,7 +97,9 @@ def test_problems_layout_and_unknown_files_are_errors_naming_them(tmp_path):
 # ----------------------------------------------------------------------------- journal
 
 
-SETTINGS = BatchSettings(split="h100", device="cpu", sizes="reduced", timeout_s=5.0, problems_root=str(PROBLEMS))
+SETTINGS = BatchSettings(
+    split="h100", device="cpu", sizes="reduced", problems_root=str(PROBLEMS), options=EvalOptions(timeout_s=5.0)
+)
 
 
 def _item(problem: str, model: str = "m", sha: str = "0" * 64) -> BatchItem:
@@ -136,7 +139,9 @@ def test_journal_refuses_other_settings_and_a_second_writer(tmp_path):
     with Journal(path, SETTINGS):
         with pytest.raises(JournalError, match="in use by another running batch"):
             Journal(path, SETTINGS).open()
-    other = BatchSettings(split="h100", device="cpu", sizes="default", timeout_s=5.0, problems_root=str(PROBLEMS))
+    other = BatchSettings(
+        split="h100", device="cpu", sizes="default", problems_root=str(PROBLEMS), options=EvalOptions(timeout_s=5.0)
+    )
     with pytest.raises(JournalError, match="other settings.*sizes"):
         Journal(path, other).open()
     Journal(path, SETTINGS).open()  # the refused attempts released the lock
@@ -218,7 +223,9 @@ def test_dead_stuck_or_raising_evaluator_costs_only_its_own_record(tmp_path, mon
     _touch(folder / "level1" / "36_RMSNorm_.py", "RAISE")
     for name in ("40_LayerNorm", "42_Max_Pooling_2D", "47_Sum_reduction_over_a_dimension"):
         _touch(folder / "level1" / f"{name}.py", "fine")
-    settings = BatchSettings(split="h100", device="cpu", timeout_s=0.5, problems_root=str(PROBLEMS))
+    settings = BatchSettings(
+        split="h100", device="cpu", problems_root=str(PROBLEMS), options=EvalOptions(timeout_s=0.5)
+    )
     result = run_batch(folder, tmp_path / "out.parquet", settings, workers=2, evaluate_fn=fake_evaluate, progress=False)
     by_problem = {r["problem_id"].split("/")[1]: r for r in result.records}
     assert "died (exit code 3)" in by_problem["23_Softmax"]["error"]
@@ -535,9 +542,8 @@ def test_ray_executor_gives_the_same_records_as_the_local_one(killed_and_resumed
         split="h100",
         device="cpu",
         sizes="reduced",
-        timeout_s=TIMEOUT_S,
         problems_root=str(PROBLEMS),
-        evaluator_options=(("baseline", False), ("other_shape", False), ("seeds", (42,)), ("tolerance", "v3")),
+        options=EvalOptions(timeout_s=TIMEOUT_S, baseline=False, other_shape=False, seeds=(42,), tolerance="v3"),
     )
     result = run_batch(subset, tmp_path / "ray.parquet", settings, executor="ray", workers=2, progress=False)
     local = {(r["model"], r["problem_id"], r["solution_sha256"]): r for r in read_results(killed_and_resumed["out"])}

@@ -226,26 +226,44 @@ def test_ctrl_c_during_eval_is_one_line_and_130(monkeypatch, capsys):
 
 @pytest.mark.slow
 def test_sigint_to_a_running_eval_process(tmp_path):
+    # A solution whose forward never returns keeps the evaluation running until the signal comes,
+    # however fast or loaded the machine is.
     proc = _spawn(
         [
             "eval",
             "--problem",
             "level1/23_Softmax",
             "--solution",
-            str(SOFTMAX),
+            str(REPO / "tests" / "solutions" / "broken" / "hang.py"),
             "--device",
             "cpu",
+            "--timeout",
+            "300",
             "--cache",
             str(tmp_path / "cache"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    time.sleep(8)  # inside the evaluation (children running)
+    deadline = time.monotonic() + 120
+    while not _children(proc.pid) and time.monotonic() < deadline:  # the evaluation has begun
+        time.sleep(0.2)
+    assert _children(proc.pid), "the evaluation never started a child process"
+    time.sleep(2)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out, err)
     assert one_line(err.decode()) == "kbv3 eval: interrupted"
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
 
 
 @pytest.mark.parametrize(

@@ -291,8 +291,8 @@ def test_plan_inputs_transforms_and_precision():
     x = torch.randn(4, 4)
     scaled, idx = cases.apply_transform([x, torch.arange(3)], (3.0, 0.0))
     assert torch.allclose(scaled, 3 * x) and torch.equal(idx, torch.arange(3))
-    assert cases.precision_of([torch.zeros(1, dtype=torch.bfloat16)]) == "bf16"
-    assert cases.precision_of([3, torch.zeros(1)]) == "fp32"
+    assert cases.input_precision([torch.zeros(1, dtype=torch.bfloat16)]) == "bf16"
+    assert cases.input_precision([3, torch.zeros(1)]) == "fp32"
 
 
 def test_other_shape_candidates_start_with_reduced_then_irregular():

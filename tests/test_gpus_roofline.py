@@ -10,7 +10,7 @@ import torch
 
 from kernelbench_v3.catalog.materialize import load_module
 from kernelbench_v3.catalog.problem import discover, get_problem
-from kernelbench_v3.hardware.gpus import GPUS, PRECISIONS, get_gpu
+from kernelbench_v3.hardware.gpus import GPUS, get_gpu
 from kernelbench_v3.hardware.roofline import (
     DEFAULT_ROOFLINE,
     estimate_roofline,
@@ -18,6 +18,7 @@ from kernelbench_v3.hardware.roofline import (
     roofline_of,
     speed_of_light_ms,
 )
+from kernelbench_v3.vocab import PRECISIONS
 
 # --------------------------------------------------------------------------- GPU table
 

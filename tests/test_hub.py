@@ -340,7 +340,7 @@ def test_card_front_matter_is_what_datasets_reads(real_build: Path):
     assert files == {s: f"data/{s}.parquet" for s in EXPECTED_COUNTS}
     assert {s["name"]: s["num_examples"] for s in meta["dataset_info"]["splits"]} == EXPECTED_COUNTS
     body = text.split("---\n", 2)[2]
-    for needed in ("## Columns", "## Splits", "## Scoring", "materialize", "Metal", "loading_script.py"):
+    for needed in ("## Columns", "## Splits", "## Scoring", "module_from_row", "Metal", "loading_script.py"):
         assert needed in body
     for column in COLUMNS:
         assert f"| `{column}` |" in body
@@ -393,14 +393,14 @@ def test_every_row_runs_and_matches_the_problem_file_bit_for_bit(real_build: Pat
     rows = [r for s in EXPECTED_COUNTS for r in read_rows(real_build, s) if r["problem_id"] == problem.problem_id]
     assert len(rows) == len(problem.gpus)
     for row in rows:
-        assert hub.materialize(row).Model is not None  # every row materializes, even CPU-less ones
+        assert hub.module_from_row(row).Model is not None  # every row materializes, even CPU-less ones
     if problem.cpu_unsupported:
         pytest.skip(f"{problem.problem_id}: {problem.cpu_unsupported}")
     seed = 1234
     reference = mat.instantiate(problem, "cpu", seed, sizes=problem.reduced)
     expected = reference.run()
     for row in rows:
-        instance = hub.instantiate(row, "cpu", seed, sizes=problem.reduced)
+        instance = hub.instantiate_row(row, "cpu", seed, sizes=problem.reduced)
         assert bitwise_equal(instance.run(), expected), f"{row['problem_id']} differs from problems/"
     # The meta-device specs agree with the real tensors (at reduced sizes).
     specs = problem_specs(mat.load_module(problem, problem.reduced))
@@ -512,16 +512,16 @@ def test_failed_rebuild_keeps_the_previous_build(tiny: Path, tiny_build: Path):
 
 def test_row_whose_code_does_not_match_its_sha256_is_refused(tiny_build: Path):
     row = read_rows(tiny_build, "h100")[0]
-    assert hub.materialize(row).N == 8
+    assert hub.module_from_row(row).N == 8
     tampered = dict(row, code=row["code"].replace("return a @ b", "return a @ b * 0"))
-    for call in (hub.materialize, lambda r: hub.instantiate(r, "cpu", 0)):
+    for call in (hub.module_from_row, lambda r: hub.instantiate_row(r, "cpu", 0)):
         with pytest.raises(hub.RowIntegrityError, match=r"level1/1_Tiny_matmul.*does not match its sha256"):
             call(tampered)
 
 
 def test_instantiate_row_with_sizes_matches_the_file(tiny: Path, tiny_build: Path):
     row = next(r for r in read_rows(tiny_build, "rtx3090") if r["name"] == "1_Tiny_matmul")
-    got = hub.instantiate(row, "cpu", seed=3, sizes={"N": 4})
+    got = hub.instantiate_row(row, "cpu", seed=3, sizes={"N": 4})
     want = mat.instantiate(tiny / "level1" / "1_Tiny_matmul.py", "cpu", 3, sizes={"N": 4})
     assert got.inputs[0].shape == (4, 4)
     assert bitwise_equal(got.run(), want.run())

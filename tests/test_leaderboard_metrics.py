@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from kernelbench_v3.cli.main import main
-from kernelbench_v3.runs import analysis
+from kernelbench_v3.runs.leaderboard import FAST_P, fast_p, fast_p_column, leaderboard
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
@@ -37,7 +37,7 @@ def tiny() -> pd.DataFrame:
 
 
 def test_fast_p_and_sol_fractions_by_hand(tiny):
-    board = analysis.leaderboard(tiny).set_index("model")
+    board = leaderboard(tiny).set_index("model")
     a, b = board.loc["A"], board.loc["B"]
     assert (a["correct"], a["total"]) == (3, 4)
     assert [a["fast_0"], a["fast_1"], a["fast_1.5"], a["fast_2"]] == [0.75, 0.5, 0.5, 0.25]
@@ -50,12 +50,12 @@ def test_fast_p_and_sol_fractions_by_hand(tiny):
 
 
 def test_fast_p_curve_table_matches_the_leaderboard(tiny):
-    curve = analysis.fast_p(tiny, thresholds=(0, 1, 1.5, 2, 3))
+    curve = fast_p(tiny, thresholds=(0, 1, 1.5, 2, 3))
     a = curve[curve["model"] == "A"].set_index("p")["fast_p"]
     assert a.to_dict() == {0.0: 0.75, 1.0: 0.5, 1.5: 0.5, 2.0: 0.25, 3.0: 0.0}
-    board = analysis.leaderboard(tiny).set_index("model")
-    for p in analysis.FAST_P:
-        assert curve.set_index(["model", "p"]).loc[("B", p), "fast_p"] == board.loc["B", analysis.fast_p_column(p)]
+    board = leaderboard(tiny).set_index("model")
+    for p in FAST_P:
+        assert curve.set_index(["model", "p"]).loc[("B", p), "fast_p"] == board.loc["B", fast_p_column(p)]
 
 
 def test_runs_summary_json_carries_the_metrics(capsys):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench_v3.catalog.problem import SPLITS, discover, get_problem
+from kernelbench_v3.catalog.problem import discover, get_problem
 from kernelbench_v3.cli.main import main
 from kernelbench_v3.hardware.gpus import get_gpu
 from kernelbench_v3.prompts import (
@@ -28,6 +28,7 @@ from kernelbench_v3.prompts import (
     write_jsonl,
 )
 from kernelbench_v3.prompts.extract import extract_solution
+from kernelbench_v3.vocab import SPLITS
 
 # Phrases of each rule the evaluator enforces, as the default template states them.
 RULE_PHRASES = (

@@ -10,7 +10,6 @@ import pytest
 
 from kernelbench_v3.catalog.problem import discover
 from kernelbench_v3.runs.load import (
-    RUNS_COLUMNS,
     RunsSchemaError,
     RunsSourceError,
     UnmatchedRunsWarning,
@@ -18,10 +17,11 @@ from kernelbench_v3.runs.load import (
     join_runs,
     load_runs,
     parse_level,
-    parse_solution_name,
-    solution_file_name,
     unmatched,
 )
+from kernelbench_v3.runs.schema import RUNS_SCHEMA
+from kernelbench_v3.runs.solution_files import parse_solution_name, solution_file_name
+from kernelbench_v3.vocab import PUBLISHED_RUNS_COLUMNS
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "runs"
@@ -59,7 +59,8 @@ def runs(catalog):
 
 def test_loads_every_row_typed_and_normalised(runs):
     assert len(runs) == 21
-    assert set(RUNS_COLUMNS) <= set(runs.columns)
+    assert set(PUBLISHED_RUNS_COLUMNS) <= set(runs.columns)
+    assert tuple(RUNS_SCHEMA) == PUBLISHED_RUNS_COLUMNS  # one type per published column, in order
     assert set(runs["gpu"]) == {"RTX3090", "H100", "B200"}
     assert dict(zip(runs["gpu"], runs["split"])) == {"RTX3090": "rtx3090", "H100": "h100", "B200": "b200"}
     assert runs["compiled"].dtype == "boolean" and runs["speedup"].dtype == "float64"

@@ -39,6 +39,10 @@ OnRecord = Callable[[BatchItem, dict[str, Any]], None]
 # compile, solution) each bounded by timeout_s.
 WATCHDOG_FACTOR = 4.0
 WATCHDOG_SLACK_S = 120.0
+# A worker's start (spawn, imports, its zygote) has its own allowance: the watchdog of an item
+# starts when the worker says it has begun it, so a slow start on a busy host costs no record.
+WORKER_START_S = 600.0
+STARTED = "started"  # what a worker sends when it begins an item
 
 
 # ----------------------------------------------------------------------------- one evaluation
@@ -47,20 +51,18 @@ WATCHDOG_SLACK_S = 120.0
 def evaluate_item(item: BatchItem, settings: BatchSettings) -> dict[str, Any]:
     """Run the evaluator on one item (inside a worker); returns the record as a dict."""
     from ..catalog.problem import get_problem
-    from ..evaluate import EvalRequest, evaluate
+    from ..evaluate import evaluate
 
     sizes: dict[str, Any] = {}
     if settings.sizes == "reduced":
         sizes = get_problem(item.problem_id, settings.problems_root).reduced
-    request = EvalRequest(
-        problem_id=item.problem_id,
-        solution_path=importable_path(Path(item.solution_path)),
+    request = settings.options.request(
+        item.problem_id,
+        importable_path(Path(item.solution_path)),
         gpu=settings.split,
         device=settings.device,
         sizes=sizes,
-        timeout_s=settings.timeout_s,
         model=item.model,
-        **dict(settings.evaluator_options),
     )
     return evaluate(request, problems_dir=settings.problems_root).to_dict()
 
@@ -146,6 +148,7 @@ def _worker_main(conn, env: dict[str, str], evaluate_fn: EvaluateFn, parent_pid:
         if message is None:
             return
         item, settings = message
+        conn.send(STARTED)
         conn.send(_call(evaluate_fn, item, settings))
 
 
@@ -158,6 +161,7 @@ class _Worker:
         self.conn = None
         self.item: BatchItem | None = None
         self.deadline = 0.0
+        self.watchdog_s = 0.0
 
     def ensure_started(self) -> None:
         if self.process is not None and self.process.is_alive():
@@ -177,14 +181,18 @@ class _Worker:
     def start(self, item: BatchItem, settings: BatchSettings, watchdog_s: float) -> None:
         self.ensure_started()
         self.item = item
-        self.deadline = time.monotonic() + watchdog_s
+        self.watchdog_s = watchdog_s
+        self.deadline = time.monotonic() + WORKER_START_S + watchdog_s
         self.conn.send((item, settings))
 
     def collect(self) -> dict[str, Any] | str | None:
         """The record if one arrived, an error text if the worker died, None if still working."""
         try:
-            if self.conn.poll():
-                return self.conn.recv()
+            while self.conn.poll():
+                message = self.conn.recv()
+                if message != STARTED:
+                    return message
+                self.deadline = time.monotonic() + self.watchdog_s
         except (EOFError, OSError):
             pass
         if not self.process.is_alive():

@@ -8,11 +8,12 @@ it sits below both, so executors need not import batch (batch imports executors 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..evaluate.options import EvalOptions
+from ..vocab import Device, SizeMode, Split
 from .journal import Key
 
 
@@ -31,22 +32,37 @@ class BatchItem:
         return (self.model, self.gpu, self.problem_id, self.solution_sha256)
 
 
+# A batch's default limit per step: a batch favours moving on over waiting (eval's is 600 s).
+BATCH_TIMEOUT_S = 300.0
+
+
 @dataclass(frozen=True)
 class BatchSettings:
     """Everything that changes a batch's results; a journal only resumes under equal settings."""
 
-    split: str
-    device: str = "cuda"
-    sizes: str = "default"  # "default" | "reduced" (each problem's REDUCED_SIZES)
-    timeout_s: float = 300.0  # the evaluator's limit for one solution run
+    split: Split
+    device: Device = "cuda"
+    sizes: SizeMode = "default"  # "reduced": each problem's REDUCED_SIZES
     problems_root: str | None = None
-    # Keyword arguments passed through to the evaluator's request (e.g. a relaxed kernel check).
-    evaluator_options: tuple[tuple[str, Any], ...] = ()
+    options: EvalOptions = EvalOptions(timeout_s=BATCH_TIMEOUT_S)  # how every solution is judged
+
+    @property
+    def timeout_s(self) -> float:
+        """The evaluator's limit for one step of one solution run."""
+        return self.options.timeout_s
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["evaluator_options"] = dict(self.evaluator_options)
-        return data
+        """What the journal stores and compares; options that keep their defaults are left out."""
+        changed = self.options.changed()
+        changed.pop("timeout_s", None)
+        return {
+            "split": self.split,
+            "device": self.device,
+            "sizes": self.sizes,
+            "timeout_s": self.timeout_s,
+            "problems_root": self.problems_root,
+            "evaluator_options": changed,
+        }
 
 
 class WorkQueue:

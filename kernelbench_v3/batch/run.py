@@ -14,7 +14,7 @@ Two solution layouts are understood:
   name is `--model`, else the folder's name;
 - like the runs dataset's `solutions/`: `<model>_<GPU>_<problem file stem>.py.txt`, e.g.
   `claude-opus-4_H100_40_LayerNorm.py.txt`, parsed by the runs dataset's own
-  `runs.parse_solution_name` (model names may contain `_`: the name is split at the `_<GPU>_`
+  `runs.solution_files.parse_solution_name` (model names may contain `_`: the name is split at the `_<GPU>_`
   whose remainder is a catalog problem file); files for other GPUs than the split's are
   skipped.
 
@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..catalog.problem import SPLITS, Problem, discover
+from ..catalog.problem import Problem, discover
+from ..vocab import SPLITS, runs_gpu_name
 from .journal import Journal, JournalError, Key, latest_records, read_journal, record_key  # noqa: F401
 from .queue import BatchItem, BatchSettings, WorkQueue  # noqa: F401 (defined in work, imported from here too)
 
 RUNS_SUFFIX = ".py.txt"
-SIZE_MODES = ("default", "reduced")
 
 
 class BatchError(ValueError):
@@ -49,7 +49,7 @@ def split_gpu(split: str) -> str:
     """The runs-dataset GPU name of a split: `h100` -> `H100`."""
     if split not in SPLITS:
         raise BatchError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
-    return split.upper()
+    return runs_gpu_name(split)
 
 
 @dataclass(frozen=True)
@@ -140,11 +140,11 @@ def discover_solutions(
 def parse_runs_name(name: str, by_file: dict[str, list[Problem]], in_split: set[str]) -> tuple[str, str, str] | str:
     """`<model>_<GPU>_<problem file>.txt` -> (model, GPU, problem_id), or why it does not parse.
 
-    The name is split by the runs dataset's own parser (`runs.parse_solution_name`: at a
+    The name is split by the runs dataset's own parser (`runs.solution_files.parse_solution_name`: at a
     `_<GPU>_` separator whose remainder is a known problem file). A problem file name found in
     several folders resolves to the one in the split.
     """
-    from ..runs.load import parse_solution_name  # lazily: runs imports pandas
+    from ..runs.solution_files import parse_solution_name  # lazily: runs imports pandas
 
     try:
         model, gpu, file_name = parse_solution_name(name, by_file)

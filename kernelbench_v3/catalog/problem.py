@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SPLITS: tuple[str, ...] = ("rtx3090", "h100", "b200")
+from ..vocab import PROBLEM_PRECISIONS, SPLITS
 
 # Split membership is by folder plus an exclude list of bare file names, exactly like the
 # published hardware targets. HARDWARE_REQUIRED inside the files is metadata and never selects.
@@ -53,7 +53,6 @@ LEVEL_CONSTANTS = {
 
 REQUIRED_CONSTANTS = ("OP_TYPE", "SUPPORTED_PRECISIONS", "HARDWARE_REQUIRED")
 REQUIRED_DEFINITIONS = ("Model", "get_inputs", "get_init_inputs")
-KNOWN_PRECISIONS = frozenset({"fp4", "fp8", "fp16", "bf16", "fp32", "int4", "int8", "tf32"})
 
 SizeValue = int | float | bool
 
@@ -237,10 +236,10 @@ def read_problem(path: Path | str, root: Path | str | None = None) -> Problem:
     if not isinstance(op_type, str) or not op_type:
         raise ProblemFileError(path, f"OP_TYPE must be a non-empty string, got {op_type!r}")
     precisions = _string_list(path, "SUPPORTED_PRECISIONS", constants["SUPPORTED_PRECISIONS"])
-    unknown = [p for p in precisions if p not in KNOWN_PRECISIONS]
+    unknown = [p for p in precisions if p not in PROBLEM_PRECISIONS]
     if unknown:
         raise ProblemFileError(
-            path, f"SUPPORTED_PRECISIONS has unknown precision(s) {unknown}; known: {sorted(KNOWN_PRECISIONS)}"
+            path, f"SUPPORTED_PRECISIONS has unknown precision(s) {unknown}; known: {sorted(PROBLEM_PRECISIONS)}"
         )
     hardware = _string_list(path, "HARDWARE_REQUIRED", constants["HARDWARE_REQUIRED"])
     unknown = [h for h in hardware if h not in KNOWN_HARDWARE]

@@ -200,7 +200,8 @@ def check_writable_parent(path: Path, what: str) -> None:
 def check_eval_problem(problem_id: str, gpu: str, sizes: dict[str, Any] | None, root: Path | None) -> dict[str, Any]:
     """The size overrides, after checking that the problem exists, is in `gpu`'s split and has
     those size variables with values of the right kind."""
-    from ..catalog.problem import SPLITS, ProblemFileError, get_problem
+    from ..catalog.problem import ProblemFileError, get_problem
+    from ..vocab import SPLITS
 
     try:
         problem = get_problem(problem_id, root)
@@ -235,3 +236,10 @@ def check_eval_problem(problem_id: str, gpu: str, sizes: dict[str, Any] | None, 
         elif isinstance(value, bool):
             raise CliError(f"argument --sizes: {name}={value}: {name} is a number (default {default})")
     return sizes
+
+
+def default_device() -> str:
+    """cuda when torch sees a GPU, else cpu."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"

@@ -46,7 +46,7 @@ def run_demo(
 
     from ..catalog.materialize import instantiate as instantiate_file
     from ..catalog.problem import get_problem
-    from ..dataset.hub import build, instantiate, load_problems
+    from ..dataset.hub import build, instantiate_row, load_problems
     from ..evaluate import EvalRequest, evaluate
 
     out_dir = Path(out_dir)
@@ -63,7 +63,7 @@ def run_demo(
     rows = load_problems(split, source=out_dir / "hub", cache_dir=str(out_dir / "hf_cache"))
     row = rows[0]
     problem = get_problem(row["problem_id"])
-    from_row = instantiate(row, "cpu", seed=0, sizes=problem.reduced).run()
+    from_row = instantiate_row(row, "cpu", seed=0, sizes=problem.reduced).run()
     from_file = instantiate_file(problem, "cpu", seed=0, sizes=problem.reduced).run()
     same = torch.equal(from_row, from_file)
     say(

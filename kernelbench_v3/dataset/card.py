@@ -247,13 +247,13 @@ the tolerance from the reference's own error against float64.
 altered code:
 
 ```python
-from kernelbench_v3.dataset.hub import load_problems, materialize, instantiate
+from kernelbench_v3.dataset.hub import instantiate_row, load_problems, module_from_row
 
 row = load_problems("h100", "Infatoshi/kernelbench-v3-problems")[0]
-module = materialize(row)                       # the imported problem file
-inst = instantiate(row, device="cuda", seed=42)  # Model(*get_init_inputs()).eval() + get_inputs()
+module = module_from_row(row)                       # the imported problem file
+inst = instantiate_row(row, device="cuda", seed=42)  # Model(*get_init_inputs()).eval() + get_inputs()
 out = inst.run()
-small = instantiate(row, "cpu", 0, sizes=module.REDUCED_SIZES)  # CPU-sized shapes
+small = instantiate_row(row, "cpu", 0, sizes=module.REDUCED_SIZES)  # CPU-sized shapes
 ```
 
 The model is built right after `torch.manual_seed(seed)` and the inputs are drawn after seeding

@@ -37,7 +37,8 @@ from ..catalog.materialize import (  # noqa: F401 (RowIntegrityError, verify_row
     make_model,
     verify_row,
 )
-from ..catalog.problem import SPLITS, CatalogError, Problem, ProblemFileError, SizeValue, discover
+from ..catalog.problem import CatalogError, Problem, ProblemFileError, SizeValue, discover
+from ..vocab import SPLITS
 from .card import DATA_DIR, split_file
 
 DEFAULT_REPO_ID = "Infatoshi/kernelbench-v3-problems"
@@ -367,14 +368,14 @@ def push_to_hub(
 # --- rows -> modules ----------------------------------------------------------------------
 
 
-def materialize(row: Mapping[str, Any], sizes: Mapping[str, SizeValue] | None = None) -> ModuleType:
+def module_from_row(row: Mapping[str, Any], sizes: Mapping[str, SizeValue] | None = None) -> ModuleType:
     """The row's problem as an imported module (from a real file), after checking its sha256."""
     verify_row(row)
     name = row.get("name") or str(row["problem_id"]).rsplit("/", 1)[-1]
     return load_module(row["code"], sizes, stem=name)
 
 
-def instantiate(
+def instantiate_row(
     row: Mapping[str, Any],
     device: Any = "cpu",
     seed: int = 0,
@@ -382,5 +383,5 @@ def instantiate(
 ) -> Instance:
     """Model and inputs of a row on `device`, exactly as `materialize.instantiate` builds a
     problem from its file: the model after seeding with `seed`, the inputs after re-seeding."""
-    module = materialize(row, sizes)
+    module = module_from_row(row, sizes)
     return Instance(module=module, model=make_model(module, device, seed), inputs=make_inputs(module, device, seed))

@@ -24,10 +24,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .record import RUNS_COLUMNS, Record
-from .request import DEFAULT_SEEDS, TOLERANCE_MODES, EvalRequest
+from .options import EvalOptions
+from .record import Record
+from .request import DEFAULT_SEEDS, EvalRequest
 
-__all__ = ["DEFAULT_SEEDS", "RUNS_COLUMNS", "TOLERANCE_MODES", "EvalRequest", "Record", "evaluate"]
+__all__ = ["DEFAULT_SEEDS", "EvalOptions", "EvalRequest", "Record", "evaluate"]
 
 
 def evaluate(

@@ -85,7 +85,7 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
     from ..catalog.materialize import load_module, make_model
     from . import timing
-    from .cases import CORRECTNESS, PARAM_SEED, Case, build_inputs, precision_of
+    from .cases import CORRECTNESS, PARAM_SEED, Case, build_inputs, input_precision
 
     device = spec["device"]
     module = load_module(Path(spec["problem_path"]), spec["sizes"])
@@ -103,7 +103,7 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
     lock = spec.get("timing_lock")
     with timing_lock(lock):
-        result: dict[str, Any] = {"eager": timed(model), "precision": precision_of(sets[0])}
+        result: dict[str, Any] = {"eager": timed(model), "precision": input_precision(sets[0])}
     if spec.get("compile", True):
         try:
             compiled = torch.compile(model, mode="reduce-overhead")
@@ -117,7 +117,7 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     return result
 
 
-def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
+def baseline_entry(result: Mapping[str, Any]) -> dict[str, Any]:
     eager = (result.get("eager") or {}).get("median_ms")
     compiled = (result.get("compiled") or {}).get("median_ms")
     baseline_ms, baseline_type = choose(eager, compiled)
@@ -148,7 +148,7 @@ def get_baseline(
     retry_failed: bool = False,
 ) -> dict[str, Any]:
     """The baseline for `spec` (device, problem_path, sizes, seeds): from the cache, or timed in a
-    child and cached. Returns summarize()'s dict plus `cached`; a failure (cached or new) is
+    child and cached. Returns baseline_entry()'s dict plus `cached`; a failure (cached or new) is
     `{"failed": True, "error": ..., "cached": ...}`. A cached failure is reused unless
     `retry_failed` (or the KBV3_RETRY_FAILED_BASELINE environment variable) asks to re-time."""
     import torch
@@ -180,7 +180,7 @@ def get_baseline(
         }
         store_cached(cache, key, failure)
         return {**failure, "cached": False}
-    entry = summarize(result)
+    entry = baseline_entry(result)
     entry.update(key=key, device_name=device_name, torch=torch.__version__)
     store_cached(cache, key, entry)
     return {**entry, "cached": False}

@@ -144,7 +144,7 @@ def single_output(out: Any) -> Any:
     return out
 
 
-def precision_of(inputs: list[Any]) -> str:
+def input_precision(inputs: list[Any]) -> str:
     """The published rule: the dtype of the first tensor input names the precision."""
     names = {
         torch.float32: "fp32",

@@ -23,13 +23,11 @@ what was seen and fails nothing.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
 from .kernels import custom_kernels, is_forbidden_kernel
 from .record import FAIL, PASS, SKIP
 
-KernelRule = Literal["strict", "v3", "relaxed"]
-KERNEL_RULES: tuple[str, ...] = ("strict", "v3", "relaxed")
 MAIN_WORK_SHARE = 0.5
 
 _LIBRARY_OPS = re.compile(

@@ -25,25 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..vocab import RECORD_RUNS_COLUMNS
+
 SCHEMA_VERSION = 2  # 2: trusted supervisor, sandbox, kernel rule from evidence
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
-
-# The runs dataset's columns, in its order; a Record has all of them.
-RUNS_COLUMNS: tuple[str, ...] = (
-    "model",
-    "gpu",
-    "level",
-    "problem",
-    "compiled",
-    "correct",
-    "speedup",
-    "ref_ms",
-    "sol_ms",
-    "op_type",
-    "baseline_type",
-    "precision_used",
-)
 
 
 @dataclass
@@ -162,7 +148,7 @@ class Record:
 
     def runs_row(self) -> dict[str, Any]:
         """Only the runs-dataset columns, in their order."""
-        return {name: _json_safe(getattr(self, name)) for name in RUNS_COLUMNS}
+        return {name: _json_safe(getattr(self, name)) for name in RECORD_RUNS_COLUMNS}
 
 
 def _json_safe(value: Any) -> Any:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .cases import PARAM_SEED, Case, build_inputs, other_shape_candidates, precision_of, rerandomize, single_output
+from .cases import PARAM_SEED, Case, build_inputs, input_precision, other_shape_candidates, rerandomize, single_output
 
 
 def _round_tf32(x: torch.Tensor) -> torch.Tensor:
@@ -123,7 +123,7 @@ def compute(problem: Any, source: str, sizes: dict[str, Any], device: str, cases
 
     module, model = _build(source, problem.name, sizes, device, seed=PARAM_SEED)
     main_inputs = build_inputs(module, cases[0], device)
-    run = ReferenceRun(precision_of(main_inputs), {"main": ShapeRun(dict(sizes), module, model)})
+    run = ReferenceRun(input_precision(main_inputs), {"main": ShapeRun(dict(sizes), module, model)})
     with torch.no_grad():
         recorder = OpRecorder()
         with recorder:

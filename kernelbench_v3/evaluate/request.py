@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..vocab import DEVICES, REQUESTABLE_KERNEL_RULES, TOLERANCE_MODES, Device, KernelRule, ToleranceMode
+
 # The published harness's correctness seeds; every evaluation logs the seeds it used.
 DEFAULT_SEEDS: tuple[int, ...] = (42, 123, 456, 789, 1337)
-TOLERANCE_MODES: tuple[str, ...] = ("v3", "published", "strict")
-DEVICES: tuple[str, ...] = ("cuda", "cpu")
-KERNEL_RULES: tuple[str, ...] = ("strict", "v3")
+# The supervisor's limit per step of one evaluation (import, each case, each timing batch).
+DEFAULT_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,10 @@ class EvalRequest:
     problem_id: str
     solution_path: str | Path
     gpu: str = "h100"
-    device: str = "cuda"
+    device: Device = "cuda"
     sizes: tuple[tuple[str, int | float | bool], ...] | Mapping[str, Any] = ()
-    timeout_s: float = 600.0
-    tolerance: str = "v3"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    tolerance: ToleranceMode = "v3"
     require_custom_kernel: bool = True
     model: str = ""  # the agent / model name that wrote the solution (runs-dataset column)
     seeds: tuple[int, ...] = DEFAULT_SEEDS
@@ -61,7 +62,7 @@ class EvalRequest:
     max_log_bytes: int = 64_000  # how much child output is kept (the rest is dropped)
     retry_failed_baseline: bool = False
     timing_seconds: float | None = None
-    kernel_rule: str = "strict"  # "strict" (default) or "v3" (the published rule only); see kernel_rule
+    kernel_rule: KernelRule = "strict"  # "strict" (default) or "v3" (the published rule only); see kernel_rule
     scan_source: bool = True  # the static tamper scan of the source (defence in depth; off only to study the rest)
     extra: tuple[tuple[str, Any], ...] = field(default=())  # free-form tags copied to nothing; for callers
 
@@ -75,8 +76,10 @@ class EvalRequest:
             raise ValueError(f"EvalRequest.device must be one of {DEVICES}, got {self.device!r}")
         if self.tolerance not in TOLERANCE_MODES:
             raise ValueError(f"EvalRequest.tolerance must be one of {TOLERANCE_MODES}, got {self.tolerance!r}")
-        if self.kernel_rule not in KERNEL_RULES:
-            raise ValueError(f"EvalRequest.kernel_rule must be one of {KERNEL_RULES}, got {self.kernel_rule!r}")
+        if self.kernel_rule not in REQUESTABLE_KERNEL_RULES:
+            raise ValueError(
+                f"EvalRequest.kernel_rule must be one of {REQUESTABLE_KERNEL_RULES}, got {self.kernel_rule!r}"
+            )
         if not self.seeds:
             raise ValueError("EvalRequest.seeds must not be empty")
         if self.timing_seconds is not None and self.timing_seconds <= 0:

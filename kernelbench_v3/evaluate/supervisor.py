@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ..vocab import runs_gpu_name
 from . import clock
 from .cases import CORRECTNESS, FRESH_PARTNER, RECOMPUTE, plan_cases
 from .channel import ALIGN, Arena, Layout, Link, round_up, tensor_nbytes
@@ -80,7 +81,7 @@ def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -
     solution_bytes = solution.read_bytes()
     rec = Record(
         model=request.model,
-        gpu=request.gpu.upper(),
+        gpu=runs_gpu_name(request.gpu),
         level=problem.level,
         problem=problem.file_name,
         op_type=problem.op_type,

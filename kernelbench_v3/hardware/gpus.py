@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+from ..vocab import PRECISIONS
 
 
 @dataclass(frozen=True)
@@ -200,8 +200,6 @@ GPUS: dict[str, GpuSpec] = {
         ),
     ),
 }
-
-SPLIT_GPUS = ("rtx3090", "h100", "b200")
 
 
 def _normalize(name: str) -> str:

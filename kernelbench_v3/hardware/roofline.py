@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .gpus import PRECISIONS, GpuSpec, get_gpu
+from ..vocab import PRECISIONS
+from .gpus import GpuSpec, get_gpu
 
 if TYPE_CHECKING:
     import torch

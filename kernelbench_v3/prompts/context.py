@@ -18,10 +18,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..catalog.problem import SPLITS, Problem
+from ..catalog.problem import Problem
 from ..evaluate.checks import PRECISION_MARGIN, V3_TOLERANCE
 from ..evaluate.kernel_rule import MAIN_WORK_SHARE
 from ..evaluate.request import DEFAULT_SEEDS
+from ..vocab import SPLITS
 
 # The evaluator's default ("v3") correctness test is torch.allclose with these (see
 # evaluate.checks); its "published" and "strict" modes are stricter.
@@ -121,7 +122,7 @@ def gpu_facts(split: str, precisions: tuple[str, ...]) -> dict[str, Any]:
 
 def relevant_precisions(problem: Problem, specs: dict[str, Any] | None) -> tuple[str, ...]:
     """fp32 (plain and TF32), the problem's supported precisions, and the dtypes of its inputs."""
-    from ..hardware.gpus import PRECISIONS
+    from ..vocab import PRECISIONS
 
     wanted = {"fp32", "tf32", *problem.supported_precisions}
     if specs is not None:

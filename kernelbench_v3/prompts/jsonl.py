@@ -12,7 +12,8 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..catalog.problem import SPLITS, Problem, discover
+from ..catalog.problem import Problem, discover
+from ..vocab import SPLITS
 from .render import DEFAULT_TEMPLATE, messages_to_text, to_messages
 
 ROW_FIELDS = ("problem_id", "gpu", "messages", "prompt")

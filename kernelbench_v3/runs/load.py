@@ -25,7 +25,6 @@ So problems are matched by file name first; a category written in `level` (`"lev
 from __future__ import annotations
 
 import json
-import re
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -36,9 +35,7 @@ import pandas as pd
 
 from ..catalog.problem import Problem, discover
 from .schema import (  # noqa: F401 - re-exported: the runs API in one place
-    GPU_SPLITS,
     RECORD_MARKERS,
-    RUNS_COLUMNS,
     RUNS_SCHEMA,
     RunsSchemaError,
     SchemaProblem,
@@ -47,6 +44,7 @@ from .schema import (  # noqa: F401 - re-exported: the runs API in one place
     parse_level,
     validate_runs,
 )
+from .solution_files import attach_solutions, problem_file_name
 
 HUB_REPO_ID = "Infatoshi/kernelbench-v3-runs"
 RESULTS_FILE = "results.csv"
@@ -218,7 +216,7 @@ def normalize_runs(runs: pd.DataFrame, problems: Iterable[Problem]) -> pd.DataFr
     known_ids = {p.problem_id: p for p in catalog}
 
     out = runs.copy()
-    files = out["problem"].map(_problem_file)
+    files = out["problem"].map(problem_file_name)
     given_ids = out["problem_id"] if "problem_id" in out.columns else pd.Series([None] * len(out))
     keys = list(zip(files, out["category_hint"], out["level"].astype(object), out["split"], given_ids.astype(object)))
     cache: dict[tuple, tuple[str | None, str]] = {}
@@ -234,12 +232,6 @@ def normalize_runs(runs: pd.DataFrame, problems: Iterable[Problem]) -> pd.DataFr
     out["category"] = out["problem_id"].map(lambda pid: known_ids[pid].category if pid else None)
     out["match"] = matches
     return out
-
-
-def _problem_file(problem: Any) -> str:
-    """The bare file name of a `problem` cell ("level1/40_LayerNorm" -> "40_LayerNorm.py")."""
-    name = str(problem).strip().replace("\\", "/").rsplit("/", 1)[-1]
-    return name if name.endswith(".py") else f"{name}.py"
 
 
 def _match_one(
@@ -273,78 +265,6 @@ def _match_one(
     if len(in_split) > 1:
         return None, "ambiguous: " + ", ".join(p.problem_id for p in in_split)
     return in_split[0].problem_id, "matched"
-
-
-# ---------------------------------------------------------------- solutions
-
-
-def solution_file_name(model: str, gpu: str, problem: str) -> str:
-    """The published name of a winning solution: `<model>_<gpu>_<problem>.py.txt`."""
-    return f"{model}_{gpu}_{_problem_file(problem)}.txt"
-
-
-def parse_solution_name(name: str, known_problems: Iterable[str] | None = None) -> tuple[str, str, str]:
-    """`"<model>_<gpu>_<problem>.py.txt"` -> (model, GPU, problem file).
-
-    Model names may contain underscores (and problem names always do), so the name is split at
-    a `_<GPU>_` separator for a known GPU; when several separators fit, the one that leaves a
-    known problem file wins, else the last one. Raises ValueError when none fits.
-    """
-    base = Path(name).name
-    if not base.endswith(".py.txt"):
-        raise ValueError(f"solution file {name!r} does not end with .py.txt")
-    stem = base[: -len(".txt")]
-    known = set(known_problems or ())
-    splits = []
-    for gpu in GPU_SPLITS:
-        for match in re.finditer(re.escape(f"_{gpu}_"), stem):
-            model, problem = stem[: match.start()], stem[match.end() :]
-            if model and problem:
-                splits.append((model, gpu, problem))
-    if not splits:
-        raise ValueError(f"solution file {name!r} has no _<GPU>_ separator for a known GPU ({', '.join(GPU_SPLITS)})")
-    fitting = [s for s in splits if s[2] in known]
-    return (fitting or splits)[-1]
-
-
-def attach_solutions(runs: pd.DataFrame, folder: Path | str | None) -> pd.DataFrame:
-    """Add `solution_file` and `solution_source` (None where no file exists).
-
-    Published rows are looked up as `<folder>/<model>_<gpu>_<problem>.py.txt`; evaluator
-    records use their own `solution_path`. Solution files matching no row are listed in
-    `attrs["orphan_solutions"]` as (file, model, gpu, problem).
-    """
-    out = runs.copy()
-    folder = Path(folder) if folder is not None else None
-    files, sources = [], []
-    for row in out.itertuples(index=False):
-        path = None
-        record_path = getattr(row, "solution_path", None)
-        if isinstance(record_path, str) and record_path:
-            path = Path(record_path)
-        elif folder is not None:
-            path = folder / solution_file_name(row.model, row.gpu, row.problem)
-        if path is not None and path.is_file():
-            files.append(path.name)
-            sources.append(path.read_text(encoding="utf-8", errors="replace"))
-        else:
-            files.append(None)
-            sources.append(None)
-    out["solution_file"] = pd.Series(files, dtype=object)
-    out["solution_source"] = pd.Series(sources, dtype=object)
-    orphans = []
-    if folder is not None and folder.is_dir():
-        used = {f for f in files if f}
-        known = set(out["problem_file"]) if "problem_file" in out.columns else set()
-        for path in sorted(folder.glob("*.py.txt")):
-            if path.name in used:
-                continue
-            try:
-                orphans.append((path.name, *parse_solution_name(path.name, known)))
-            except ValueError:
-                orphans.append((path.name, None, None, None))
-    out.attrs["orphan_solutions"] = orphans
-    return out
 
 
 # ---------------------------------------------------------------- joining

@@ -1,8 +1,8 @@
 """Figures of joined runs (matplotlib, Agg backend): speedup vs roofline headroom, speedup by
 level, fast_p curves per model, flags per model.
 
-Each function takes the frame of `analysis.add_roofline` / `runs.join_runs` (and optionally the
-flags of `analysis.flag_anomalies`) and returns a matplotlib Figure; nothing is shown or saved
+Each function takes the frame of `speed_of_light.add_roofline` / `load.join_runs` (and optionally the
+flags of `anomalies.flag_anomalies`) and returns a matplotlib Figure; nothing is shown or saved
 here. The Agg backend is selected only when no backend was chosen yet, so notebooks keep theirs.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .analysis import FAST_P, GPU_ORDER, fast_p, level_group
+from .leaderboard import FAST_P, GPU_ORDER, fast_p, level_group
 
 
 def _pyplot():

@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 
 from ..catalog.problem import CATEGORIES
+from ..vocab import PUBLISHED_RUNS_COLUMNS, RECORD_RUNS_COLUMNS, SPLIT_OF_RUNS_GPU
 
-# The published columns, in their order, with the type each must parse as.
+# The type each published column (vocab.PUBLISHED_RUNS_COLUMNS, same order) must parse as.
 RUNS_SCHEMA: dict[str, str] = {
     "model": "str",
     "gpu": "gpu",
@@ -38,30 +39,12 @@ RUNS_SCHEMA: dict[str, str] = {
     "solution_link": "str",
     "baseline_link": "str",
 }
-RUNS_COLUMNS: tuple[str, ...] = tuple(RUNS_SCHEMA)
 NOT_NULL = ("model", "gpu", "problem", "compiled", "correct")
-# Columns every evaluator record has (the rest of RUNS_COLUMNS may be missing from records).
-RECORD_COLUMNS = (
-    "model",
-    "gpu",
-    "level",
-    "problem",
-    "compiled",
-    "correct",
-    "speedup",
-    "ref_ms",
-    "sol_ms",
-    "op_type",
-    "baseline_type",
-    "precision_used",
-)
 RECORD_MARKERS = ("problem_id", "status", "evaluator_version")
 
 # The model name given to evaluator records that have none (`kbv3 eval` without --model).
 UNNAMED_MODEL = "(unnamed)"
 
-# The runs dataset's GPU names and the split each one evaluates.
-GPU_SPLITS: dict[str, str] = {"RTX3090": "rtx3090", "H100": "h100", "B200": "b200"}
 
 _TRUE = {"true", "1", "1.0", "yes"}
 _FALSE = {"false", "0", "0.0", "no"}
@@ -99,7 +82,7 @@ class RunsSchemaError(ValueError):
 def canonical_gpu(value: Any) -> str | None:
     """ "RTX 3090" / "rtx3090" / "h100" -> "RTX3090" / "H100"; None when not a known GPU."""
     key = re.sub(r"[\s_\-]", "", str(value)).upper()
-    return key if key in GPU_SPLITS else None
+    return key if key in SPLIT_OF_RUNS_GPU else None
 
 
 def parse_level(value: Any) -> tuple[int | None, str | None] | None:
@@ -169,7 +152,7 @@ def validate_runs(
     (kept as they are) and may lack the runs-only columns (filled with nulls).
     """
     problems: list[SchemaProblem] = []
-    needed = RECORD_COLUMNS if records else RUNS_COLUMNS
+    needed = RECORD_RUNS_COLUMNS if records else PUBLISHED_RUNS_COLUMNS
     for column in needed:
         if column not in frame.columns:
             problems.append(
@@ -178,9 +161,9 @@ def validate_runs(
                     column,
                     "missing column"
                     + (
-                        " (evaluator records must have the runs columns " + ", ".join(RECORD_COLUMNS) + ")"
+                        " (evaluator records must have the runs columns " + ", ".join(RECORD_RUNS_COLUMNS) + ")"
                         if records
-                        else f" (the published columns are: {', '.join(RUNS_COLUMNS)})"
+                        else f" (the published columns are: {', '.join(PUBLISHED_RUNS_COLUMNS)})"
                     ),
                 )
             )
@@ -191,7 +174,7 @@ def validate_runs(
     if problems:
         raise RunsSchemaError(origin, problems, header_lines)
 
-    out = frame.copy() if records else frame[list(RUNS_COLUMNS)].copy()
+    out = frame.copy() if records else frame[list(PUBLISHED_RUNS_COLUMNS)].copy()
     out.index = pd.RangeIndex(len(out))
     if records:  # `kbv3 eval` without --model records an empty name: such records are still runs
         out["model"] = [UNNAMED_MODEL if _is_null(m) else m for m in out["model"]]
@@ -237,7 +220,7 @@ def validate_runs(
         levels, hints = [None] * len(out), [None] * len(out)
     out["level"] = pd.Series(levels, dtype="Int64")
     out["category_hint"] = pd.Series(hints, dtype=object)
-    out["split"] = out["gpu"].map(GPU_SPLITS)
+    out["split"] = out["gpu"].map(SPLIT_OF_RUNS_GPU)
     return out
 
 
@@ -250,7 +233,7 @@ def _parse_cell(kind: str, value: Any) -> tuple[Any, str | None]:
     if kind == "gpu":
         gpu = canonical_gpu(value)
         if gpu is None:
-            return None, f"unknown GPU {value!r}; the runs dataset names {', '.join(GPU_SPLITS)}"
+            return None, f"unknown GPU {value!r}; the runs dataset names {', '.join(SPLIT_OF_RUNS_GPU)}"
         return gpu, None
     if kind == "level":
         level = parse_level(value)

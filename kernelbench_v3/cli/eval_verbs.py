@@ -1,0 +1,176 @@
+"""`kbv3` verbs that evaluate: eval (one solution) and eval-batch (a folder, resumably).
+
+Both declare the evaluator's options through `options.add_eval_options` and turn them into one
+`EvalOptions`, so the two verbs cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..batch.queue import BATCH_TIMEOUT_S
+from ..evaluate.request import DEFAULT_TIMEOUT_S
+from ..vocab import DEVICES, EXECUTORS, SIZE_MODES, SPLITS
+from .args import (
+    CliError,
+    check_cuda,
+    check_eval_problem,
+    check_gpus,
+    check_writable_parent,
+    default_device,
+    gpu_indices,
+    gpu_name,
+    positive_int,
+    problems_dir,
+    sizes_text,
+)
+from .options import add_eval_options, eval_options_from
+
+
+def add_eval(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval",
+        help="evaluate one solution file on one problem (isolated; correctness checks, timing)",
+        description="Evaluate SOLUTION (a file defining Model or ModelNew) on a problem: a trusted supervisor "
+        "drives a fresh, sandboxed solution process over a data-only channel: correctness over several seeds, "
+        "stress inputs and a second shape; anti-cheat checks; timing against the faster of eager and "
+        "torch.compile.",
+    )
+    p.add_argument("--problem", required=True, help="problem id, e.g. level1/23_Softmax")
+    p.add_argument("--solution", required=True, type=Path, help="solution file")
+    p.add_argument(
+        "--gpu",
+        default="h100",
+        type=gpu_name,
+        help="GPU the result is reported for (speed of light): rtx3090, h100, b200, "
+        "h200; the problem must be in that split",
+    )
+    p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
+    p.add_argument(
+        "--sizes",
+        type=sizes_text,
+        help="size overrides NAME=VALUE,... of the problem's size variables (CPU default: REDUCED_SIZES)",
+    )
+    add_eval_options(p, timeout_s=DEFAULT_TIMEOUT_S)
+    p.add_argument("--model", default="", help="model name recorded with the result")
+    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    p.add_argument("--cache", type=Path, help="baseline cache folder (default: ~/.cache/kbv3)")
+    p.add_argument("--json", action="store_true", help="print the record as one JSON object, nothing else")
+    p.set_defaults(func=run_eval)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from ..evaluate import evaluate
+    from ..evaluate.report import describe
+
+    if not args.solution.is_file():
+        raise CliError(f"argument --solution: file {args.solution} does not exist")
+    sizes = check_eval_problem(args.problem, args.gpu, args.sizes, args.problems)
+    if args.device == "cuda":
+        check_cuda("--device cuda")
+    try:
+        request = eval_options_from(args).request(
+            args.problem,
+            args.solution,
+            gpu=args.gpu,
+            device=args.device or default_device(),
+            sizes=sizes,
+            model=args.model,
+        )
+        record = evaluate(request, problems_dir=args.problems, cache_dir=args.cache)
+    except (KeyError, ValueError, FileNotFoundError) as exc:
+        print(f"kbv3 eval: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(record.to_json())
+    else:
+        print(describe(record))
+    return 0 if record.correct else 1
+
+
+def add_eval_batch(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval-batch",
+        help="evaluate a folder of solutions on every GPU (or a Ray cluster), resumably",
+        description="Evaluate every solution under SOLUTIONS (laid out like problems/, or the runs "
+        "dataset's <model>_<GPU>_<problem>.py.txt files). Each record is journaled as it "
+        "finishes (<out>.journal.jsonl); rerunning the same command skips what is done.",
+    )
+    p.add_argument("solutions", type=Path, help="folder of solution files")
+    p.add_argument("--split", required=True, choices=SPLITS)
+    p.add_argument("--out", required=True, type=Path, help="Parquet file of records to write")
+    p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
+    p.add_argument("--gpus", type=gpu_indices, help="GPU indices for the workers, e.g. 0,1 (default: all visible)")
+    p.add_argument("--workers", type=positive_int, default=1, help="worker processes on --device cpu")
+    p.add_argument("--executor", choices=EXECUTORS, default="local")
+    p.add_argument("--address", help="Ray cluster address (default: start Ray in-process)")
+    p.add_argument(
+        "--sizes",
+        choices=SIZE_MODES,
+        default="default",
+        help="problem shapes: the files' own, or each problem's REDUCED_SIZES",
+    )
+    add_eval_options(p, timeout_s=BATCH_TIMEOUT_S)
+    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    p.add_argument("--model", help="model name for a problems/-style folder (default: its name)")
+    p.add_argument("--journal", type=Path, help="journal path (default: <out>.journal.jsonl)")
+    p.add_argument(
+        "--retry-errors",
+        action="store_true",
+        help="also rerun journaled records whose status is 'error' (evaluator failures)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_eval_batch)
+
+
+def run_eval_batch(args: argparse.Namespace) -> int:
+    import signal
+
+    from ..batch.run import BatchError, BatchSettings, describe, run_batch
+
+    # Every check before anything is created: a refused command leaves no Parquet or journal.
+    if not args.solutions.is_dir():
+        raise CliError(f"solutions folder {args.solutions} does not exist (or is not a folder)")
+    if args.address and args.executor != "ray":
+        raise CliError("argument --address: only used with --executor ray")
+    device = check_gpus(args.device, args.gpus, args.executor)
+    check_writable_parent(args.out, "--out")
+    if args.journal is not None:
+        check_writable_parent(args.journal, "--journal")
+
+    def stop(signum, frame):  # SIGTERM: unwind so workers stop and the Parquet is written
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    settings = BatchSettings(
+        split=args.split,
+        device=device,
+        sizes=args.sizes,
+        problems_root=str(args.problems.resolve()) if args.problems else None,
+        options=eval_options_from(args),
+    )
+    gpus = list(args.gpus) if args.gpus else None
+    try:
+        result = run_batch(
+            args.solutions,
+            args.out,
+            settings,
+            executor=args.executor,
+            gpus=gpus,
+            workers=args.workers,
+            address=args.address,
+            journal=args.journal,
+            model=args.model,
+            retry_errors=args.retry_errors,
+            progress=not args.no_progress,
+        )
+    except BatchError as exc:
+        print(f"kbv3 eval-batch: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kbv3 eval-batch: interrupted; rerun the same command to finish", file=sys.stderr)
+        return 130
+    print(describe(result))
+    return 0

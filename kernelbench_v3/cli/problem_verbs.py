@@ -1,0 +1,180 @@
+"""`kbv3` verbs over the problems and the dataset: ls, validate, prompts, extract, build, demo.
+
+Each verb has an `add_<verb>` function that declares its arguments and a `run_<verb>` function that
+runs it; library imports happen inside `run_*` so `kbv3 --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..vocab import DEVICES, SPLITS
+from .args import CliError, check_cuda, check_writable_parent, problems_dir
+
+
+def add_ls(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ls", help="list the problems (optionally one split)")
+    p.add_argument("--split", choices=SPLITS)
+    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=run_ls)
+
+
+def run_ls(args: argparse.Namespace) -> int:
+    from ..catalog.problem import discover
+
+    for p in discover(args.problems, split=args.split):
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "problem_id": p.problem_id,
+                        "file_name": p.file_name,
+                        "category": p.category,
+                        "level": p.level,
+                        "op_type": p.op_type,
+                        "gpus": list(p.gpus),
+                        "supported_precisions": list(p.supported_precisions),
+                        "cpu_unsupported": p.cpu_unsupported,
+                    }
+                )
+            )
+        else:
+            print(f"{p.problem_id:<60} level {p.level}  {p.op_type:<16} {','.join(p.gpus)}")
+    return 0
+
+
+def add_validate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="check every problem file parses and declares what it must")
+    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    p.set_defaults(func=run_validate)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from ..catalog.problem import CatalogError, discover
+
+    try:
+        problems = discover(args.problems)
+    except CatalogError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    counts = {s: sum(s in p.gpus for p in problems) for s in SPLITS}
+    print(f"{len(problems)} problems; " + ", ".join(f"{s}: {n}" for s, n in counts.items()))
+    return 0
+
+
+def add_prompts(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prompts", help="write one prompt per problem of a split as JSON lines")
+    p.add_argument("--split", required=True, choices=SPLITS)
+    p.add_argument(
+        "--template", default="default", help="a bundled template name or the path of a Jinja2 template file"
+    )
+    p.add_argument("--one-shot", action="store_true", help="include the worked example")
+    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    p.add_argument("--out", type=Path, required=True, help="output .jsonl file")
+    p.set_defaults(func=run_prompts)
+
+
+def run_prompts(args: argparse.Namespace) -> int:
+    from ..prompts import TemplateError, prompt_rows, write_jsonl
+
+    check_writable_parent(args.out, "--out")
+    try:
+        count = write_jsonl(prompt_rows(args.split, args.template, args.one_shot, problems_dir=args.problems), args.out)
+    except TemplateError as exc:
+        print(f"kbv3 prompts: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {count} prompts for {args.split} to {args.out}")
+    return 0
+
+
+def add_extract(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("extract", help="pull the solution file out of a model's response")
+    p.add_argument("response", type=Path, help="the response text (Markdown)")
+    p.add_argument("--out", type=Path, required=True, help="where to write solution.py")
+    p.set_defaults(func=run_extract)
+
+
+def run_extract(args: argparse.Namespace) -> int:
+    from ..prompts.extract import ExtractionError, extract_file
+
+    if not args.response.is_file():
+        raise CliError(f"response file {args.response} does not exist")
+    check_writable_parent(args.out, "--out")
+    try:
+        solution = extract_file(args.response, args.out)
+    except ExtractionError as exc:
+        print(f"kbv3 extract: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"wrote {args.out} (class {solution.class_name}, block at line {solution.line} "
+        f"of {args.response}, {solution.block_count} fenced block(s) in the response)"
+    )
+    return 0
+
+
+def add_build(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "build",
+        help="write the Hub dataset folder: one Parquet file per GPU split and the card README.md",
+        description="Build the Hugging Face dataset folder from a problems folder. Deterministic "
+        "(same problems, same bytes) and all-or-nothing: a malformed problem file is reported "
+        "and nothing is written.",
+    )
+    p.add_argument("out_dir", type=Path, help="folder to write (new or empty, unless --overwrite)")
+    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT_DIR")
+    p.add_argument("--no-prompts", action="store_true", help="leave out the per-split prompt column")
+    p.set_defaults(func=run_build)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from ..catalog.problem import CatalogError
+    from ..dataset.hub import build
+
+    check_writable_parent(args.out_dir, "OUT_DIR")
+    try:
+        result = build(
+            args.out_dir,
+            args.problems,
+            overwrite=args.overwrite,
+            with_prompts=False if args.no_prompts else None,
+        )
+    except CatalogError as exc:
+        print(f"kbv3 build: {exc}", file=sys.stderr)
+        return 1
+    except FileExistsError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:  # the folder cannot be written; the build leaves nothing behind
+        raise CliError(f"cannot write {args.out_dir}: {exc.strerror or exc}; choose a writable folder") from None
+    counts = ", ".join(f"{split}: {n}" for split, n in result.counts.items())
+    print(f"wrote {result.out_dir} ({counts} rows; prompt column: {'yes' if result.with_prompts else 'no'})")
+    return 0
+
+
+def add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="the main job on the bundled defaults: build the dataset, load a split back, "
+        "evaluate the bundled example solutions",
+    )
+    p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
+    p.add_argument("--split", default="h100", choices=SPLITS)
+    p.add_argument("--device", choices=DEVICES, help="default: cuda when available")
+    p.add_argument(
+        "--all-examples", action="store_true", help="on CPU, evaluate every bundled example (about a minute each)"
+    )
+    p.set_defaults(func=run_demo)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    if args.device == "cuda":
+        check_cuda("--device cuda")
+    check_writable_parent(args.out / "records.jsonl", "--out")
+    records = run_demo(args.out, split=args.split, device=args.device, all_examples=args.all_examples)
+    return 0 if records and all(r["correct"] for r in records) else 1

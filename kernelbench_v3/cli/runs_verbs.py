@@ -1,0 +1,102 @@
+"""`kbv3 runs`: the leaderboard (summary) and anomaly flags of published or local runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .args import CliError, problems_dir
+
+
+def add_runs(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="published or local runs: leaderboard (summary) and anomaly flags")
+    p.add_argument("action", choices=["summary", "anomalies"])
+    p.add_argument(
+        "--source",
+        type=Path,
+        help="results.csv, its folder, or Parquet/JSONL of evaluator records "
+        "(default: the Hub dataset Infatoshi/kernelbench-v3-runs, needs network)",
+    )
+    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    p.add_argument(
+        "--no-facts",
+        action="store_true",
+        help="anomalies: skip the per-problem CPU facts (precision and near-identity flags)",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.set_defaults(func=run_runs)
+
+
+def run_runs(args: argparse.Namespace) -> int:
+    from ..runs.anomalies import analyze_runs, flagged_runs
+    from ..runs.leaderboard import leaderboard, speedup_distribution
+    from ..runs.load import RunsSchemaError, RunsSourceError, unmatched
+
+    summary = args.action == "summary"
+    try:
+        joined, flags = analyze_runs(
+            args.source, problems=args.problems, solutions=not summary, facts=not summary and not args.no_facts
+        )
+    except RunsSourceError as exc:
+        raise CliError(str(exc)) from None
+    except RunsSchemaError as exc:
+        print(f"kbv3 runs: {exc}", file=sys.stderr)
+        return 1
+    missing = unmatched(joined)
+    if summary:
+        board, dist = leaderboard(joined), speedup_distribution(joined)
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "leaderboard": _records(board),
+                        "speedup_distribution": _records(dist),
+                        "unmatched": _records(missing),
+                    },
+                    indent=1,
+                )
+            )
+            return 0
+        for gpu, part in board.groupby("gpu", sort=False):
+            print(f"\n== {gpu} ==")
+            print(
+                part.drop(columns=["gpu", "correct", "total"])
+                .rename(columns={"correct_str": "correct"})
+                .to_string(index=False, float_format=lambda v: f"{v:.3g}")
+            )
+        print("\n== speedup distribution (correct runs) ==")
+        print(dist.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    else:
+        runs = flagged_runs(joined, flags)
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "flags": _records(flags),
+                        "flagged_runs": _records(runs.reset_index(names="run")),
+                        "unmatched": _records(missing),
+                    },
+                    indent=1,
+                )
+            )
+            return 0
+        print(
+            f"{len(runs)} flagged run(s) of {len(joined)}; flags: "
+            + ", ".join(f"{k} {v}" for k, v in flags["flag"].value_counts().items() if v)
+        )
+        for row in flags.itertuples(index=False):  # each reason in full: it names the peak used
+            print(
+                f"run {row.run}  {row.model} / {row.gpu} / {row.problem}  speedup {row.speedup:.3g}x  "
+                f"{row.flag}:\n    {row.reason}"
+            )
+    if len(missing):
+        print(f"\n{len(missing)} run(s) match no catalog problem (kept, with null problem columns):")
+        print(missing.to_string(index=False))
+    return 0
+
+
+def _records(frame) -> list:
+    """A frame as JSON-safe records (NaN/NA -> null)."""
+    return json.loads(frame.to_json(orient="records"))
