@@ -462,7 +462,7 @@ def test_bench_script_rehearses_on_cpu(tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "bench_evaluator_gpu.py"),
+            str(ROOT / "benchmarks" / "bench" / "bench_evaluator_gpu.py"),
             "--device",
             "cpu",
             "--out",

@@ -25,8 +25,8 @@ Each variant times the grid once on the same buffers (`VARIANTS` says what it ad
 
 Run it in several fresh processes, then `--report`:
 
-    for r in 0 1 2 3; do python benchmarks/diag_placement_gpu.py --out placement.jsonl --run $r; done
-    python benchmarks/diag_placement_gpu.py --report placement.jsonl
+    for r in 0 1 2 3; do python benchmarks/diagnostics/diag_placement_gpu.py --out placement.jsonl --run $r; done
+    python benchmarks/diagnostics/diag_placement_gpu.py --report placement.jsonl
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from diag_common import add_run_arguments, read_jsonl, rotated, run_or_report  # noqa: E402

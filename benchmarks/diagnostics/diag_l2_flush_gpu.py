@@ -8,8 +8,8 @@ problems, this script times each with `timing.time_cuda` under each variant of `
 JSON line per (problem, variant) to --out. Run it in several fresh processes, then `--report` prints, per problem
 and mode, the median per process, the spread (max-min)/min across processes and the mean CV.
 
-    for r in 0 1 2 3 4; do python benchmarks/diag_l2_flush_gpu.py --out flush.jsonl --run $r; done
-    python benchmarks/diag_l2_flush_gpu.py --report flush.jsonl
+    for r in 0 1 2 3 4; do python benchmarks/diagnostics/diag_l2_flush_gpu.py --out flush.jsonl --run $r; done
+    python benchmarks/diagnostics/diag_l2_flush_gpu.py --report flush.jsonl
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from diag_common import add_run_arguments, read_jsonl, rotated, run_or_report  # noqa: E402

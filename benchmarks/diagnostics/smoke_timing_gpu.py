@@ -2,7 +2,7 @@
 rotating fresh buffers): time one op directly, then one whole evaluation, and print what the
 record says about the timing. Needs torch and triton only.
 
-    PYTHONPATH=. python3 benchmarks/smoke_timing_gpu.py
+    PYTHONPATH=. python3 benchmarks/diagnostics/smoke_timing_gpu.py
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kernelbench_v3.evaluate import (  # noqa: E402
