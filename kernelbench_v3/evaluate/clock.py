@@ -1,6 +1,6 @@
 """Timing a solution from the supervisor: batches it starts, outputs it verifies, a clock it owns.
 
-The solution process times its calls the evaluator's way (`timing.CudaTimer`: L2 flush, busy
+The solution process times its calls the evaluator's way (`cuda_timing.CudaTimer`: L2 flush, busy
 GPU, events; or wall clock on the CPU) and reports the figures: evidence. The supervisor:
 
 - starts every batch and decides, by its own clock, when timing stops (`TimingPlan` budget), so
