@@ -139,7 +139,7 @@ def test_interpreter_programs_count_where_they_run_not_at_the_launch():
 
 
 def test_summary_statistics_and_stability_rule():
-    stats = timing.summarize([1.0, 2.0, 3.0, 4.0, 5.0], "cpu_wall_clock")
+    stats = timing.timing_stats([1.0, 2.0, 3.0, 4.0, 5.0], "cpu_wall_clock")
     assert (stats.median_ms, stats.p10_ms, stats.p90_ms, stats.reps) == (3.0, 1.4, 4.6, 5)
     assert stats.cv == pytest.approx((2.0**0.5) / 3.0)
     assert timing.is_stable([1.0] * 30, batch=10, rel=0.002)
@@ -462,7 +462,7 @@ def test_bench_script_rehearses_on_cpu(tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "bench_evaluator_gpu.py"),
+            str(ROOT / "benchmarks" / "bench" / "bench_evaluator_gpu.py"),
             "--device",
             "cpu",
             "--out",

@@ -1,7 +1,7 @@
-"""`timing.time_cuda` run on the CPU against a stand-in for torch.cuda, to pin down what happens
+"""`cuda_timing.time_cuda` run on the CPU against a stand-in for torch.cuda, to pin down what happens
 between two timed calls. The order matters on a GPU: data written just before the L2 flush is not
 fully cleaned by it, and that put separate processes up to 9% apart for 12-15 us kernels on an
-H200 (benchmarks/results/placement_gpu.md). So the reported (fresh-input) calls must follow only
+H200 (docs/timing.md). So the reported (fresh-input) calls must follow only
 the flush and the spin kernel, with the fresh-input blend and the output copy elsewhere."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
+from kernelbench_v3.evaluate import cuda_timing
 from kernelbench_v3.evaluate import fresh as F
-from kernelbench_v3.evaluate import timing
 
 
 class _Trace:
@@ -47,7 +47,7 @@ def fake_cuda(monkeypatch):
             trace.ops.append("flush")
         return real_sum(*args, **kwargs)
 
-    real_next, real_clone = F.FreshInputs.next, timing._clone_output
+    real_next, real_clone = F.FreshInputs.next, cuda_timing._clone_output
 
     def traced_next(self):
         trace.ops.append("blend")
@@ -62,13 +62,13 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     monkeypatch.setattr(torch, "zeros", zeros)
     monkeypatch.setattr(torch, "sum", traced_sum)
-    monkeypatch.setattr(timing, "l2_flush_bytes", lambda device=None: 4096)
+    monkeypatch.setattr(cuda_timing, "l2_flush_bytes", lambda device=None: 4096)
     monkeypatch.setattr(F.FreshInputs, "next", traced_next)
-    monkeypatch.setattr(timing, "_clone_output", traced_clone)
+    monkeypatch.setattr(cuda_timing, "_clone_output", traced_clone)
     return trace
 
 
-PLAN = timing.TimingPlan(
+PLAN = cuda_timing.TimingPlan(
     warmup=1,
     warmup_seconds=0.0,
     min_reps=10,
@@ -107,7 +107,7 @@ def test_a_reported_call_follows_only_the_flush_and_the_spin_kernel(fake_cuda):
     fresh_ids = {id(b[0]) for b in fresh.buffers} | {id(fresh.final[0])}
     call = _calls(fake_cuda, lambda args: "fresh" if id(args[0]) in fresh_ids else "rotating")
 
-    stats, last = timing.time_cuda(call, sets, PLAN, fresh=fresh)
+    stats, last = cuda_timing.time_cuda(call, sets, PLAN, fresh=fresh)
 
     timed = _segments(fake_cuda.ops)
     first_flush = next(i for i, (_, before) in enumerate(timed) if "flush" in before)
@@ -129,7 +129,7 @@ def test_a_reported_call_follows_only_the_flush_and_the_spin_kernel(fake_cuda):
 
 def test_without_fresh_inputs_each_timed_call_still_follows_a_double_flush(fake_cuda):
     sets = [[torch.full((4,), float(k))] for k in range(3)]
-    stats, last = timing.time_cuda(_calls(fake_cuda, lambda args: "set"), sets, PLAN)
+    stats, last = cuda_timing.time_cuda(_calls(fake_cuda, lambda args: "set"), sets, PLAN)
     timed = [before for _, before in _segments(fake_cuda.ops) if "flush" in before]
     assert len(timed) == stats.reps and "blend" not in fake_cuda.ops
     assert all(before[-4:] == ["flush", "flush", "spin", "event"] for before in timed)
@@ -138,7 +138,7 @@ def test_without_fresh_inputs_each_timed_call_still_follows_a_double_flush(fake_
 
 def test_the_flush_pass_count_is_followed(fake_cuda):
     sets = [[torch.ones(4)]]
-    plan = timing.TimingPlan(**{**PLAN.__dict__, "l2_flush_passes": 3})
-    stats, _ = timing.time_cuda(_calls(fake_cuda, lambda args: "set"), sets, plan)
+    plan = cuda_timing.TimingPlan(**{**PLAN.__dict__, "l2_flush_passes": 3})
+    stats, _ = cuda_timing.time_cuda(_calls(fake_cuda, lambda args: "set"), sets, plan)
     timed = [before for _, before in _segments(fake_cuda.ops) if "flush" in before]
     assert all(before.count("flush") == 3 for before in timed) and stats.details["l2_flush_passes"] == 3

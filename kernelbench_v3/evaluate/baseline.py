@@ -84,7 +84,7 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     import torch
 
     from ..catalog.materialize import load_module, make_model
-    from . import timing
+    from . import cuda_timing, timing
     from .cases import CORRECTNESS, PARAM_SEED, Case, build_inputs, input_precision
 
     device = spec["device"]
@@ -96,7 +96,7 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     def timed(fn) -> dict[str, Any]:
         with torch.no_grad():
             if device == "cuda":
-                stats, _ = timing.time_cuda(lambda a: fn(*a), sets, timing.TimingPlan(max_seconds=seconds))
+                stats, _ = cuda_timing.time_cuda(lambda a: fn(*a), sets, timing.TimingPlan(max_seconds=seconds))
             else:
                 stats, _ = timing.time_cpu(lambda a: fn(*a), sets[:2])
         return stats.to_dict()

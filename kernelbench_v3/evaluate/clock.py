@@ -1,6 +1,6 @@
 """Timing a solution from the supervisor: batches it starts, outputs it verifies, a clock it owns.
 
-The solution process times its calls the evaluator's way (`timing.CudaTimer`: L2 flush, busy
+The solution process times its calls the evaluator's way (`cuda_timing.CudaTimer`: L2 flush, busy
 GPU, events; or wall clock on the CPU) and reports the figures: evidence. The supervisor:
 
 - starts every batch and decides, by its own clock, when timing stops (`TimingPlan` budget), so
@@ -35,13 +35,13 @@ from .checks import compare_case
 from .fresh import REUSE_RATIO, reuse_verdict
 from .messages import Failed, OutputInfo, TimeBatch, Warmup
 from .session import Session, SessionLost
-from .timing import CLOCK_CHANGE_REL, CPU_REUSE_RATIO, median_ci_rel, summarize
+from .timing import CLOCK_CHANGE_REL, CPU_REUSE_RATIO, median_ci_rel, timing_stats
 
 SUPERVISOR_CLOCK = "supervisor_clock"  # the reported time was replaced by the supervisor's
 BOUND_FACTOR = 1.5
 CPU_BOUND_FACTOR = 3.0
-# Launch overhead an honest host-bound call adds to its device time: back to back, a one-kernel
-# Triton forward of 12-15 us is host-bound at about 40-50 us per call on an H200 host.
+# Launch overhead an honest host-bound call adds to its device time: back to back, a forward of a
+# few microseconds of device work is host-bound (docs/timing.md, "The supervisor and its bound").
 BOUND_ALLOWANCE_MS = 0.05
 SAMPLE_POSITIONS = 2048
 MAX_VERIFIED = 24  # timed outputs checked against the reference per evaluation
@@ -225,7 +225,7 @@ def _flushed_phase(
         )
         if batches >= 2 and (stable or len(fresh_ms) >= plan.max_reps or elapsed > plan.budget_s):
             break
-    stats = summarize([max(t, 0.0) for t in fresh_ms], "cuda_events" if plan.device == "cuda" else "cpu_wall_clock")
+    stats = timing_stats([max(t, 0.0) for t in fresh_ms], "cuda_events" if plan.device == "cuda" else "cpu_wall_clock")
     stats.details.update(
         stable=stable,
         batches=batches,
@@ -260,8 +260,8 @@ def time_solution(
     outcome.details.update(host_enqueue_ms=reply.enqueue_ms, sm_clock_mhz=reply.sm_clock_mhz, warmup_s=round(warm_s, 3))
     stats, inconsistent = _flushed_phase(outcome, session, plan, verifier, request_timeout_s)
     if plan.device == "cuda":
-        # The SM clock moved while timing (seen on an H200: 1668 -> 1957 MHz), so part of the
-        # samples ran slower; the GPU is warm now, so time once more and keep that.
+        # The SM clock moved while timing, so part of the samples ran slower; the GPU is warm
+        # now, so time once more and keep that (docs/timing.md, "Clock settling").
         reply, _ = session.request({"kind": "clock"}, request_timeout_s, ("warm",))
         before, after = outcome.details.get("sm_clock_mhz") or 0.0, reply.sm_clock_mhz
         outcome.details.update(sm_clock_mhz_before=before, sm_clock_mhz_after=after)

@@ -13,7 +13,7 @@ kept). An honest solution costs the same on both; a content cache is fast only o
 median on fresh inputs exceeds `REUSE_RATIO` x its median on repeated inputs and the two
 distributions do not overlap (fresh p10 above repeated p90), so noise alone cannot trip it.
 The fresh-input median is the reported solution time either way. The very last fresh call uses
-the `timed_fresh` case's inputs (the local driver `timing.time_cuda`; in an evaluation the supervisor
+the `timed_fresh` case's inputs (the local driver `cuda_timing.time_cuda`; in an evaluation the supervisor
 verifies randomly chosen timed outputs instead, `clock`), so what
 was timed on fresh inputs is checked too (`timed_outputs`).
 """

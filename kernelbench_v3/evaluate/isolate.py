@@ -103,7 +103,7 @@ def run_child(
     result_path.unlink(missing_ok=True)
     child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {}), "KBV3_PARENT_PID": str(os.getpid())}
     # The child must import this same kernelbench_v3, also when it is used from a checkout
-    # that is not installed (e.g. `python benchmarks/...` on a GPU machine).
+    # that is not installed (a script run from the checkout with the package on sys.path).
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_PARENT), child_env.get("PYTHONPATH", "")) if p)
     started = time.monotonic()
     proc = subprocess.Popen(

@@ -1,29 +1,19 @@
-"""Timing a callable the way the evaluator trusts: CUDA events on a busy GPU, or honest wall clock.
+"""What every timer shares, and the CPU timer.
 
-CUDA (`time_cuda`): after a time-based warm-up, the GPU is kept busy until its SM clock (read
-from a spin kernel) stops rising, so an idle GPU's low clocks are not timed; the clock before
-and after timing goes into the details, and a change of more than 10% is flagged (the candidate
-child then times once more). Before every timed call the L2 cache is flushed by reading a buffer
-of at least twice the device's L2 size, twice (`TimingPlan.l2_flush`, `l2_flush_passes`: a write
-would leave dirty lines for the timed call to write back, and one read pass leaves some of the
-lines written just before it), then a spin kernel keeps the GPU busy long enough for the host
-to enqueue the start event, the call and the end event, so host launch gaps are not timed.
-After warm-up, inputs rotate among several sets made outside the timed region, and the output
-of every timed call is copied aside (after the end event) so the caller can re-check what was
-timed. Repetitions grow in batches until the median's confidence interval is narrow
-(`median_ci_rel`). A device-synchronized wall clock over a back-to-back loop cross-checks the
-events: work that escapes the timed stream (side streams, CPU work) shows up as wall time far
-above the event time, and is flagged. In an evaluation the solution process's figures are only
-evidence: the supervisor bounds them with its own clock (`clock`).
+This module owns the timing vocabulary: `TimingPlan` (how hard to try), `TimingStats` (what a
+timing reports), the stopping rules (`median_ci_rel` on CUDA, `is_stable` on CPU), the timing
+flags the supervisor acts on, the clock-settling rule (`settle_clock`), and `Timer`, the pairing
+of a repeated and a fresh call that CUDA and CPU timing both use. The CPU side lives here too:
+`CpuTimer` and the local loop `time_cpu` (`time.perf_counter` around each call, the method
+recorded as "cpu_wall_clock"). The CUDA timer and its loop are in `cuda_timing`.
 
-CPU (`time_cpu`): `time.perf_counter` around each call, the same rotation and stability rule,
-and the method recorded as "cpu_wall_clock".
-
-Both accept `fresh` (a `fresh.FreshInputs`): then every call on a rotating (repeated) set is
-followed by one on inputs never seen before, made outside the timed region. The reported stats
-(median, stability) are those of the fresh calls; the repeated ones only feed the comparison in
-`details["input_reuse"]` (a solution caching by input content is fast on repeats only) and the
-flag "faster_on_repeated_inputs". The last fresh call is on `fresh.final`, its output kept.
+Both loops accept `fresh` (a `fresh.FreshInputs`): then every call on a rotating (repeated) set
+is followed by one on inputs never seen before, made outside the timed region. The reported
+stats (median, stability) are those of the fresh calls; the repeated ones only feed the
+comparison in `details["input_reuse"]` (a solution caching by input content is fast on repeats
+only) and the flag "faster_on_repeated_inputs". The last fresh call is on `fresh.final`, its
+output kept. In an evaluation the solution process's figures are only evidence: the supervisor
+bounds them with its own clock (`clock`). How the method was arrived at: docs/timing.md.
 """
 
 from __future__ import annotations
@@ -59,7 +49,7 @@ class TimingStats:
         return dict(self.__dict__)
 
 
-def summarize(samples_ms: Sequence[float], method: str) -> TimingStats:
+def timing_stats(samples_ms: Sequence[float], method: str) -> TimingStats:
     if not samples_ms:
         raise ValueError("no timing samples")
     ordered = sorted(samples_ms)
@@ -133,13 +123,11 @@ class TimingPlan:
     min_seconds: float = 1.0  # CUDA only
     clock_settle_seconds: float = 5.0  # CUDA only: the most spent waiting for the clock to settle
     # CUDA only: "read" (sum a buffer), "write" (zero it, as Triton's do_bench does) or "write_read".
-    # Writing left L2 full of dirty lines whose write-back the timed kernel paid for: +6-11% on an
-    # H200 for softmax, GELU and a small GEMM (benchmarks/results/l2_flush_gpu.md).
+    # A write leaves dirty lines whose write-back the timed call pays for (docs/timing.md, "L2 flush").
     l2_flush: str = "read"
-    # CUDA only: how many times the flush runs before each timed call. With 16 MB written just
-    # before one 2x-L2 read, GELU and softmax timed up to 9% apart from process to process (each
-    # process stuck in one state); a second read brought that to 0.8% and 0.3%, where one 4x-L2
-    # read still spread 4-5% (benchmarks/results/placement_gpu.md).
+    # CUDA only: how many times the flush runs before each timed call. One pass leaves part of what
+    # was written just before it, and processes then settle into different timings; a second read
+    # cleans it (docs/timing.md, "What is written before the flush").
     l2_flush_passes: int = 2
 
     def __post_init__(self) -> None:
@@ -149,6 +137,7 @@ class TimingPlan:
             raise ValueError(f"TimingPlan.l2_flush_passes must be an integer >= 1, got {self.l2_flush_passes!r}")
 
 
+CUDA_PLAN = TimingPlan()
 CPU_PLAN = TimingPlan(warmup=1, min_reps=3, max_reps=50, batch=1, stable_rel=0.02, max_seconds=3.0, wall_reps=0)
 
 
@@ -184,15 +173,15 @@ def time_cpu(
         out = call(fresh.final)
         samples.append((perf() - t0) * 1e3)
         fresh.final_output = _clone_output(out)
-    stats = summarize(samples, "cpu_wall_clock")
+    stats = timing_stats(samples, "cpu_wall_clock")
     stats.details["note"] = "wall clock of the CPU process; under TRITON_INTERPRET=1 not a GPU-speed figure"
     if fresh is not None:
         _compare_reuse(stats, samples, repeated, ratio=CPU_REUSE_RATIO)
     return stats, last
 
 
-# CPU wall clock on a shared machine (CI, 2 cores) is noisy enough that an honest interpreted
-# kernel was once timed 2x slower on fresh inputs; a content cache is faster by orders of
+# CPU wall clock on a shared machine (CI, 2 cores) is noisy enough to time an honest interpreted
+# kernel far slower on fresh inputs than on repeats; a content cache is faster by orders of
 # magnitude, so the CPU threshold is wider than the CUDA one (fresh.REUSE_RATIO).
 CPU_REUSE_RATIO = 5.0
 CLOCK_CHANGE_REL = 0.10  # the SM clock after timing differs from before by more: flag the timing
@@ -212,24 +201,6 @@ def _compare_reuse(
         stats.flags.append("faster_on_repeated_inputs")
 
 
-def l2_flush_bytes(device: torch.device | int | None = None) -> int:
-    """Twice the device's L2 (at least 64 MiB when the driver does not report it)."""
-    props = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
-    l2 = int(getattr(props, "L2_cache_size", 0) or 0)
-    return max(2 * l2, 64 << 20)
-
-
-def _sleep_cycles_per_ms() -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    cycles = 2_000_000
-    start.record()
-    torch.cuda._sleep(cycles)
-    end.record()
-    torch.cuda.synchronize()
-    return cycles / max(start.elapsed_time(end), 1e-3)
-
-
 def settle_clock(
     measure: Callable[[], float], keep_busy: Callable[[], None], max_seconds: float, rel: float = 0.02
 ) -> float:
@@ -245,29 +216,6 @@ def settle_clock(
             return again
         clock = again
     return clock
-
-
-def _keep_calling(call: Call, sets: Sequence[Sequence[Any]], seconds: float, min_calls: int = 0) -> None:
-    """Call over the rotating sets for `seconds` (and at least `min_calls` times), synchronizing
-    every 10 calls so the host does not run far ahead of the GPU."""
-    started, i = time.perf_counter(), 0
-    while i < min_calls or (time.perf_counter() - started < seconds and i < 100_000):
-        call(sets[i % len(sets)])
-        i += 1
-        if i % 10 == 0:
-            torch.cuda.synchronize()
-
-
-def host_enqueue_ms(call: Call, args: Sequence[Any], reps: int = 5) -> float:
-    """How long the host takes to enqueue one call (the GPU must stay busy at least this long)."""
-    times = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        call(args)
-        times.append((time.perf_counter() - t0) * 1e3)
-    torch.cuda.synchronize()
-    return statistics.median(times)
 
 
 class Timer:
@@ -321,144 +269,3 @@ class CpuTimer(Timer):
         started = time.perf_counter()
         out = self.call(args)
         return out, started, time.perf_counter()
-
-
-class CudaTimer(Timer):
-    """The timed call of the evaluator on CUDA, as a reusable object: `warm` once, then `timed`
-    calls. Before every timed call the L2 cache is flushed (`plan.l2_flush_passes` reads of a
-    buffer twice the L2) and a spin kernel keeps the GPU busy while the host enqueues the start
-    event, the call and the end event. The local driver `time_cuda` and the solution process's
-    supervisor-driven batches both time through this, so both measure the same way."""
-
-    def __init__(self, call: Call, sets: Sequence[Sequence[Any]], plan: TimingPlan):
-        self.call, self.sets, self.plan = call, sets, plan
-        self.flush = torch.zeros(l2_flush_bytes() // 4, dtype=torch.float32, device="cuda")
-        self.flush_sum = torch.zeros((), dtype=torch.float32, device="cuda")
-        self.cycles_per_ms = 0.0
-        self.enqueue_ms = 0.0
-        self.sleep_cycles = 0
-
-    def flush_l2(self) -> None:
-        # Reading leaves L2 full of clean lines (the previous call's dirty output is written
-        # back here, untimed); writing would leave dirty ones for the timed call to write back.
-        for _ in range(self.plan.l2_flush_passes):
-            if self.plan.l2_flush != "read":
-                self.flush.zero_()
-            if self.plan.l2_flush != "write":
-                torch.sum(self.flush, dim=0, out=self.flush_sum)
-
-    def warm(self) -> None:
-        """Warm up for a while (an idle GPU needs time to reach its clocks), wait for the SM clock
-        to settle, and size the spin kernel from the host's enqueue time of one call."""
-        _keep_calling(self.call, self.sets, self.plan.warmup_seconds, min_calls=self.plan.warmup)
-        # _sleep spins for SM clock cycles, so its cycles per ms is the SM clock in kHz.
-        self.cycles_per_ms = settle_clock(
-            _sleep_cycles_per_ms, lambda: _keep_calling(self.call, self.sets, 0.05), self.plan.clock_settle_seconds
-        )
-        self.enqueue_ms = host_enqueue_ms(self.call, self.sets[0])
-        self.sleep_cycles = int(self.busy_ms * self.cycles_per_ms)
-
-    @property
-    def busy_ms(self) -> float:
-        return 2.0 * self.enqueue_ms + 0.05
-
-    def timed(self, args: Sequence[Any]) -> tuple[Any, Any, Any]:
-        self.flush_l2()
-        torch.cuda._sleep(self.sleep_cycles)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        result = self.call(args)
-        end.record()
-        return result, start, end
-
-    def synchronize(self) -> None:
-        torch.cuda.synchronize()
-
-    @staticmethod
-    def elapsed(marks: tuple[Any, Any]) -> float:
-        return marks[0].elapsed_time(marks[1])
-
-    def clock_mhz(self) -> float:
-        return _sleep_cycles_per_ms() / 1e3
-
-
-def time_cuda(
-    call: Call, sets: Sequence[Sequence[Any]], plan: TimingPlan = TimingPlan(), fresh: Any = None
-) -> tuple[TimingStats, list[Any]]:
-    """CUDA-event timing of `call(inputs)` rotating over `sets`, until the median is known well
-    enough; returns the stats and a copy of the last timed output of each set."""
-    perf, sync = time.perf_counter, torch.cuda.synchronize
-    timer = CudaTimer(call, sets, plan)
-    timer.warm()
-    cycles_per_ms = timer.cycles_per_ms
-    last: list[Any] = [None] * len(sets)
-    samples: list[float] = []
-    repeated: list[float] = []
-    started = perf()
-    i = 0
-    while True:
-        pairs, fresh_pairs = [], []
-        for _ in range(plan.batch):
-            k = timer.rotation % len(sets)
-            # The fresh inputs are written (a blend with temporaries: about 4x the inputs' bytes)
-            # before the rotating call, and its output copied after the fresh call, so a reported
-            # (fresh) call follows only the previous call's own output (see docs/timing.md).
-            fresh_args = fresh.next() if fresh is not None else None
-            out, rep, fr = timer.pair(fresh_args)
-            pairs.append(rep)
-            if fr is not None:
-                fresh_pairs.append(fr)
-            last[k] = _clone_output(out)
-            i += 1
-        sync()
-        if fresh is None:
-            samples.extend(s.elapsed_time(e) for s, e in pairs)
-        else:
-            repeated.extend(s.elapsed_time(e) for s, e in pairs)
-            samples.extend(s.elapsed_time(e) for s, e in fresh_pairs)
-        elapsed = perf() - started
-        stable = (
-            len(samples) >= plan.min_reps and elapsed >= plan.min_seconds and median_ci_rel(samples) <= plan.stable_rel
-        )
-        if i >= len(sets) and (stable or len(samples) >= plan.max_reps or elapsed > plan.max_seconds):
-            break
-    if fresh is not None:
-        out, start, end = timer.timed(fresh.final)
-        fresh.final_output = _clone_output(out)
-        sync()
-        samples.append(start.elapsed_time(end))
-    stats = summarize(samples, "cuda_events")
-    if fresh is not None:
-        _compare_reuse(stats, samples, repeated)
-        stats.details["fresh_buffers"] = len(fresh.buffers)
-    stats.details.update(
-        l2_flush_bytes=timer.flush.numel() * 4,
-        l2_flush=plan.l2_flush,
-        l2_flush_passes=plan.l2_flush_passes,
-        busy_wait_ms=round(timer.busy_ms, 4),
-        host_enqueue_ms=round(timer.enqueue_ms, 4),
-        stable=stable,
-        sets=len(sets),
-        median_ci_rel=round(median_ci_rel(samples), 5),
-    )
-    if plan.wall_reps:
-        sync()
-        t0 = perf()
-        for j in range(plan.wall_reps):
-            call(sets[j % len(sets)])
-        sync()
-        stats.wall_ms = (perf() - t0) * 1e3 / plan.wall_reps
-        # Back-to-back calls overlap host launches with GPU work, so the wall clock per call
-        # exceeds the event time only by launch overhead; far above it, work ran outside the
-        # timed stream (another stream, the CPU) and the event figure is not the whole cost.
-        if stats.wall_ms > 1.5 * stats.median_ms + max(timer.enqueue_ms, 0.02):
-            stats.flags.append(ESCAPED_STREAM)
-    cycles_per_ms_after = _sleep_cycles_per_ms()
-    stats.details.update(
-        sm_clock_mhz_before=round(cycles_per_ms / 1e3, 1), sm_clock_mhz_after=round(cycles_per_ms_after / 1e3, 1)
-    )
-    if abs(cycles_per_ms_after - cycles_per_ms) > CLOCK_CHANGE_REL * cycles_per_ms:
-        stats.flags.append(CLOCK_CHANGED)
-    if not stable:
-        stats.flags.append("median_not_stable")
-    return stats, last

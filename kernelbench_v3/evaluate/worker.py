@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from . import guard, timing
+from . import cuda_timing, guard, timing
 from .cases import PARAM_SEED, single_output
 from .channel import DTYPES, Arena, Link, PeerGone, TensorRef, dtype_name, tensor_nbytes
 from .evidence import ProgramLog, collect, install_program_counter
@@ -207,7 +207,7 @@ class Worker:
         self.fresh = FreshInputs(sets, partner, sets[0], buffers)
         with torch.no_grad():
             if self.device == "cuda":
-                self.timer = timing.CudaTimer(call, sets, timing.TimingPlan(warmup_seconds=float(msg["seconds"])))
+                self.timer = cuda_timing.CudaTimer(call, sets, timing.TimingPlan(warmup_seconds=float(msg["seconds"])))
                 self.timer.warm()
                 return {
                     "kind": "warm",
@@ -260,7 +260,7 @@ class Worker:
         return {"kind": "batch_done", "fresh_ms": [], "repeated_ms": [], "outputs": infos, "details": {}}
 
     def clock(self, msg: dict[str, Any]) -> dict[str, Any]:
-        mhz = self.timer.clock_mhz() if isinstance(self.timer, timing.CudaTimer) else 0.0
+        mhz = self.timer.clock_mhz() if isinstance(self.timer, cuda_timing.CudaTimer) else 0.0
         return {"kind": "warm", "enqueue_ms": 0.0, "sm_clock_mhz": mhz, "calls": 0}
 
     def finish(self, msg: dict[str, Any]) -> dict[str, Any]:

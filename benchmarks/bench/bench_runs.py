@@ -7,7 +7,7 @@ solution files) and `join_runs` + `add_roofline` + `flag_anomalies`. The per-pro
 (reference precision, near-identity) are computed once beforehand and cached; their one-off
 cost is printed separately. Target: join + all flags under 1 s.
 
-    python benchmarks/bench_runs.py [--problems DIR]
+    python benchmarks/bench/bench_runs.py [--problems DIR]
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ user), offline, with its own empty HF cache; it reports its phases:
 - load: `load_problems(split, folder)` for the three splits (Parquet -> Arrow cache, through the
   card's YAML configs).
 
-    python benchmarks/bench_hub.py [--problems DIR] [--rounds N] [--no-prompts]
+    python benchmarks/bench/bench_hub.py [--problems DIR] [--rounds N] [--no-prompts]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ ROUND = r"""
 import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
 import torch, datasets
-from kernelbench_v3 import hub
+from kernelbench_v3.dataset import hub
 t1, c1 = time.perf_counter(), time.process_time()
 datasets.disable_progress_bars()
 problems = sys.argv[2] or None

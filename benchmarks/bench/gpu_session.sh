@@ -2,9 +2,9 @@
 # One device session for the evaluator and batch benchmarks on a 2-GPU host, as a background job
 # that outlives the 10-minute calls of the device tool, with calls that only watch it.
 #
-#   bash benchmarks/gpu_session.sh start [STEPS] # launch the job (setsid) and return; STEPS is
+#   bash benchmarks/bench/gpu_session.sh start [STEPS] # launch the job (setsid) and return; STEPS is
 #                                               # all (default), evaluator, batch or fidelity
-#   bash benchmarks/gpu_session.sh poll SECONDS # wait until it is done or SECONDS pass, then copy
+#   bash benchmarks/bench/gpu_session.sh poll SECONDS # wait until it is done or SECONDS pass, then copy
 #                                               # the tables, journals and logs to $OUT
 #
 # The job, in order (state under $KB, default /tmp/kbv3-session; every step is resumable, so a
@@ -22,7 +22,7 @@
 # smoke_side_stream_gpu.py (side_stream_gpu.md).
 set -u
 KB=${KB:-/tmp/kbv3-session}
-REPO=$(cd "$(dirname "$0")/.." && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$KB/cache"
 
 job() {
@@ -42,7 +42,7 @@ job() {
 }
 
 evaluator_step() {
-  local gpus=$1 bench=benchmarks/bench_evaluator_gpu.py
+  local gpus=$1 bench=benchmarks/bench/bench_evaluator_gpu.py
   local second=1
   [ "$gpus" -ge 2 ] || second=0  # one GPU: the baselines first, then the solutions (no overlap)
   CUDA_VISIBLE_DEVICES=$second python3 $bench --part baselines --out "$KB/baselines.md" --cache "$KB/cache" \
@@ -63,11 +63,11 @@ fidelity_step() {
   # Only the timing-fidelity runs (one GPU is enough): FIDELITY_RUNS runs of each solution,
   # run-major, within FIDELITY_BUDGET seconds; the journal resumes a cut session. Then the
   # stream-escape smoke (side_stream_gpu.md).
-  CUDA_VISIBLE_DEVICES=0 python3 benchmarks/bench_evaluator_gpu.py --part fidelity --out "$KB/fidelity.md" \
+  CUDA_VISIBLE_DEVICES=0 python3 benchmarks/bench/bench_evaluator_gpu.py --part fidelity --out "$KB/fidelity.md" \
     --cache "$KB/cache" --runs "${FIDELITY_RUNS:-5}" --budget "${FIDELITY_BUDGET:-1200}" --cap 200 \
     >>"$KB/fidelity.log" 2>&1
   echo "fidelity done $(date -u +%T)"
-  [ -f "$KB/side_stream_gpu.md" ] || CUDA_VISIBLE_DEVICES=0 python3 benchmarks/smoke_side_stream_gpu.py \
+  [ -f "$KB/side_stream_gpu.md" ] || CUDA_VISIBLE_DEVICES=0 python3 benchmarks/diagnostics/smoke_side_stream_gpu.py \
     --out "$KB/side_stream_gpu.md" >>"$KB/fidelity.log" 2>&1
   echo "side-stream smoke done $(date -u +%T)"
 }
@@ -81,10 +81,10 @@ batch_step() {
   # gets what the session's device time leaves (SINGLE_BUDGET), and the table compares equal work
   # if it is stopped. Each run is cold either way (own caches), so the order favours neither.
   local timing=${TIMING_SECONDS:-1}
-  python3 benchmarks/bench_batch_gpu.py --runs multi --work "$KB/batch" --budget "${MULTI_BUDGET:-900}" \
+  python3 benchmarks/bench/bench_batch_gpu.py --runs multi --work "$KB/batch" --budget "${MULTI_BUDGET:-900}" \
     --timing-seconds "$timing" --out "$KB/bench_batch_gpu.md" >>"$KB/batch.log" 2>&1
   echo "two-GPU batch done $(date -u +%T)"
-  python3 benchmarks/bench_batch_gpu.py --runs single --work "$KB/batch" --budget "${SINGLE_BUDGET:-1300}" \
+  python3 benchmarks/bench/bench_batch_gpu.py --runs single --work "$KB/batch" --budget "${SINGLE_BUDGET:-1300}" \
     --timing-seconds "$timing" --out "$KB/bench_batch_gpu.md" >>"$KB/batch.log" 2>&1
   echo "single-GPU batch done $(date -u +%T)"
 }
@@ -93,7 +93,7 @@ collect() {
   cd "$REPO"
   if ls "$KB"/baselines.md.jsonl "$KB"/solutions.md.jsonl >/dev/null 2>&1; then
     cat "$KB"/baselines.md.jsonl "$KB"/solutions.md.jsonl > "$KB/evaluator_gpu.md.jsonl" 2>/dev/null
-    PYTHONPATH=$REPO python3 benchmarks/bench_evaluator_gpu.py --part report --out "$KB/evaluator_gpu.md" >/dev/null 2>&1
+    PYTHONPATH=$REPO python3 benchmarks/bench/bench_evaluator_gpu.py --part report --out "$KB/evaluator_gpu.md" >/dev/null 2>&1
   fi
   tar -czf "$KB/logs.tar.gz" -C "$KB" $(cd "$KB" && ls *.log 2>/dev/null) 2>/dev/null
   for f in evaluator_gpu.md evaluator_gpu.md.jsonl fidelity.md fidelity.md.jsonl side_stream_gpu.md bench_batch_gpu.md logs.tar.gz session.log; do

@@ -6,9 +6,9 @@ evaluator (a copy of the package at an older commit, `--old DIR`, put first on P
 current one run the same way, alternating, on the same GPU.
 
     git archive 7d376a0 kernelbench_v3 problems | tar -x -C old_kbv3   # the previous evaluator
-    python benchmarks/bench_supervisor_gpu.py --part fidelity --runs 3 --old old_kbv3 --out DIR
-    python benchmarks/bench_supervisor_gpu.py --part attacks --out DIR
-    python benchmarks/bench_supervisor_gpu.py --report DIR   # tables from the saved journal
+    python benchmarks/bench/bench_supervisor_gpu.py --part fidelity --runs 3 --old old_kbv3 --out DIR
+    python benchmarks/bench/bench_supervisor_gpu.py --part attacks --out DIR
+    python benchmarks/bench/bench_supervisor_gpu.py --report DIR   # tables from the saved journal
 
 Writes DIR/supervisor_gpu.jsonl (one line per evaluation) and prints markdown tables.
 """
@@ -24,10 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EX = "examples/solutions"
 ATTACKS = "tests/solutions/attacks"
-CUDA_ATTACKS = "benchmarks/solutions"
+CUDA_ATTACKS = "tests/solutions/gpu"
 
 HONEST = [  # (problem, solution, runs per method): the 12-15 us kernels spread most between runs
     ("level1/23_Softmax", f"{EX}/level1/23_Softmax.py", 3),

@@ -4,7 +4,7 @@ Prints a markdown table (problem, output shape/dtype, eager ms, peak GPU memory)
 to --out. Each problem runs in its own try block, so one failure is reported, not fatal.
 Uses only the catalog and the materializer (no `datasets`), so it runs on the device image.
 
-    python benchmarks/run_problems_gpu.py --split h100 --out benchmarks/results/problems_h100.md
+    python benchmarks/bench/run_problems_gpu.py --split h100 --out benchmarks/results/problems_h100.md
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kernelbench_v3.catalog.materialize import load_module, make_inputs, make_model  # noqa: E402
 from kernelbench_v3.catalog.problem import discover  # noqa: E402

@@ -2,7 +2,7 @@
 rotating fresh buffers): time one op directly, then one whole evaluation, and print what the
 record says about the timing. Needs torch and triton only.
 
-    PYTHONPATH=. python3 benchmarks/smoke_timing_gpu.py
+    PYTHONPATH=. python3 benchmarks/diagnostics/smoke_timing_gpu.py
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kernelbench_v3.evaluate import (  # noqa: E402
     EvalRequest,
+    cuda_timing,
     evaluate,
-    timing,  # noqa: E402
+    timing,
 )
 from kernelbench_v3.evaluate import fresh as F  # noqa: E402
 
@@ -27,7 +28,7 @@ from kernelbench_v3.evaluate import fresh as F  # noqa: E402
 def main() -> int:
     sets = [[torch.randn(4096, 4096, device="cuda")] for _ in range(4)]
     fresh = F.FreshInputs(sets, [torch.randn(4096, 4096, device="cuda")], sets[0], F.buffer_count(sets[0]))
-    stats, _ = timing.time_cuda(
+    stats, _ = cuda_timing.time_cuda(
         lambda a: torch.softmax(a[0], dim=1), sets, timing.TimingPlan(max_seconds=5), fresh=fresh
     )
     keep = ("sm_clock_mhz_before", "sm_clock_mhz_after", "median_ci_rel", "fresh_buffers", "stable")

@@ -3,7 +3,7 @@
 Run from the repository root on a host with at least two GPUs (no install needed, no
 `datasets`, no Ray: the local executor is what is measured):
 
-    PYTHONPATH=. python3 benchmarks/bench_batch_gpu.py --out benchmarks/results/bench_batch_gpu.md
+    PYTHONPATH=. python3 benchmarks/bench/bench_batch_gpu.py --out benchmarks/results/batch_throughput_gpu.md
 
 Each problem's reference file serves as its own solution, with the custom-kernel check relaxed
 (this measures the batch machinery's throughput, not anybody's kernels). The same batch runs as
@@ -47,7 +47,7 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from kernelbench_v3.batch.journal import read_journal  # noqa: E402

@@ -3,13 +3,13 @@
 The evaluator flushes L2 before every timed call. Zeroing a buffer (what it did, like Triton's
 do_bench) leaves L2 full of dirty lines, and the timed kernel then pays for writing them back;
 summing a buffer leaves clean lines. For the bundled honest solutions of a few h100-split
-problems, this script times each with `timing.time_cuda` under each variant of `VARIANTS`
+problems, this script times each with `cuda_timing.time_cuda` under each variant of `VARIANTS`
 (flush modes; in-process, rotating 8 input sets, no fresh inputs) and appends one
 JSON line per (problem, variant) to --out. Run it in several fresh processes, then `--report` prints, per problem
 and mode, the median per process, the spread (max-min)/min across processes and the mean CV.
 
-    for r in 0 1 2 3 4; do python benchmarks/diag_l2_flush_gpu.py --out flush.jsonl --run $r; done
-    python benchmarks/diag_l2_flush_gpu.py --report flush.jsonl
+    for r in 0 1 2 3 4; do python benchmarks/diagnostics/diag_l2_flush_gpu.py --out flush.jsonl --run $r; done
+    python benchmarks/diagnostics/diag_l2_flush_gpu.py --report flush.jsonl
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from diag_common import add_run_arguments, read_jsonl, rotated, run_or_report  # noqa: E402
@@ -41,7 +41,7 @@ VARIANTS = {
 def measure(run: int, seconds: float, variants: list[str], problems: list[str]) -> list[dict]:
     import torch
 
-    from kernelbench_v3.evaluate import timing
+    from kernelbench_v3.evaluate import cuda_timing, timing
 
     modes = rotated(variants, run)
     rows = []
@@ -57,7 +57,7 @@ def measure(run: int, seconds: float, variants: list[str], problems: list[str]) 
         with torch.no_grad():
             for mode in modes:
                 plan = timing.TimingPlan(max_seconds=seconds, **VARIANTS[mode])
-                stats, _ = timing.time_cuda(lambda a: model(*a), sets, plan)  # noqa: B023 (called here)
+                stats, _ = cuda_timing.time_cuda(lambda a: model(*a), sets, plan)  # noqa: B023 (called here)
                 row = {
                     "run": run,
                     "problem": problem_id,

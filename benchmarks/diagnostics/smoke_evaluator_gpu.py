@@ -4,7 +4,7 @@ Much cheaper than bench_evaluator_gpu.py (no full baseline table, no fidelity ru
 that the CUDA paths (reference-side profiling, fresh-input timing, custom-kernel time share)
 work end to end. Prints a markdown table and writes it to --out.
 
-    python benchmarks/smoke_evaluator_gpu.py --out benchmarks/results/evaluator_gpu_smoke2.md
+    python benchmarks/diagnostics/smoke_evaluator_gpu.py --out /tmp/smoke_evaluator_gpu.md
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kernelbench_v3.evaluate import EvalRequest, evaluate  # noqa: E402

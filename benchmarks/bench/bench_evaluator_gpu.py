@@ -16,7 +16,7 @@ does not fit one ~9-minute call finishes over several. Markdown tables of everyt
 journal are (re)written to `--out` after each item. `--device cpu` rehearses every code path on a
 CPU (reduced sizes, Triton interpreter). Needs torch and triton only (no `datasets`).
 
-    python benchmarks/bench_evaluator_gpu.py --out benchmarks/results/evaluator_gpu.md --budget 480
+    python benchmarks/bench/bench_evaluator_gpu.py --out benchmarks/results/evaluator_gpu.md --budget 480
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kernelbench_v3.catalog.problem import discover  # noqa: E402

@@ -6,7 +6,7 @@ are included, as a user pays for them. A warm run (same cache again) follows for
 With `--uncached`, also times what the shipped facts table saves: computing every problem's
 facts on the CPU (`problem_facts.facts_table(..., shipped=False)`), the old cold path.
 
-    python benchmarks/bench_anomalies_cold.py [--repeats 3] [--uncached]
+    python benchmarks/bench/bench_anomalies_cold.py [--repeats 3] [--uncached]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
 
 

@@ -1,12 +1,12 @@
 """GPU smoke of the evaluator's stream-escape rule: the honest Triton softmax and the same kernel
-launched on a side stream (benchmarks/solutions/side_stream_softmax.py), evaluated in turn.
+launched on a side stream (tests/solutions/gpu/side_stream_softmax.py), evaluated in turn.
 
 The honest solution should be scored by its CUDA-event median with no flag; the side-stream one
 should carry `wall_clock_exceeds_events` and be scored by the synchronized wall clock per call
 (`timing_details.sol_ms_source`), its event median kept as `event_median_ms`. Prints a markdown
 table and writes it to --out. Needs torch and triton only.
 
-    python benchmarks/smoke_side_stream_gpu.py --out benchmarks/results/side_stream_gpu.md
+    python benchmarks/diagnostics/smoke_side_stream_gpu.py --out benchmarks/results/side_stream_gpu.md
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kernelbench_v3.evaluate import EvalRequest, evaluate  # noqa: E402
 from kernelbench_v3.evaluate.fingerprint import device_name, software  # noqa: E402
 
 PROBLEM = "level1/23_Softmax"
-SOLUTIONS = [ROOT / "examples/solutions/level1/23_Softmax.py", ROOT / "benchmarks/solutions/side_stream_softmax.py"]
+SOLUTIONS = [ROOT / "examples/solutions/level1/23_Softmax.py", ROOT / "tests/solutions/gpu/side_stream_softmax.py"]
 
 
 def _fmt(value) -> str:

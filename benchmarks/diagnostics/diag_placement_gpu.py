@@ -8,7 +8,7 @@ in memory is one thing that is fixed per process. This script separates the cand
 
 - it launches the bundled solution's own Triton kernel directly on NI input buffers x NO output
   buffers (each its own allocation), every (input, output) pair REPS times in shuffled order, with
-  the evaluator's timing recipe around each call (`timing.time_cuda`'s read flush of 2x L2, then
+  the evaluator's timing recipe around each call (`cuda_timing.time_cuda`'s read flush of 2x L2, then
   a spin kernel so host launch gaps are not timed, then CUDA events);
 - phase A and phase B time the same buffers twice (if a buffer's figure repeats, it is a property
   of the buffer, not of the moment); phase C times a new set of buffers allocated after a pad;
@@ -25,8 +25,8 @@ Each variant times the grid once on the same buffers (`VARIANTS` says what it ad
 
 Run it in several fresh processes, then `--report`:
 
-    for r in 0 1 2 3; do python benchmarks/diag_placement_gpu.py --out placement.jsonl --run $r; done
-    python benchmarks/diag_placement_gpu.py --report placement.jsonl
+    for r in 0 1 2 3; do python benchmarks/diagnostics/diag_placement_gpu.py --out placement.jsonl --run $r; done
+    python benchmarks/diagnostics/diag_placement_gpu.py --report placement.jsonl
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from diag_common import add_run_arguments, read_jsonl, rotated, run_or_report  # noqa: E402
@@ -96,14 +96,14 @@ def time_grid(launch, inputs, outputs, reps: int, seed: int, variant: str = "cle
     timed the evaluator's way (with what `variant` adds)."""
     import torch
 
-    from kernelbench_v3.evaluate import timing
+    from kernelbench_v3.evaluate import cuda_timing
 
     written, passes, scale = VARIANTS[variant]
-    flush = torch.empty(timing.l2_flush_bytes() // 8 * scale, dtype=torch.float32, device="cuda").normal_()
+    flush = torch.empty(cuda_timing.l2_flush_bytes() // 8 * scale, dtype=torch.float32, device="cuda").normal_()
     source = torch.randn(ROWS, COLS, device="cuda")
     scratch = torch.empty_like(source)
     flush_sum = torch.zeros((), dtype=torch.float32, device="cuda")
-    cycles_per_ms = timing._sleep_cycles_per_ms()
+    cycles_per_ms = cuda_timing._sleep_cycles_per_ms()
     sleep_cycles = int(0.1 * cycles_per_ms)  # 0.1 ms: well above one launch's enqueue time
     order = [(i, j) for i in range(len(inputs)) for j in range(len(outputs))] * reps
     random.Random(seed).shuffle(order)
@@ -148,7 +148,7 @@ def summarize_phase(rows: list[tuple[int, int, float]], n_in: int, n_out: int) -
 def measure(run: int, kernels: list[str], n_in: int, n_out: int, reps: int, variants: list[str]) -> list[dict]:
     import torch
 
-    from kernelbench_v3.evaluate import timing
+    from kernelbench_v3.evaluate import cuda_timing
 
     rows = []
     for name in kernels:
@@ -158,14 +158,14 @@ def measure(run: int, kernels: list[str], n_in: int, n_out: int, reps: int, vari
             return [torch.randn(ROWS, COLS, device="cuda") for _ in range(count)]
 
         inputs, outputs = buffers(n_in), buffers(n_out)
-        timing._keep_calling(lambda a: launch(*a), [(inputs[0], outputs[0])], 1.0)  # noqa: B023 (warm-up, clocks up)
+        cuda_timing._keep_calling(lambda a: launch(*a), [(inputs[0], outputs[0])], 1.0)  # noqa: B023 (warm-up, clocks up)
         modes = rotated(variants, run)
         phases = [(v, p) for v in modes for p in (("A", "B", "C") if v == "placement" else ("-",))]
         for variant, phase in phases:
             if phase == "C":  # new buffers, placed after a pad so they cannot reuse A/B's blocks
                 pad = torch.empty(int(97e6) // 4 * (run + 1), device="cuda")  # noqa: F841 (held)
                 inputs, outputs = buffers(n_in), buffers(n_out)
-            clock_before = timing._sleep_cycles_per_ms() / 1e3
+            clock_before = cuda_timing._sleep_cycles_per_ms() / 1e3
             grid = time_grid(launch, inputs, outputs, reps, seed=run * 10 + ord(phase), variant=variant)
             row = {
                 "run": run,
@@ -175,7 +175,7 @@ def measure(run: int, kernels: list[str], n_in: int, n_out: int, reps: int, vari
                 "inputs": n_in,
                 "outputs": n_out,
                 "reps": reps,
-                "sm_clock_mhz": [round(clock_before, 1), round(timing._sleep_cycles_per_ms() / 1e3, 1)],
+                "sm_clock_mhz": [round(clock_before, 1), round(cuda_timing._sleep_cycles_per_ms() / 1e3, 1)],
                 "input_ptr_mod_2mib": [x.data_ptr() % (2 << 20) for x in inputs],
                 **summarize_phase(grid, n_in, n_out),
             }
