@@ -14,14 +14,16 @@ GEMM_REF_OPS = {"addmm": [1, 0.009], "div": [1, 0.0005], "gelu": [1, 0.0005]}
 
 def _cuda(kernels, ops=None, profiler=True, compiled=0, rule="strict", reference_kernels=()):
     evidence = {"ops": ops or {}, "device_kernels": kernels, "profiler": profiler, "compiled_frames": compiled}
-    return kernel_rule.judge(
+    return kernel_rule.judge_kernel_evidence(
         evidence, device="cuda", rule=rule, reference_ops={}, reference_kernels=list(reference_kernels)
     )
 
 
 def _cpu(programs, ops=None, reference_ops=SOFTMAX_REF_OPS, rule="strict", failed=()):
     evidence = {"ops": ops or {}, "programs": programs, "failed_launches": list(failed), "compiled_frames": 0}
-    return kernel_rule.judge(evidence, device="cpu", rule=rule, reference_ops=reference_ops, reference_kernels=[])
+    return kernel_rule.judge_kernel_evidence(
+        evidence, device="cpu", rule=rule, reference_ops=reference_ops, reference_kernels=[]
+    )
 
 
 def test_an_honest_cuda_forward_passes_all_three():

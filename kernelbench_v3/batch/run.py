@@ -335,7 +335,7 @@ def _progress_bar(total: int, enabled: bool):
     return tqdm(total=total, desc="eval-batch", unit="eval", dynamic_ncols=True, smoothing=0.1)
 
 
-def describe(result: BatchResult) -> str:
+def describe_batch(result: BatchResult) -> str:
     """A short human summary of a finished batch."""
     counts = result.counts()
     parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))

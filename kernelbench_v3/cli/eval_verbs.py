@@ -58,10 +58,10 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
     p.add_argument("--cache", type=Path, help="baseline cache folder (default: ~/.cache/kbv3)")
     p.add_argument("--json", action="store_true", help="print the record as one JSON object, nothing else")
-    p.set_defaults(func=run_eval)
+    p.set_defaults(func=cmd_eval)
 
 
-def run_eval(args: argparse.Namespace) -> int:
+def cmd_eval(args: argparse.Namespace) -> int:
     from ..evaluate import evaluate
     from ..evaluate.report import describe
 
@@ -122,13 +122,13 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
         help="also rerun journaled records whose status is 'error' (evaluator failures)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run_eval_batch)
+    p.set_defaults(func=cmd_eval_batch)
 
 
-def run_eval_batch(args: argparse.Namespace) -> int:
+def cmd_eval_batch(args: argparse.Namespace) -> int:
     import signal
 
-    from ..batch.run import BatchError, BatchSettings, describe, run_batch
+    from ..batch.run import BatchError, BatchSettings, describe_batch, run_batch
 
     # Every check before anything is created: a refused command leaves no Parquet or journal.
     if not args.solutions.is_dir():
@@ -172,5 +172,5 @@ def run_eval_batch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("kbv3 eval-batch: interrupted; rerun the same command to finish", file=sys.stderr)
         return 130
-    print(describe(result))
+    print(describe_batch(result))
     return 0

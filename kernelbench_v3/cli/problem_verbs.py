@@ -20,10 +20,10 @@ def add_ls(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", choices=SPLITS)
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.set_defaults(func=run_ls)
+    p.set_defaults(func=cmd_ls)
 
 
-def run_ls(args: argparse.Namespace) -> int:
+def cmd_ls(args: argparse.Namespace) -> int:
     from ..catalog.problem import discover
 
     for p in discover(args.problems, split=args.split):
@@ -50,10 +50,10 @@ def run_ls(args: argparse.Namespace) -> int:
 def add_validate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check every problem file parses and declares what it must")
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
-    p.set_defaults(func=run_validate)
+    p.set_defaults(func=cmd_validate)
 
 
-def run_validate(args: argparse.Namespace) -> int:
+def cmd_validate(args: argparse.Namespace) -> int:
     from ..catalog.problem import CatalogError, discover
 
     try:
@@ -75,10 +75,10 @@ def add_prompts(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--one-shot", action="store_true", help="include the worked example")
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
     p.add_argument("--out", type=Path, required=True, help="output .jsonl file")
-    p.set_defaults(func=run_prompts)
+    p.set_defaults(func=cmd_prompts)
 
 
-def run_prompts(args: argparse.Namespace) -> int:
+def cmd_prompts(args: argparse.Namespace) -> int:
     from ..prompts import TemplateError, prompt_rows, write_jsonl
 
     check_writable_parent(args.out, "--out")
@@ -95,10 +95,10 @@ def add_extract(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("extract", help="pull the solution file out of a model's response")
     p.add_argument("response", type=Path, help="the response text (Markdown)")
     p.add_argument("--out", type=Path, required=True, help="where to write solution.py")
-    p.set_defaults(func=run_extract)
+    p.set_defaults(func=cmd_extract)
 
 
-def run_extract(args: argparse.Namespace) -> int:
+def cmd_extract(args: argparse.Namespace) -> int:
     from ..prompts.extract import ExtractionError, extract_file
 
     if not args.response.is_file():
@@ -128,10 +128,10 @@ def add_build(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT_DIR")
     p.add_argument("--no-prompts", action="store_true", help="leave out the per-split prompt column")
-    p.set_defaults(func=run_build)
+    p.set_defaults(func=cmd_build)
 
 
-def run_build(args: argparse.Namespace) -> int:
+def cmd_build(args: argparse.Namespace) -> int:
     from ..catalog.problem import CatalogError
     from ..dataset.hub import build
 
@@ -167,10 +167,10 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--all-examples", action="store_true", help="on CPU, evaluate every bundled example (about a minute each)"
     )
-    p.set_defaults(func=run_demo)
+    p.set_defaults(func=cmd_demo)
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     if args.device == "cuda":

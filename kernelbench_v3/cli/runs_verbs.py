@@ -26,10 +26,10 @@ def add_runs(sub: argparse._SubParsersAction) -> None:
         help="anomalies: skip the per-problem CPU facts (precision and near-identity flags)",
     )
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    p.set_defaults(func=run_runs)
+    p.set_defaults(func=cmd_runs)
 
 
-def run_runs(args: argparse.Namespace) -> int:
+def cmd_runs(args: argparse.Namespace) -> int:
     from ..runs.anomalies import analyze_runs, flagged_runs
     from ..runs.leaderboard import leaderboard, speedup_distribution
     from ..runs.load import RunsSchemaError, RunsSourceError, unmatched

@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from ..catalog.specs import dtype_name
+
 MAX_FRAME_BYTES = 16 << 20  # a message larger than this is a protocol violation
 ALIGN = 128
 _HEADER = struct.Struct("!I")
@@ -64,10 +66,6 @@ class PeerGone(Exception):
 
 class Deadline(Exception):
     """No complete message arrived before the deadline."""
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 @dataclass(frozen=True)

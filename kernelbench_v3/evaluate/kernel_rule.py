@@ -108,7 +108,7 @@ def compute_ops(ops: dict[str, list[float]]) -> dict[str, float]:
     return {name: s / total for name, s in seconds.items()} if total > 0 else {}
 
 
-def judge(
+def judge_kernel_evidence(
     evidence: dict[str, Any],
     *,
     device: str,

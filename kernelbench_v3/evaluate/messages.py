@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Union
 
+from ..vocab import Device
 from .channel import ProtocolError, TensorRef
 
-Device = Literal["cpu", "cuda"]
 BatchMode = Literal["flushed", "back_to_back"]
 MAX_LIST = 100_000
 MAX_TEXT = 8_000

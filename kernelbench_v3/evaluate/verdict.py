@@ -65,7 +65,7 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
         out["precision"] = (SKIP, "no float64 reference for this problem")
     if facts.evidence is not None:
         rule = "relaxed" if not request.require_custom_kernel else request.kernel_rule
-        checks, kfacts = kernel_rule.judge(
+        checks, kfacts = kernel_rule.judge_kernel_evidence(
             facts.evidence, device=request.device, rule=rule, reference_ops=ref.ops, reference_kernels=ref.kernel_names
         )
         out.update(checks)

@@ -18,9 +18,10 @@ from typing import Any
 
 import torch
 
+from ..catalog.specs import dtype_name
 from . import cuda_timing, guard, timing
 from .cases import PARAM_SEED, single_output
-from .channel import DTYPES, Arena, Link, PeerGone, TensorRef, dtype_name, tensor_nbytes
+from .channel import DTYPES, Arena, Link, PeerGone, TensorRef, tensor_nbytes
 from .evidence import ProgramLog, collect, install_program_counter
 from .fresh import FreshInputs, buffer_count
 
