@@ -29,8 +29,9 @@ from .cases import CORRECTNESS, FRESH_PARTNER, RECOMPUTE, plan_cases
 from .channel import ALIGN, Arena, Layout, Link, round_up, tensor_nbytes
 from .fingerprint import software
 from .messages import Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
-from .record import Record
+from .record import SCHEMA_VERSION, Record
 from .reference import ReferenceRun, compute, expected_for
+from .reference_cache import for_evaluation
 from .request import EvalRequest
 from .scoring import SMALL_KERNEL_MS, fill_timing, request_baseline, speed_of_light_ms
 from .session import CaseResult, Session, SessionLost
@@ -118,11 +119,12 @@ def _evaluate(
         plan = plan_cases(request.seeds, request.other_shape, timed=request.time_solution)
         with _phase(rec, "reference"):
             try:
-                ref = compute(problem, source, sizes, request.device, plan)
+                cache = for_evaluation(cache_dir, rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
+                ref = compute(problem, source, sizes, request.device, plan, cache)
             except Exception as exc:
                 rec.fail("error", f"the reference could not be evaluated: {type(exc).__name__}: {exc}"[:2000])
                 return
-        rec.precision_used = ref.precision
+        rec.precision_used, rec.reference_cached = ref.precision, ref.cached
         rec.fingerprint.update(ref.device_info)
         if not ref.cases[f"seed{request.seeds[0]}"].entry["finite"]:
             rec.fail("error", "the reference output has NaN/Inf at these sizes")
