@@ -583,7 +583,7 @@ def test_cli_rejects_a_timing_budget_that_is_not_positive(command, capsys):
 
 def _timed_record(flags: list[str], median_ms: float, supervisor_ms: float) -> Record:
     from kernelbench_v3.evaluate.clock import TimingOutcome
-    from kernelbench_v3.evaluate.supervisor import _fill_timing
+    from kernelbench_v3.evaluate.scoring import fill_timing
     from kernelbench_v3.evaluate.verdict import SolutionFacts
 
     rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, sizes={"dim": 8})
@@ -602,7 +602,7 @@ def _timed_record(flags: list[str], median_ms: float, supervisor_ms: float) -> R
         details["scored_ms"] = max(supervisor_ms, median_ms)
     facts = SolutionFacts(timing=TimingOutcome(stats=stats, flags=flags, details=details))
     base = {"eager_ms": 1.0, "compiled_ms": 2.0, "baseline_ms": 1.0, "baseline_type": "eager"}
-    _fill_timing(rec, facts, base, EvalRequest("level1/23_Softmax", "x.py", device="cuda"))
+    fill_timing(rec, facts, base, EvalRequest("level1/23_Softmax", "x.py", device="cuda"))
     return rec
 
 

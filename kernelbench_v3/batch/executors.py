@@ -32,7 +32,7 @@ from typing import Any
 from .queue import BatchItem, BatchSettings, WorkQueue
 
 EvaluateFn = Callable[[BatchItem, BatchSettings], dict[str, Any]]
-OnRecord = Callable[[BatchItem, dict[str, Any]], None]
+OnRecord = Callable[[BatchItem, dict[str, Any], str], None]  # item, record, worker (e.g. "gpu0")
 
 # Past the evaluator's own per-child timeout, how long a worker may stay silent before the batch
 # assumes the evaluator itself is stuck: an evaluation runs a few children (reference, baseline
@@ -43,6 +43,7 @@ WATCHDOG_SLACK_S = 120.0
 # starts when the worker says it has begun it, so a slow start on a busy host costs no record.
 WORKER_START_S = 600.0
 STARTED = "started"  # what a worker sends when it begins an item
+RAY_WORKER_KEY = "_kbv3_ray_worker"  # carried next to a Ray task's record, removed before journaling
 
 
 # ----------------------------------------------------------------------------- one evaluation
@@ -162,6 +163,7 @@ class _Worker:
         self.item: BatchItem | None = None
         self.deadline = 0.0
         self.watchdog_s = 0.0
+        self.last_group: tuple[str, str] | None = None  # the (problem, GPU) it last evaluated
 
     def ensure_started(self) -> None:
         if self.process is not None and self.process.is_alive():
@@ -238,7 +240,8 @@ class LocalExecutor:
         try:
             while not queue.finished():
                 for worker in workers:
-                    if worker.item is None and (item := queue.take()) is not None:
+                    if worker.item is None and (item := queue.take(worker.last_group)) is not None:
+                        worker.last_group = queue.group(item)
                         worker.start(item, self.settings, self.watchdog_s)
                 busy = [w for w in workers if w.item is not None]
                 if not busy:
@@ -251,7 +254,7 @@ class LocalExecutor:
                     item, worker.item = worker.item, None
                     if isinstance(outcome, str):
                         outcome = failure_record(item, self.settings, outcome)
-                    on_record(item, outcome)
+                    on_record(item, outcome, worker.name)
                     queue.finish(item, outcome)
         finally:
             for worker in workers:
@@ -284,7 +287,19 @@ def ray_evaluate(item: BatchItem, settings: BatchSettings, source: bytes, evalua
         local = Path(folder) / Path(item.solution_path).name.removesuffix(".txt")
         local.write_bytes(source)
         here = BatchItem(item.model, item.gpu, item.problem_id, str(local), item.solution_sha256)
-        return _call(evaluate_fn, here, settings)
+        return {**_call(evaluate_fn, here, settings), RAY_WORKER_KEY: _ray_worker_name()}
+
+
+def _ray_worker_name() -> str:
+    """Which node and GPU ran this Ray task, for the batch's per-worker throughput."""
+    try:
+        import ray
+
+        context = ray.get_runtime_context()
+        gpus = ",".join(str(g) for g in context.get_accelerator_ids().get("GPU", []))
+        return f"{context.get_node_id()[:8]}" + (f":gpu{gpus}" if gpus else "")
+    except Exception:
+        return "ray"
 
 
 class RayExecutor:
@@ -337,12 +352,12 @@ class RayExecutor:
                 for ref in done:
                     item = pending.pop(ref)
                     try:
-                        record = ray.get(ref)
-                        record = dict(record, solution_path=item.solution_path)
+                        record = dict(ray.get(ref), solution_path=item.solution_path)
+                        worker = str(record.pop(RAY_WORKER_KEY, "ray"))
                     except Exception as exc:  # worker or node died; the task is not retried
                         message = f"ray task failed: {type(exc).__name__}: {exc}"[-2000:]
-                        record = failure_record(item, self.settings, message)
-                    on_record(item, record)
+                        record, worker = failure_record(item, self.settings, message), "ray"
+                    on_record(item, record, worker)
                     queue.finish(item, record)
         finally:
             for ref in pending:

@@ -70,7 +70,8 @@ class WorkQueue:
 
     The first evaluation of a problem runs alone ("warming"); the others of that problem wait
     until it has finished and its baseline sits in the evaluator's on-disk cache, so two workers
-    never compile the same baseline at once. Meanwhile workers take other problems. (The
+    never compile the same baseline at once. Meanwhile workers take other problems, and each
+    worker keeps to one problem while it has items (`take(prefer=...)`). (The
     evaluator builds the baseline before it runs the solution, so any finished first
     evaluation has either cached it or failed at it; a retry one at a time would not help.)
     """
@@ -80,25 +81,43 @@ class WorkQueue:
         self._warm: set[tuple[str, str]] = set(warm)
         self._warming: set[tuple[str, str]] = set()
         self._running: set[Key] = set()
+        self._running_items: dict[Key, BatchItem] = {}
 
     @staticmethod
     def group(item: BatchItem) -> tuple[str, str]:
         return (item.problem_id, item.gpu)
 
-    def take(self) -> BatchItem | None:
-        """The next evaluation that may start now, or None (all done, or waiting on a baseline)."""
-        for index, item in enumerate(self._pending):
-            group = self.group(item)
-            if group in self._warm or group not in self._warming:
-                if group not in self._warm:
-                    self._warming.add(group)
-                self._running.add(item.key)
-                return self._pending.pop(index)
-        return None
+    def take(self, prefer: tuple[str, str] | None = None) -> BatchItem | None:
+        """The next evaluation that may start now, or None (all done, or waiting on a baseline).
+
+        Work is grouped by problem: a worker that passes the group it last ran (`prefer`) gets
+        more of that problem while there is some; otherwise a problem no one is running yet,
+        in batch order; only then one another worker is on. So each worker switches problems
+        about once per problem it owns rather than once per item.
+        """
+        takeable = [i for i, it in enumerate(self._pending) if self._may_start(self.group(it))]
+        if not takeable:
+            return None
+        busy = {self.group(it) for it in self._running_items.values()}
+        index = next(
+            (i for i in takeable if prefer is not None and self.group(self._pending[i]) == prefer),
+            next((i for i in takeable if self.group(self._pending[i]) not in busy), takeable[0]),
+        )
+        item = self._pending.pop(index)
+        group = self.group(item)
+        if group not in self._warm:
+            self._warming.add(group)
+        self._running.add(item.key)
+        self._running_items[item.key] = item
+        return item
+
+    def _may_start(self, group: tuple[str, str]) -> bool:
+        return group in self._warm or group not in self._warming
 
     def finish(self, item: BatchItem, record: dict[str, Any]) -> None:
         group = self.group(item)
         self._running.discard(item.key)
+        self._running_items.pop(item.key, None)
         if group in self._warming:
             self._warming.discard(group)
             self._warm.add(group)

@@ -36,6 +36,7 @@ from typing import Any
 from ..catalog.problem import Problem, discover
 from ..vocab import SPLITS, runs_gpu_name
 from .journal import Journal, JournalError, Key, latest_records, read_journal, record_key  # noqa: F401
+from .progress import Progress, Throughput
 from .queue import BatchItem, BatchSettings, WorkQueue  # noqa: F401 (defined in work, imported from here too)
 
 RUNS_SUFFIX = ".py.txt"
@@ -229,6 +230,7 @@ class BatchResult:
     already_done: int  # items found in the journal and skipped
     skipped: list[Skipped]
     wall_s: float
+    throughput: Throughput | None = None  # this run's evaluations per hour, per worker and in total
 
     def counts(self) -> Counter:
         return Counter(r.get("status", "?") for r in self.records)
@@ -277,17 +279,13 @@ def run_batch(
         todo = [it for it in found.items if it.key not in done or it.key in redo]
         warm = {(r["problem_id"], r["gpu"]) for r in done.values()}
         queue = WorkQueue(todo, warm)
-        bar = _progress_bar(len(todo), progress)
-        statuses: Counter = Counter()
+        shown = Progress(len(todo), progress)
 
-        def on_record(item: BatchItem, record: dict[str, Any]) -> None:
+        def on_record(item: BatchItem, record: dict[str, Any], worker: str = "") -> None:
             record = executors.stamp(record, item)
             book.append(record)  # durable before this worker is handed its next item
             done[item.key] = record
-            statuses[record.get("status", "?")] += 1
-            if bar is not None:
-                bar.set_postfix(_postfix(statuses), refresh=False)
-                bar.update(1)
+            shown.record(record, worker)
 
         try:
             if todo:
@@ -301,8 +299,7 @@ def run_batch(
                 )
                 runner.run(queue, on_record)
         finally:
-            if bar is not None:
-                bar.close()
+            throughput = shown.finish()
             write_parquet(latest_records(read_journal(journal_path)[1]).values(), out)
     finally:
         book.close()
@@ -311,28 +308,12 @@ def run_batch(
         out=Path(out),
         journal=journal_path,
         records=records,
-        ran=sum(statuses.values()),
+        ran=throughput.evaluations,
         already_done=len(found.items) - len(todo),
         skipped=found.skipped,
         wall_s=time.monotonic() - started,
+        throughput=throughput,
     )
-
-
-def _postfix(statuses: Counter) -> dict[str, int]:
-    failures = sum(n for s, n in statuses.items() if s != "correct")
-    return {
-        "correct": statuses.get("correct", 0),
-        "failures": failures,
-        **{s: n for s, n in sorted(statuses.items()) if s != "correct"},
-    }
-
-
-def _progress_bar(total: int, enabled: bool):
-    if not enabled or total == 0:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="eval-batch", unit="eval", dynamic_ncols=True, smoothing=0.1)
 
 
 def describe_batch(result: BatchResult) -> str:
@@ -343,6 +324,8 @@ def describe_batch(result: BatchResult) -> str:
         f"{len(result.records)} records ({parts}) in {result.out}",
         f"ran {result.ran} now, {result.already_done} already in {result.journal}; {result.wall_s:.1f}s",
     ]
+    if result.throughput is not None and result.throughput.evaluations:
+        lines.append(result.throughput.line())
     if result.skipped:
         reasons = Counter(s.reason for s in result.skipped)
         lines.append(

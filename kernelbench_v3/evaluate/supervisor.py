@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import math
 import random
 import tempfile
 import time
@@ -29,16 +28,17 @@ from ..vocab import runs_gpu_name
 from . import clock
 from .cases import CORRECTNESS, FRESH_PARTNER, RECOMPUTE, plan_cases
 from .channel import ALIGN, Arena, Layout, Link, round_up, tensor_nbytes
-from .fingerprint import device_name, software
+from .fingerprint import software
 from .messages import Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
-from .record import Record
+from .record import SCHEMA_VERSION, Record
 from .reference import ReferenceRun, compute, expected_for
+from .reference_cache import for_evaluation
 from .request import EvalRequest
+from .scoring import fill_timing, request_baseline
 from .session import CaseResult, Session, SessionLost
 from .verdict import SolutionFacts, judge
 from .zygote import LOG_NAME, Zygote
 
-SMALL_KERNEL_MS = 0.05  # below this, separate evaluator runs of one solution disagree by over 1%
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
 EVIDENCE_CASE_INDEX = 1  # the kernel evidence is collected on the second correctness case (compiled by then)
 SAMPLE_BYTES = 64 * clock.SAMPLE_POSITIONS * 8 + clock.SAMPLE_POSITIONS * 8 + 4 * ALIGN
@@ -46,17 +46,6 @@ CPU_ADDRESS_SPACE = 16 << 30  # RLIMIT_AS of a CPU solution process
 FILE_SIZE_LIMIT = 256 << 20  # RLIMIT_FSIZE of a solution process (a larger write kills it)
 FLOOD_BYTES = 32 << 20  # more output than this on stdout/stderr fails the solution
 CUDA_MEMORY_FRACTION = 0.9  # of the device, for the solution process
-
-
-def speed_of_light_ms(problem_id: str, gpu: str, precision: str) -> float | None:
-    """The roofline time of the problem at default sizes on `gpu` (None when unknown)."""
-    try:
-        from ..hardware import gpus, roofline
-
-        flops, nbytes = roofline.DEFAULT_ROOFLINE[problem_id]
-        return float(roofline.speed_of_light_ms(flops, nbytes, gpus.get_gpu(gpu), precision))
-    except Exception:
-        return None
 
 
 @contextmanager
@@ -131,11 +120,12 @@ def _evaluate(
         plan = plan_cases(request.seeds, request.other_shape, timed=request.time_solution)
         with _phase(rec, "reference"):
             try:
-                ref = compute(problem, source, sizes, request.device, plan)
+                cache = for_evaluation(cache_dir, rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
+                ref = compute(problem, source, sizes, request.device, plan, cache)
             except Exception as exc:
                 rec.fail("error", f"the reference could not be evaluated: {type(exc).__name__}: {exc}"[:2000])
                 return
-        rec.precision_used = ref.precision
+        rec.precision_used, rec.reference_cached = ref.precision, ref.cached
         rec.fingerprint.update(ref.device_info)
         if not ref.cases[f"seed{request.seeds[0]}"].entry["finite"]:
             rec.fail("error", "the reference output has NaN/Inf at these sizes")
@@ -144,7 +134,7 @@ def _evaluate(
         base: dict[str, Any] = {}
         if request.time_solution and request.baseline:
             with _phase(rec, "baseline"):
-                base = _baseline(request, problem, source, sizes, cache_dir, timing_seconds)
+                base = request_baseline(request, problem, source, sizes, cache_dir, timing_seconds)
         scratch = work / "solution"
         scratch.mkdir(mode=0o700)
         (scratch / "solution.py").write_bytes(solution_bytes)
@@ -162,7 +152,7 @@ def _evaluate(
                 "writes to caches and files were not prevented (see the README's threat model)"
             )
         judge(rec, facts, ref, request, scan)
-        _fill_timing(rec, facts, base, request)
+        fill_timing(rec, facts, base, request)
     finally:
         with _phase(rec, "cleanup"):
             try:
@@ -349,73 +339,4 @@ def _init_arg(value: Any) -> Any:
     raise TypeError(f"get_init_inputs() returned a {type(value).__name__}; only numbers, text and lists can be sent")
 
 
-def _baseline(
-    request: EvalRequest, problem: Any, source: str, sizes: dict[str, Any], cache_dir: Any, seconds: float
-) -> dict[str, Any]:
-    from ..catalog.materialize import write_module_file
-    from .baseline import get_baseline
-
-    module_path = write_module_file(source, stem=problem.name)  # verified content, not the checkout's file
-    spec = {
-        "device": request.device,
-        "problem_path": str(module_path),
-        "sizes": sizes,
-        "seeds": list(request.seeds),
-        "timing_seconds": seconds,
-    }
-    env = {"TRITON_INTERPRET": "1" if request.device == "cpu" else "0"}
-    return get_baseline(
-        spec,
-        problem_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
-        device_name=device_name(request.device),
-        cache_dir=Path(cache_dir) if cache_dir is not None else None,
-        timeout_s=request.timeout_s,
-        env=env,
-        retry_failed=request.retry_failed_baseline,
-    )
-
-
-def _fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request: EvalRequest) -> None:
-    if base:
-        rec.eager_ms, rec.compiled_ms = base.get("eager_ms"), base.get("compiled_ms")
-        rec.baseline_ms, rec.baseline_type = base.get("baseline_ms"), base.get("baseline_type")
-        rec.baseline_cached = base.get("cached")
-        rec.ref_ms = rec.baseline_ms
-        if base.get("error"):
-            rec.baseline_error = base["error"] + (
-                " (cached failure; retry_failed_baseline re-times it)" if base.get("cached") else ""
-            )
-            rec.timing_flags.append("baseline_failed")
-            rec.timing_details["baseline_error"] = rec.baseline_error
-        if base.get("compile_error"):
-            rec.timing_details["compile_error"] = base["compile_error"]
-    timing = facts.timing
-    stats = timing.stats if timing is not None else None
-    if stats:
-        rec.timing_method = stats["method"]
-        rec.sol_ms, rec.sol_p10_ms, rec.sol_p90_ms = stats["median_ms"], stats["p10_ms"], stats["p90_ms"]
-        rec.sol_cv, rec.sol_reps = stats["cv"], stats["reps"]
-        rec.timing_flags.extend(stats.get("flags") or [])
-        rec.timing_details.update(stats.get("details") or {})
-        rec.timing_flags.extend(timing.flags)
-        rec.timing_details.update(timing.details)
-        rec.sol_wall_ms = timing.details.get("supervisor_ms")
-        if clock.SUPERVISOR_CLOCK in timing.flags:
-            rec.timing_details["event_median_ms"] = rec.sol_ms
-            rec.sol_ms = timing.details["scored_ms"]
-    if rec.correct and rec.sol_ms and rec.baseline_ms:
-        rec.speedup = rec.baseline_ms / rec.sol_ms
-    if rec.timing_method == "cuda_events" and rec.sol_ms and rec.sol_ms < SMALL_KERNEL_MS:
-        rec.warnings.append(
-            f"small_kernel_timing: {rec.sol_ms * 1e3:.1f} us; separate evaluator runs of kernels this small "
-            "can differ by more than 1% (docs/timing.md), so compare such speedups with a few percent of margin"
-        )
-    if not rec.sizes:  # the roofline figures are for the default shapes
-        sol = speed_of_light_ms(rec.problem_id, request.gpu, rec.precision_used)
-        if sol is not None:
-            rec.sol_roofline_ms = sol
-            if rec.correct and rec.sol_ms and request.device == "cuda" and math.isfinite(rec.sol_ms):
-                rec.sol_fraction = sol / rec.sol_ms
-
-
-__all__ = ["run_evaluation", "speed_of_light_ms"]
+__all__ = ["run_evaluation"]

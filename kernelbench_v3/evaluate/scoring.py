@@ -1,0 +1,108 @@
+"""The record's timing side of an evaluation: the baseline a request gets, and the figures that
+fill the record once the solution has been timed.
+
+`request_baseline` gets the reference's eager and compiled timings for a request (from the
+baseline cache or a baseline child that imports only the verified problem file); `fill_timing`
+copies the baseline and the solution's timing statistics into the record, decides which of the
+solution's figures is scored (its own CUDA-event median, or the supervisor's clock when that one
+could not explain it), and derives the speedup and the roofline fraction. The supervisor calls
+both; nothing here talks to the solution process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Any
+
+from . import clock
+from .fingerprint import device_name
+from .record import Record
+from .request import EvalRequest
+from .verdict import SolutionFacts
+
+SMALL_KERNEL_MS = 0.05  # below this, separate evaluator runs of one solution disagree by over 1%
+
+
+def problem_speed_of_light_ms(problem_id: str, gpu: str, precision: str) -> float | None:
+    """The roofline time of the problem at default sizes on `gpu` (None when unknown)."""
+    from ..hardware import gpus, roofline
+
+    try:  # a problem outside the table, a GPU or precision without a figure: no speed of light
+        flops, nbytes = roofline.DEFAULT_ROOFLINE[problem_id]
+        return float(roofline.speed_of_light_ms(flops, nbytes, gpus.get_gpu(gpu), precision))
+    except (KeyError, ValueError):
+        return None
+
+
+def request_baseline(
+    request: EvalRequest, problem: Any, source: str, sizes: dict[str, Any], cache_dir: Any, seconds: float
+) -> dict[str, Any]:
+    from ..catalog.materialize import write_module_file
+    from .baseline import get_baseline
+
+    module_path = write_module_file(source, stem=problem.name)  # verified content, not the checkout's file
+    spec = {
+        "device": request.device,
+        "problem_path": str(module_path),
+        "sizes": sizes,
+        "seeds": list(request.seeds),
+        "timing_seconds": seconds,
+    }
+    env = {"TRITON_INTERPRET": "1" if request.device == "cpu" else "0"}
+    return get_baseline(
+        spec,
+        problem_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
+        device_name=device_name(request.device),
+        cache_dir=Path(cache_dir) if cache_dir is not None else None,
+        timeout_s=request.timeout_s,
+        env=env,
+        retry_failed=request.retry_failed_baseline,
+    )
+
+
+def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request: EvalRequest) -> None:
+    if base:
+        rec.eager_ms, rec.compiled_ms = base.get("eager_ms"), base.get("compiled_ms")
+        rec.baseline_ms, rec.baseline_type = base.get("baseline_ms"), base.get("baseline_type")
+        rec.baseline_cached = base.get("cached")
+        rec.ref_ms = rec.baseline_ms
+        if base.get("error"):
+            rec.baseline_error = base["error"] + (
+                " (cached failure; retry_failed_baseline re-times it)" if base.get("cached") else ""
+            )
+            rec.timing_flags.append("baseline_failed")
+            rec.timing_details["baseline_error"] = rec.baseline_error
+        if base.get("compile_error"):
+            rec.timing_details["compile_error"] = base["compile_error"]
+    timing = facts.timing
+    stats = timing.stats if timing is not None else None
+    if stats:
+        rec.timing_method = stats["method"]
+        rec.sol_ms, rec.sol_p10_ms, rec.sol_p90_ms = stats["median_ms"], stats["p10_ms"], stats["p90_ms"]
+        rec.sol_cv, rec.sol_reps = stats["cv"], stats["reps"]
+        rec.timing_flags.extend(stats.get("flags") or [])
+        rec.timing_details.update(stats.get("details") or {})
+        rec.timing_flags.extend(timing.flags)
+        rec.timing_details.update(timing.details)
+        rec.sol_wall_ms = timing.details.get("supervisor_ms")
+        if clock.SUPERVISOR_CLOCK in timing.flags:
+            rec.timing_details["event_median_ms"] = rec.sol_ms
+            rec.sol_ms = timing.details["scored_ms"]
+    if rec.correct and rec.sol_ms and rec.baseline_ms:
+        rec.speedup = rec.baseline_ms / rec.sol_ms
+    if rec.timing_method == "cuda_events" and rec.sol_ms and rec.sol_ms < SMALL_KERNEL_MS:
+        rec.warnings.append(
+            f"small_kernel_timing: {rec.sol_ms * 1e3:.1f} us; separate evaluator runs of kernels this small "
+            "can differ by more than 1% (docs/timing.md), so compare such speedups with a few percent of margin"
+        )
+    if not rec.sizes:  # the roofline figures are for the default shapes
+        sol = problem_speed_of_light_ms(rec.problem_id, request.gpu, rec.precision_used)
+        if sol is not None:
+            rec.sol_roofline_ms = sol
+            if rec.correct and rec.sol_ms and request.device == "cuda" and math.isfinite(rec.sol_ms):
+                rec.sol_fraction = sol / rec.sol_ms
+
+
+__all__ = ["fill_timing", "request_baseline", "problem_speed_of_light_ms"]
