@@ -32,9 +32,7 @@ from kernelbench_v3.batch.run import (
     run_batch,
     write_parquet,
 )
-
-REPO = Path(__file__).resolve().parent.parent
-PROBLEMS = REPO / "problems"
+from tests.paths import PROBLEMS, REPO
 
 pytestmark = pytest.mark.slow  # evaluations in child processes
 

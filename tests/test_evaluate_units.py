@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,8 +16,7 @@ from kernelbench_v3.evaluate import EvalRequest, Record, baseline, cases, checks
 from kernelbench_v3.evaluate import fresh as F
 from kernelbench_v3.evaluate.isolate import run_child
 from kernelbench_v3.evaluate.reference import _round_tf32
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import BENCHMARKS, SOLUTIONS
 
 
 def test_request_normalizes_and_validates():
@@ -119,7 +117,7 @@ def test_interpreter_programs_count_where_they_run_not_at_the_launch():
     from kernelbench_v3.catalog.materialize import import_file
     from kernelbench_v3.evaluate import evidence
 
-    add_one = import_file(ROOT / "tests" / "solutions" / "triton_add_one.py").add_one
+    add_one = import_file(SOLUTIONS / "triton_add_one.py").add_one
     original = interpreter.GridExecutor.__call__
     log = evidence.ProgramLog()
     try:
@@ -462,7 +460,7 @@ def test_bench_script_rehearses_on_cpu(tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "bench_evaluator_gpu.py"),
+            str(BENCHMARKS / "bench_evaluator_gpu.py"),
             "--device",
             "cpu",
             "--out",
