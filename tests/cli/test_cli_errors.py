@@ -535,3 +535,16 @@ def test_runs_sources_that_cannot_be_read(name, content, expected, tmp_path, cap
 def test_runs_schema_errors_exit_1_and_name_the_row(capsys):
     code, _, err = run(["runs", "summary", "--source", str(RUNS_FIXTURES / "bad_rows.csv")], capsys)
     assert code == 1 and "Traceback" not in err and "row" in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["eval", "--problem", "level1/23_Softmax", "--solution", "s.py"],
+        ["eval-batch", "solutions", "--split", "h100", "--out", "r.parquet"],
+    ],
+)
+def test_cli_rejects_a_timing_budget_that_is_not_positive(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(command + ["--timing-seconds", "0"])
+    assert exit_info.value.code == 2 and "--timing-seconds: must be positive" in capsys.readouterr().err
