@@ -23,8 +23,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import pytest  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-PROBLEMS = REPO / "problems"
+from tests.paths import PROBLEMS  # noqa: E402
 
 
 @pytest.fixture(scope="session")

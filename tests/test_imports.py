@@ -11,8 +11,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = "kernelbench_v3"
-ROOT = Path(__file__).resolve().parents[1] / PACKAGE
+from tests.paths import PACKAGE as ROOT
+
+PACKAGE = ROOT.name  # "kernelbench_v3"
 
 # The wings and the arrows allowed between them (docs/architecture.md draws the same picture).
 # A wing is the first name below the package: a sub-package, or a top-level module. An arrow not

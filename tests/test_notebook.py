@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import PROBLEMS, PUBLISHED, REPO
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "speedup_anomalies.ipynb"
-PUBLISHED = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
 FIXTURE_PROBLEMS = (
     "level1/2_Standard_matrix_multiplication_",
     "level1/23_Softmax",
@@ -41,7 +41,7 @@ def _kernel_name() -> str:
 def test_notebook_executes_and_draws(tmp_path, monkeypatch):
     root = tmp_path / "problems"
     for pid in FIXTURE_PROBLEMS:
-        source = REPO / "problems" / f"{pid}.py"
+        source = PROBLEMS / f"{pid}.py"
         if not source.is_file():
             pytest.skip(f"problem file {pid} not written yet")
         (root / pid).parent.mkdir(parents=True, exist_ok=True)

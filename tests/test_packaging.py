@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from kernelbench_v3.catalog import problem as catalog
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.paths import EXAMPLES, PACKAGE, PROBLEMS, REPO
 
 
 @pytest.fixture(scope="module")
@@ -34,16 +33,14 @@ def built(tmp_path_factory) -> Path:
 
 
 def test_the_build_carries_problems_examples_and_facts(built):
-    for source in sorted((REPO / "problems").glob("*/*.py")):
-        copy = built / "_problems" / source.relative_to(REPO / "problems")
+    for source in sorted(PROBLEMS.glob("*/*.py")):
+        copy = built / "_problems" / source.relative_to(PROBLEMS)
         assert copy.read_bytes() == source.read_bytes(), copy
     assert (built / "_problems" / "README.md").is_file()
-    examples = sorted(
-        p.relative_to(REPO / "examples" / "solutions") for p in (REPO / "examples" / "solutions").glob("*/*.py")
-    )
+    examples = sorted(p.relative_to(EXAMPLES) for p in EXAMPLES.glob("*/*.py"))
     assert examples and all((built / "_examples" / e).is_file() for e in examples)
     assert (built / "data" / "problem_facts.json").read_bytes() == (
-        REPO / "kernelbench_v3" / "data" / "problem_facts.json"
+        PACKAGE / "data" / "problem_facts.json"
     ).read_bytes()
     assert len(catalog.discover(built / "_problems")) == 60
 
@@ -86,6 +83,6 @@ def test_the_built_package_works_outside_a_checkout(built, tmp_path):
         "--problem",
         "23_Softmax",
         "--solution",
-        str(REPO / "examples" / "solutions" / "level1" / "23_Softmax.py"),
+        str(EXAMPLES / "level1" / "23_Softmax.py"),
     )
     assert wrong.returncode == 2 and "_problems; did you mean level1/23_Softmax?" in wrong.stderr

@@ -2,28 +2,28 @@
 shape and dtype (tests/expected/<folder>.json, written from shared/problem-spec.md)."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from kernelbench_v3.catalog.materialize import instantiate
 from kernelbench_v3.catalog.problem import discover
+from tests.paths import EXPECTED, PROBLEMS
 
-EXPECTED = {
+EXPECTED_SHAPES = {
     f"{table.stem}/{stem}": facts
-    for table in sorted((Path(__file__).parent / "expected").glob("*.json"))
+    for table in sorted(EXPECTED.glob("*.json"))
     for stem, facts in json.loads(table.read_text()).items()
 }
-PROBLEMS = {p.problem_id: p for p in discover(Path(__file__).resolve().parent.parent / "problems")}
+BY_ID = {p.problem_id: p for p in discover(PROBLEMS)}
 
 
-@pytest.mark.parametrize("problem_id", sorted(PROBLEMS))
+@pytest.mark.parametrize("problem_id", sorted(BY_ID))
 def test_forward_on_cpu_at_reduced_sizes(problem_id):
-    problem = PROBLEMS[problem_id]
+    problem = BY_ID[problem_id]
     if problem.cpu_unsupported:
         pytest.skip(f"no CPU kernel: {problem.cpu_unsupported}")
-    expected = EXPECTED[problem_id]
+    expected = EXPECTED_SHAPES[problem_id]
     out = instantiate(problem, "cpu", seed=0, sizes=problem.reduced).run()
     assert isinstance(out, torch.Tensor)
     assert list(out.shape) == expected["reduced_shape"]
@@ -31,11 +31,11 @@ def test_forward_on_cpu_at_reduced_sizes(problem_id):
     assert torch.isfinite(out.float()).all()
 
 
-@pytest.mark.parametrize("problem_id", sorted(PROBLEMS))
+@pytest.mark.parametrize("problem_id", sorted(BY_ID))
 def test_default_output_shape_on_meta_device(problem_id):
     """At the published default sizes, without allocating: build and run on the meta device."""
-    problem = PROBLEMS[problem_id]
-    expected = EXPECTED[problem_id]
+    problem = BY_ID[problem_id]
+    expected = EXPECTED_SHAPES[problem_id]
     from kernelbench_v3.catalog.materialize import load_module
 
     module = load_module(problem)
@@ -53,7 +53,7 @@ def test_default_output_shape_on_meta_device(problem_id):
     assert str(out.dtype).removeprefix("torch.") == expected["dtype"]
 
 
-@pytest.mark.parametrize("problem_id", sorted(PROBLEMS))
+@pytest.mark.parametrize("problem_id", sorted(BY_ID))
 def test_a_fresh_model_given_the_rerandomized_state_dict_matches_the_reference(problem_id):
     """The evaluator's premise: a solution that builds the reference's module and loads the
     re-randomized state dict strictly computes what the re-randomized reference computes. (It
@@ -61,7 +61,7 @@ def test_a_fresh_model_given_the_rerandomized_state_dict_matches_the_reference(p
     the reference but not in the candidate.)"""
     from kernelbench_v3.evaluate.cases import rerandomize
 
-    problem = PROBLEMS[problem_id]
+    problem = BY_ID[problem_id]
     if problem.cpu_unsupported:
         pytest.skip(f"no CPU kernel: {problem.cpu_unsupported}")
     reference = instantiate(problem, "cpu", seed=0, sizes=problem.reduced)

@@ -4,16 +4,17 @@ CPU only, reduced sizes, float64 so that the comparison checks the algebra, not 
 """
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
 
-PROBLEMS = Path(__file__).resolve().parent.parent / "problems" / "level4"
+from tests.paths import PROBLEMS
+
+LEVEL4 = PROBLEMS / "level4"
 
 
 def _load(stem):
-    spec = importlib.util.spec_from_file_location(f"_l4_{stem}", PROBLEMS / f"{stem}.py")
+    spec = importlib.util.spec_from_file_location(f"_l4_{stem}", LEVEL4 / f"{stem}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

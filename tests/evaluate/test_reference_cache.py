@@ -28,9 +28,8 @@ from kernelbench_v3.evaluate.reference_cache import (
     for_evaluation,
     key_fields,
 )
+from tests.paths import PROBLEMS, REPO
 
-ROOT = Path(__file__).resolve().parent.parent
-PROBLEMS = ROOT / "problems"
 SEEDS = (42, 123, 456)
 CASES = [
     ("level1/23_Softmax", {"batch_size": 4, "dim": 96}),
@@ -279,7 +278,7 @@ def test_a_read_only_cache_costs_a_recomputation_only(tmp_path):
 def test_a_second_evaluation_says_it_used_the_cache(tmp_path, monkeypatch):
     from kernelbench_v3.evaluate import EvalRequest, evaluate
 
-    solution = ROOT / "examples" / "solutions" / "level1" / "23_Softmax.py"
+    solution = REPO / "examples" / "solutions" / "level1" / "23_Softmax.py"
     request = EvalRequest(
         "level1/23_Softmax",
         solution,

@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 
 from kernelbench_v3.cli.main import EXIT_CODES, main
+from tests.paths import EXAMPLES, PROBLEMS, PUBLISHED, REPO, RUNS_FIXTURES
 
-REPO = Path(__file__).resolve().parent.parent
-SOFTMAX = REPO / "examples" / "solutions" / "level1" / "23_Softmax.py"
-PUBLISHED = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
-EVAL_RECORD = REPO / "tests" / "fixtures" / "runs" / "eval_record.json"
+SOFTMAX = EXAMPLES / "level1" / "23_Softmax.py"
+EVAL_RECORD = RUNS_FIXTURES / "eval_record.json"
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -57,7 +56,7 @@ def no_cuda(monkeypatch):
 def small_problems(tmp_path) -> Path:
     root = tmp_path / "problems"
     (root / "level1").mkdir(parents=True)
-    shutil.copy(REPO / "problems" / "level1" / "23_Softmax.py", root / "level1")
+    shutil.copy(PROBLEMS / "level1" / "23_Softmax.py", root / "level1")
     return root
 
 
@@ -122,7 +121,7 @@ def test_eval_batch_gpus_that_are_not_numbers(tmp_path, capsys):
     code, _, err = run(
         [
             "eval-batch",
-            str(REPO / "examples" / "solutions"),
+            str(EXAMPLES),
             "--split",
             "h100",
             "--out",
@@ -139,7 +138,7 @@ def test_eval_batch_on_cuda_without_a_gpu_creates_nothing(tmp_path, no_cuda, cap
     out = tmp_path / "r.parquet"
     argv = [
         "eval-batch",
-        str(REPO / "examples" / "solutions"),
+        str(EXAMPLES),
         "--split",
         "h100",
         "--out",
@@ -158,7 +157,7 @@ def test_eval_batch_gpus_on_a_cpu_only_machine(tmp_path, no_cuda, capsys):
     code, _, err = run(
         [
             "eval-batch",
-            str(REPO / "examples" / "solutions"),
+            str(EXAMPLES),
             "--split",
             "h100",
             "--out",
@@ -434,7 +433,7 @@ def test_eval_batch_contradicting_flags(extra, expected, tmp_path, capsys):
     code, _, err = run(
         [
             "eval-batch",
-            str(REPO / "examples" / "solutions"),
+            str(EXAMPLES),
             "--split",
             "h100",
             "--out",
@@ -455,7 +454,7 @@ def test_eval_batch_gpu_index_beyond_the_machine(tmp_path, monkeypatch, capsys):
     code, _, err = run(
         [
             "eval-batch",
-            str(REPO / "examples" / "solutions"),
+            str(EXAMPLES),
             "--split",
             "h100",
             "--out",
@@ -495,7 +494,7 @@ def test_outputs_under_a_file_are_refused_before_any_work(verb, tmp_path, capsys
     argv = {
         "eval-batch": [
             "eval-batch",
-            str(REPO / "examples" / "solutions"),
+            str(EXAMPLES),
             "--split",
             "h100",
             "--device",
@@ -552,7 +551,18 @@ def test_runs_sources_that_cannot_be_read(name, content, expected, tmp_path, cap
 
 
 def test_runs_schema_errors_exit_1_and_name_the_row(capsys):
-    code, _, err = run(
-        ["runs", "summary", "--source", str(REPO / "tests" / "fixtures" / "runs" / "bad_rows.csv")], capsys
-    )
+    code, _, err = run(["runs", "summary", "--source", str(RUNS_FIXTURES / "bad_rows.csv")], capsys)
     assert code == 1 and "Traceback" not in err and "row" in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["eval", "--problem", "level1/23_Softmax", "--solution", "s.py"],
+        ["eval-batch", "solutions", "--split", "h100", "--out", "r.parquet"],
+    ],
+)
+def test_cli_rejects_a_timing_budget_that_is_not_positive(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(command + ["--timing-seconds", "0"])
+    assert exit_info.value.code == 2 and "--timing-seconds: must be positive" in capsys.readouterr().err

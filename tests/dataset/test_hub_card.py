@@ -3,7 +3,6 @@
 
 import json
 import shutil
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -11,8 +10,7 @@ import yaml
 
 from kernelbench_v3.dataset import hub
 from kernelbench_v3.dataset.card import RUNS_REPO_ID, render_card
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.paths import PROBLEMS
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +43,7 @@ def test_the_documented_level_filter_works_on_a_built_folder(tmp_path):
     problems = tmp_path / "problems"
     for pid in ("level1/23_Softmax", "level2/40_Matmul_Scaling_ResidualAdd"):
         (problems / pid).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / "problems" / f"{pid}.py", problems / f"{pid}.py")
+        shutil.copy(PROBLEMS / f"{pid}.py", problems / f"{pid}.py")
     hub.build(tmp_path / "hub", problems, with_prompts=False)
     rows = hub.load_problems("h100", tmp_path / "hub", cache_dir=str(tmp_path / "hf"))
     level1 = rows.filter(lambda row: row["category"] == "level1")

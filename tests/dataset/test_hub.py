@@ -22,9 +22,8 @@ from kernelbench_v3.catalog import materialize as mat
 from kernelbench_v3.catalog.problem import CatalogError, discover
 from kernelbench_v3.catalog.specs import problem_specs, value_spec
 from kernelbench_v3.dataset import hub
+from tests.paths import EXPECTED, PROBLEMS
 
-REPO = Path(__file__).resolve().parent.parent
-PROBLEMS = REPO / "problems"
 KBV3 = [sys.executable, "-m", "kernelbench_v3"]
 EXPECTED_COUNTS = {"rtx3090": 43, "h100": 54, "b200": 58}
 COLUMNS = [
@@ -357,7 +356,7 @@ def test_specs_and_roofline_of_real_rows(real_build: Path):
     from kernelbench_v3.hardware.roofline import DEFAULT_ROOFLINE
 
     expected = {}
-    for path in (REPO / "tests" / "expected").glob("*.json"):
+    for path in EXPECTED.glob("*.json"):
         for name, facts in json.loads(path.read_text()).items():
             expected[f"{path.stem}/{name}"] = facts
     for row in read_rows(real_build, "b200") + read_rows(real_build, "rtx3090"):

@@ -33,9 +33,7 @@ from kernelbench_v3.batch.run import (
     write_parquet,
 )
 from kernelbench_v3.evaluate.options import EvalOptions
-
-REPO = Path(__file__).resolve().parent.parent
-PROBLEMS = REPO / "problems"
+from tests.paths import PROBLEMS, REPO
 
 pytestmark = pytest.mark.slow  # evaluations in child processes
 

@@ -7,7 +7,6 @@ import json
 import math
 import shutil
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,9 +18,8 @@ from kernelbench_v3.runs.leaderboard import card_table, leaderboard, speedup_dis
 from kernelbench_v3.runs.load import join_runs, load_runs
 from kernelbench_v3.runs.solution_scan import scan_source
 from kernelbench_v3.runs.speed_of_light import add_roofline
+from tests.paths import PROBLEMS, PUBLISHED
 
-REPO = Path(__file__).resolve().parent.parent
-PUBLISHED = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
 FIXTURE_PROBLEMS = (
     "level1/2_Standard_matrix_multiplication_",
     "level1/23_Softmax",
@@ -36,7 +34,7 @@ FIXTURE_PROBLEMS = (
 def problems_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("problems")
     for pid in FIXTURE_PROBLEMS:
-        source = REPO / "problems" / f"{pid}.py"
+        source = PROBLEMS / f"{pid}.py"
         if not source.is_file():
             pytest.skip(f"problem file {pid} not written yet")
         (root / pid).parent.mkdir(parents=True, exist_ok=True)

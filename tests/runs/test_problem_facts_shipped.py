@@ -4,15 +4,13 @@ that is not shipped is computed with a progress bar."""
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 from kernelbench_v3.catalog.problem import discover, get_problem
 from kernelbench_v3.runs import facts as problem_facts
 from kernelbench_v3.runs.facts import SHIPPED_FACTS, compute_facts, fact_key, facts_table, shipped_facts
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.paths import PROBLEMS, PUBLISHED
 
 
 def test_shipped_facts_cover_every_bundled_problem_at_its_current_content():
@@ -52,8 +50,8 @@ def test_a_problem_not_shipped_is_computed_with_progress_and_cached(tmp_path, ca
     root = tmp_path / "problems" / "level1"
     root.mkdir(parents=True)
     edited = root / "23_Softmax.py"
-    edited.write_text((REPO / "problems" / "level1" / "23_Softmax.py").read_text() + "\n# edited\n")
-    shutil.copy(REPO / "problems" / "level1" / "26_GELU_.py", root)
+    edited.write_text((PROBLEMS / "level1" / "23_Softmax.py").read_text() + "\n# edited\n")
+    shutil.copy(PROBLEMS / "level1" / "26_GELU_.py", root)
     problems = discover(tmp_path / "problems")
     cache = tmp_path / "facts.json"
     table = facts_table(problems, cache=cache, progress=True)
@@ -66,7 +64,7 @@ def test_a_problem_not_shipped_is_computed_with_progress_and_cached(tmp_path, ca
 def test_anomaly_reasons_name_the_peak_they_use(capsys):
     from kernelbench_v3.cli.main import main
 
-    source = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
+    source = PUBLISHED
     assert main(["runs", "anomalies", "--source", str(source)]) == 0
     text = capsys.readouterr().out
     assert "below the speed of light 0.01002 ms on H100 at the H100 fp32 peak (67 TFLOP/s dense, 3350 GB/s)" in text

@@ -8,16 +8,13 @@ records it wrote.
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import pytest
 
 from kernelbench_v3.batch.progress import Progress, Throughput
 from kernelbench_v3.batch.queue import BatchItem, BatchSettings, WorkQueue
 from kernelbench_v3.evaluate.options import EvalOptions
-
-ROOT = Path(__file__).resolve().parent.parent
-PROBLEMS = ROOT / "problems"
+from tests.paths import PROBLEMS
 
 
 class FakeClock:

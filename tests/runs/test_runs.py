@@ -22,10 +22,8 @@ from kernelbench_v3.runs.load import (
 from kernelbench_v3.runs.schema import RUNS_SCHEMA
 from kernelbench_v3.runs.solution_files import parse_solution_name, solution_file_name
 from kernelbench_v3.vocab import PUBLISHED_RUNS_COLUMNS
+from tests.paths import PROBLEMS, PUBLISHED, RUNS_FIXTURES
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO / "tests" / "fixtures" / "runs"
-PUBLISHED = FIXTURES / "published_schema_fixture"
 FIXTURE_PROBLEMS = (
     "level1/2_Standard_matrix_multiplication_",
     "level1/23_Softmax",
@@ -39,7 +37,7 @@ FIXTURE_PROBLEMS = (
 def make_problems(root: Path) -> Path:
     """A tiny problems folder: copies of the six problems the fixture CSV refers to."""
     for pid in FIXTURE_PROBLEMS:
-        source = REPO / "problems" / f"{pid}.py"
+        source = PROBLEMS / f"{pid}.py"
         if not source.is_file():
             pytest.skip(f"problem file {pid} not written yet")
         (root / pid).parent.mkdir(parents=True, exist_ok=True)
@@ -150,7 +148,7 @@ def test_parse_level(value, expected):
 
 def test_each_bad_row_is_named_with_column_and_line(catalog):
     with pytest.raises(RunsSchemaError) as info:
-        load_runs(FIXTURES / "bad_rows.csv", problems=catalog)
+        load_runs(RUNS_FIXTURES / "bad_rows.csv", problems=catalog)
     found = {(p.row, p.column): p.message for p in info.value.problems}
     expected = {
         (0, "gpu"): "unknown GPU 'A100'",

@@ -18,12 +18,7 @@ from pathlib import Path
 import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, Record, evaluate
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples" / "solutions"
-CHEATS = ROOT / "tests" / "solutions" / "cheats"
-BROKEN = ROOT / "tests" / "solutions" / "broken"
-SOLUTIONS = ROOT / "tests" / "solutions"
+from tests.paths import BROKEN, CHEATS, EXAMPLES, SOLUTIONS
 
 SOFTMAX = {"batch_size": 4, "dim": 96}
 GELU = {"batch_size": 4, "dim": 200}

@@ -2,7 +2,6 @@
 
 import json
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,9 @@ from kernelbench_v3.catalog.problem import (
     read_problem,
     splits_of,
 )
+from tests.paths import EXPECTED, REPO
 
-SPEC = Path(__file__).resolve().parent.parent.parent / "shared" / "problem-spec.md"
+SPEC = REPO.parent / "shared" / "problem-spec.md"
 
 # Ids as the spec names them (problem-spec.md section headings), per folder.
 EXPECTED_COUNTS = {
@@ -152,6 +152,6 @@ def test_cli_ls_and_validate(problems_dir, capsys):
 def test_ids_match_the_expected_output_tables(problems_dir):
     """tests/expected/*.json were written from the spec, one key per published file stem."""
     expected = set()
-    for table in (Path(__file__).parent / "expected").glob("*.json"):
+    for table in EXPECTED.glob("*.json"):
         expected |= {f"{table.stem}/{stem}" for stem in json.loads(table.read_text())}
     assert {p.problem_id for p in discover(problems_dir)} == expected

@@ -3,7 +3,6 @@ on a tiny frame, and their presence in `kbv3 runs summary --json`."""
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,9 +10,7 @@ import pytest
 
 from kernelbench_v3.cli.main import main
 from kernelbench_v3.runs.leaderboard import FAST_P, fast_p, fast_p_column, leaderboard
-
-REPO = Path(__file__).resolve().parent.parent
-PUBLISHED = REPO / "tests" / "fixtures" / "runs" / "published_schema_fixture"
+from tests.paths import PUBLISHED
 
 
 @pytest.fixture

@@ -2,16 +2,13 @@
 honest kernel code, including every example solution in the repository."""
 
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from kernelbench_v3.evaluate.tamper_scan import WHY, Finding, TamperScan, scan
+from tests.paths import CHEATS, EXAMPLES, SOLUTIONS
 
-REPO = Path(__file__).resolve().parent.parent
-HONEST_FILES = sorted((REPO / "examples" / "solutions").glob("**/*.py")) + [
-    REPO / "tests" / "solutions" / "triton_add_one.py"
-]
+HONEST_FILES = sorted(EXAMPLES.glob("**/*.py")) + [SOLUTIONS / "triton_add_one.py"]
 
 
 def rules(source: str) -> set[str]:
@@ -246,7 +243,7 @@ def test_honest_example_solutions_are_clean(path):
 
 
 def test_repository_cheats_are_named():
-    cheats = REPO / "tests" / "solutions" / "cheats"
+    cheats = CHEATS
     patched = scan((cheats / "monkeypatch_torch.py").read_text())
     assert [f.rule for f in patched.findings] == ["monkeypatching"] * 4
     assert patched.findings[0].text.startswith("torch.allclose = ")
@@ -255,7 +252,7 @@ def test_repository_cheats_are_named():
 
 
 def test_runtime_caches_solution_trips_only_torch_compile():
-    result = scan((REPO / "tests" / "solutions" / "runtime_caches_softmax.py").read_text())
+    result = scan((SOLUTIONS / "runtime_caches_softmax.py").read_text())
     assert {f.rule for f in result.findings} == {"torch_compile"}
 
 

@@ -21,11 +21,10 @@ import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, Record, evaluate
 from kernelbench_v3.evaluate.tamper_scan import scan
+from tests.paths import ATTACKS, PACKAGE, PROBLEMS
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
-ATTACKS = ROOT / "tests" / "solutions" / "attacks"
 SIZES = {"batch_size": 4, "dim": 96}
 HANGS = {"busy_loop_forever", "sigterm_ignore_sleep", "threads_200_spin"}
 HANG_LIMIT_S = 15.0
@@ -113,8 +112,8 @@ def targets(tmp_path_factory) -> dict:
     for folder in (cache, modules, problems, triton_cache):
         folder.mkdir(parents=True)
     (cache / "entry.json").write_text('{"baseline_ms": 1.0}')
-    (modules / "23_Softmax_0123456789abcdef.py").write_text((ROOT / "problems/level1/23_Softmax.py").read_text())
-    (problems / "23_Softmax.py").write_text((ROOT / "problems/level1/23_Softmax.py").read_text())
+    (modules / "23_Softmax_0123456789abcdef.py").write_text((PROBLEMS / "level1/23_Softmax.py").read_text())
+    (problems / "23_Softmax.py").write_text((PROBLEMS / "level1/23_Softmax.py").read_text())
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -127,12 +126,12 @@ def targets(tmp_path_factory) -> dict:
         ATTACK_TEST_PORT=str(listener.getsockname()[1]),
         ATTACK_PID_FILE=str(base / "sleeper.pid"),
     )
-    package = ROOT / "kernelbench_v3"
+    package = PACKAGE
     watched = [
         *cache.iterdir(),
         *modules.iterdir(),
         *problems.iterdir(),
-        ROOT / "problems/level1/23_Softmax.py",
+        PROBLEMS / "level1/23_Softmax.py",
     ] + sorted(package.rglob("*.py"))
     yield {
         "base": base,

@@ -1,0 +1,67 @@
+"""Baseline timings of the reference: choice, cache key, the timing child, cached failures."""
+
+from __future__ import annotations
+
+from kernelbench_v3.catalog.problem import get_problem
+from kernelbench_v3.evaluate import baseline
+
+
+def test_baseline_choice_and_cache(tmp_path):
+    assert baseline.choose(2.0, 1.0) == (1.0, "compile")
+    assert baseline.choose(1.0, 1.0) == (1.0, "eager")
+    assert baseline.choose(1.0, None) == (1.0, "eager")
+    key = baseline.cache_key("sha", {"n": 4}, "H200", "2.11")
+    assert key != baseline.cache_key("sha", {"n": 4}, "H100", "2.11")
+    assert key != baseline.cache_key("sha", {"n": 4}, "H200", "2.12")
+    assert key != baseline.cache_key("sha2", {"n": 4}, "H200", "2.11")
+    baseline.store_cached(tmp_path, key, {"baseline_ms": 1.5})
+    assert baseline.load_cached(tmp_path, key) == {"baseline_ms": 1.5}
+    assert baseline.load_cached(tmp_path, "missing") is None
+
+
+def test_baseline_child_times_eager_and_is_cached(tmp_path):
+    problem = get_problem("level1/26_GELU_")
+    spec = {
+        "device": "cpu",
+        "problem_path": str(problem.path),
+        "sizes": {"batch_size": 4, "dim": 64},
+        "seeds": [42, 123],
+        "timing_seconds": 1.0,
+        "compile": False,
+    }
+    first = baseline.get_baseline(
+        spec, problem_sha256=problem.sha256, device_name="cpu:test", cache_dir=tmp_path, timeout_s=120
+    )
+    assert first["cached"] is False and first["baseline_type"] == "eager" and first["eager_ms"] > 0
+    assert first["precision"] == "fp32" and first["compiled_ms"] is None
+    second = baseline.get_baseline(
+        spec, problem_sha256=problem.sha256, device_name="cpu:test", cache_dir=tmp_path, timeout_s=120
+    )
+    assert second["cached"] is True and second["eager_ms"] == first["eager_ms"]
+
+
+def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_path, monkeypatch):
+    from kernelbench_v3.evaluate import isolate
+
+    calls = []
+
+    def failing_child(role, workdir, spec, **kwargs):
+        calls.append(role)
+        return isolate.ChildOutcome(None, None, True, False, "still compiling...", 30.0)
+
+    monkeypatch.setattr(isolate, "run_child", failing_child)
+    spec = {"device": "cpu", "problem_path": "p.py", "sizes": {"n": 4}, "seeds": [42]}
+    args = {"problem_sha256": "sha", "device_name": "cpu:test", "cache_dir": tmp_path, "timeout_s": 30}
+    first = baseline.get_baseline(spec, **args)
+    assert first["failed"] and not first["cached"] and "timed out" in first["error"] and calls == ["baseline"]
+    again = baseline.get_baseline(spec, **args)
+    assert again["failed"] and again["cached"] and again["error"] == first["error"] and len(calls) == 1
+    assert again["baseline_ms"] is None if "baseline_ms" in again else True
+    # Same problem, other sizes: another key, timed afresh.
+    baseline.get_baseline({**spec, "sizes": {"n": 8}}, **args)
+    assert len(calls) == 2
+    baseline.get_baseline(spec, **args, retry_failed=True)
+    assert len(calls) == 3
+    monkeypatch.setenv(baseline.RETRY_FAILED_ENV, "1")
+    baseline.get_baseline(spec, **args)
+    assert len(calls) == 4

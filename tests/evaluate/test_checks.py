@@ -1,0 +1,64 @@
+"""Tolerance rules, the precision check and the calibrated strict tolerance."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelbench_v3.evaluate import checks
+
+
+def _saved(expected, residual=None):
+    return {"expected": expected} if residual is None else {"expected": expected, "residual64": residual}
+
+
+def test_compare_case_tolerance_rules_and_precision():
+    ref = torch.tensor([1.0, 2.0, -0.5])
+    entry = {
+        "float64": {"ref_error": {"rel": 1e-7, "max_scaled": 1e-7}, "tf32_error": {"rel": 3e-4, "max_scaled": 5e-4}}
+    }
+    ok = checks.compare_case(
+        "seed42", "correctness", ref + 0.005, _saved(ref, torch.zeros(3)), entry, "v3", "fp32", None
+    )
+    assert "correctness" not in ok.failures
+    assert "precision" in ok.failures  # within 1e-2, but 4e-3 relative is > 3x TF32's error
+    bad = checks.compare_case("seed42", "stress", ref + 0.02, _saved(ref), {}, "v3", "fp32", None)
+    assert "stress" in bad.failures and bad.precision_ok is None
+    # published: max|out-ref| < atol + rtol * max|ref| = 1e-3 + 1e-3 * 2
+    pub = checks.compare_case("c", "correctness", ref + 0.0025, _saved(ref), {}, "published", "fp32", None)
+    assert "correctness" not in pub.failures
+    pub = checks.compare_case("c", "correctness", ref + 0.0035, _saved(ref), {}, "published", "fp32", None)
+    assert "correctness" in pub.failures
+    wrong = checks.compare_case("c", "correctness", ref.double(), _saved(ref), {}, "v3", "fp32", None)
+    assert "output_dtype" in wrong.failures
+    nan = checks.compare_case(
+        "c", "correctness", torch.tensor([1.0, float("nan"), 0.0]), _saved(ref), {}, "v3", "fp32", None
+    )
+    assert "finite" in nan.failures
+    shape = checks.compare_case("c", "correctness", ref[:2], _saved(ref), {}, "v3", "fp32", None)
+    assert "output_shape" in shape.failures
+    # Small outputs pass allclose(1e-2) whatever they are; the norm-wise bound does not.
+    probs = torch.softmax(
+        torch.randn(4, 4096, generator=torch.Generator().manual_seed(1)), dim=1
+    )  # max|p - 1/4096| = 0.0064
+    uniform = torch.full_like(probs, 1 / 4096)
+    garbage = checks.compare_case("c", "recompute", uniform, _saved(probs), {}, "v3", "fp32", None)
+    assert "recompute" in garbage.failures and "relative error" in garbage.failures["recompute"]
+
+
+def test_strict_tolerance_scales_with_the_reference_error():
+    cases_info = {
+        "seed42": {
+            "dtype": "torch.float32",
+            "float64": {
+                "ref_error": {"rel": 1e-7, "max_scaled": 2e-7},
+                "tf32_error": {"rel": 3e-4, "max_scaled": 1e-3},
+            },
+        },
+        "seed123": {"dtype": "torch.float32"},
+    }
+    calibrated = checks.calibrate_strict(cases_info)
+    assert calibrated == pytest.approx(4e-3)
+    assert checks.tolerance_for("strict", "fp32", calibrated) == (calibrated, calibrated)
+    assert checks.tolerance_for("strict", "fp32", None) == (1e-3, 1e-3)
+    assert checks.tolerance_for("v3", "fp8", None) == (1e-2, 1e-2)

@@ -1,0 +1,65 @@
+"""evaluate.scoring: the record's timing fields (the supervisor's clock against the reported
+time) and the speed-of-light figure it carries."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelbench_v3.catalog.problem import get_problem
+from kernelbench_v3.evaluate import EvalRequest, Record
+from kernelbench_v3.evaluate.scoring import problem_speed_of_light_ms
+from kernelbench_v3.hardware.gpus import get_gpu
+from kernelbench_v3.hardware.roofline import DEFAULT_ROOFLINE, speed_of_light_ms
+
+
+def _timed_record(flags: list[str], median_ms: float, supervisor_ms: float) -> Record:
+    from kernelbench_v3.evaluate.clock import TimingOutcome
+    from kernelbench_v3.evaluate.scoring import fill_timing
+    from kernelbench_v3.evaluate.verdict import SolutionFacts
+
+    rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, sizes={"dim": 8})
+    stats = {
+        "method": "cuda_events",
+        "median_ms": median_ms,
+        "p10_ms": median_ms,
+        "p90_ms": median_ms,
+        "cv": 0.0,
+        "reps": 100,
+        "flags": [],
+        "details": {},
+    }
+    details = {"supervisor_ms": supervisor_ms, "reported_ms": median_ms}
+    if flags:
+        details["scored_ms"] = max(supervisor_ms, median_ms)
+    facts = SolutionFacts(timing=TimingOutcome(stats=stats, flags=flags, details=details))
+    base = {"eager_ms": 1.0, "compiled_ms": 2.0, "baseline_ms": 1.0, "baseline_type": "eager"}
+    fill_timing(rec, facts, base, EvalRequest("level1/23_Softmax", "x.py", device="cuda"))
+    return rec
+
+
+def test_a_time_the_supervisors_clock_cannot_explain_is_replaced_by_its_figure():
+    # A forged clock: the events say 0.01 ms, the supervisor's clock over calls back to back 0.5 ms.
+    cheat = _timed_record(["supervisor_clock"], median_ms=0.01, supervisor_ms=0.5)
+    assert cheat.sol_ms == 0.5 and cheat.speedup == pytest.approx(2.0)
+    assert cheat.timing_details["event_median_ms"] == 0.01 and "supervisor_clock" in cheat.timing_flags
+    honest = _timed_record([], median_ms=0.4, supervisor_ms=0.38)
+    assert honest.sol_ms == 0.4 and honest.speedup == pytest.approx(2.5) and honest.sol_wall_ms == 0.38
+
+
+def test_a_cuda_timing_of_a_few_microseconds_carries_a_fidelity_warning():
+    small = _timed_record([], median_ms=0.015, supervisor_ms=0.03)
+    assert [w for w in small.warnings if w.startswith("small_kernel_timing: 15.0 us")]
+    large = _timed_record([], median_ms=0.4, supervisor_ms=0.45)
+    assert not [w for w in large.warnings if w.startswith("small_kernel_timing")]
+
+
+def test_a_problem_speed_of_light_is_the_rooflines_at_default_sizes():
+    problem = get_problem("level1/23_Softmax")
+    flops, nbytes = DEFAULT_ROOFLINE[problem.problem_id][:2]
+    want = speed_of_light_ms(flops, nbytes, get_gpu("h100"), "fp32")
+    assert problem_speed_of_light_ms("level1/23_Softmax", "h100", "fp32") == want > 0
+
+
+def test_an_unknown_problem_or_gpu_has_no_speed_of_light():
+    assert problem_speed_of_light_ms("level1/no_such_problem", "h100", "fp32") is None
+    assert problem_speed_of_light_ms("level1/23_Softmax", "a100x", "fp32") is None
