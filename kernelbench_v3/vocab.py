@@ -85,19 +85,14 @@ PUBLISHED_RUNS_COLUMNS: tuple[str, ...] = (
     "solution_link",
     "baseline_link",
 )
-# The published columns an evaluator record fills itself (the agent's turns, tokens, cost and
-# links are not the evaluator's to know), in the published order.
-RECORD_RUNS_COLUMNS: tuple[str, ...] = (
-    "model",
-    "gpu",
-    "level",
-    "problem",
-    "compiled",
-    "correct",
-    "speedup",
-    "ref_ms",
-    "sol_ms",
-    "op_type",
-    "baseline_type",
-    "precision_used",
+# What the agent that wrote a solution spent and where it was published: not the evaluator's to know.
+AGENT_RUNS_COLUMNS: tuple[str, ...] = (
+    "turns",
+    "total_tokens",
+    "estimated_cost_usd",
+    "run_dir",
+    "solution_link",
+    "baseline_link",
 )
+# The published columns an evaluator record fills itself, in the published order.
+RECORD_RUNS_COLUMNS: tuple[str, ...] = tuple(c for c in PUBLISHED_RUNS_COLUMNS if c not in AGENT_RUNS_COLUMNS)
