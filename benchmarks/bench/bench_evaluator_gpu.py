@@ -37,7 +37,7 @@ from kernelbench_v3.catalog.problem import discover  # noqa: E402
 from kernelbench_v3.evaluate import EvalRequest, evaluate  # noqa: E402
 from kernelbench_v3.evaluate.baseline import get_baseline  # noqa: E402
 from kernelbench_v3.evaluate.fingerprint import device_name, software  # noqa: E402
-from kernelbench_v3.evaluate.supervisor import speed_of_light_ms  # noqa: E402
+from kernelbench_v3.evaluate.scoring import problem_speed_of_light_ms  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "solutions"
 CHEATS = ROOT / "tests" / "solutions" / "cheats"
@@ -128,7 +128,11 @@ def run_baselines(args, journal: Journal, deadline: float) -> None:
         base = get_baseline(
             spec, problem_sha256=problem.sha256, device_name=name, cache_dir=args.cache, timeout_s=args.cap
         )
-        sol = speed_of_light_ms(problem.problem_id, args.gpu, base.get("precision") or "fp32") if not sizes else None
+        sol = (
+            problem_speed_of_light_ms(problem.problem_id, args.gpu, base.get("precision") or "fp32")
+            if not sizes
+            else None
+        )
         journal.add(
             {
                 "part": "baselines",

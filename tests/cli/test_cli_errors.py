@@ -243,6 +243,9 @@ def test_sigint_to_a_running_eval_process(tmp_path):
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # A shell starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT:
+        # give the command the default disposition a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while not _children(proc.pid) and time.monotonic() < deadline:  # the evaluation has begun
