@@ -139,8 +139,10 @@ def _worker_main(conn, env: dict[str, str], evaluate_fn: EvaluateFn, parent_pid:
 
     threading.Thread(target=exit_when_orphaned, daemon=True).start()
     from ..evaluate.supervisor import keep_zygotes_warm
+    from ..evaluate.warm_references import keep_references_warm
 
     keep_zygotes_warm()  # one zygote per worker, a fresh solution process per item
+    keep_references_warm()  # the last problem's reference, for the next solution of that problem
     while True:
         try:
             message = conn.recv()

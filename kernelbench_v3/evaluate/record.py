@@ -108,7 +108,9 @@ class Record:
     started_at: str = ""
     duration_s: float | None = None
     phase_s: dict[str, float] = field(default_factory=dict)  # seconds per phase: reference, baseline, candidate
-    reference_cached: bool | None = None  # the reference's float64 runs and profile came from the cache (None: off)
+    # The reference came from a cache: from disk its float64 runs and profile, from a batch
+    # worker's memory all of it (None: the disk cache is off and nothing was kept in memory).
+    reference_cached: bool | None = None
     evaluator_version: int = SCHEMA_VERSION
     log_tail: str = ""  # last lines the child wrote to stdout/stderr (never parsed)
 

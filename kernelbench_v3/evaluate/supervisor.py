@@ -25,14 +25,14 @@ from typing import Any
 import torch
 
 from ..vocab import runs_gpu_name
-from . import clock
+from . import clock, warm_references
 from .cases import CORRECTNESS, FRESH_PARTNER, RECOMPUTE, plan_cases
 from .channel import ALIGN, Arena, Layout, Link, round_up, tensor_nbytes
 from .fingerprint import software
 from .messages import Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
 from .record import SCHEMA_VERSION, Record
 from .reference import ReferenceRun, compute, expected_for
-from .reference_cache import for_evaluation
+from .reference_cache import for_evaluation, key_fields
 from .request import EvalRequest
 from .scoring import fill_timing, request_baseline
 from .session import CaseResult, Session, SessionLost
@@ -120,12 +120,20 @@ def _evaluate(
         plan = plan_cases(request.seeds, request.other_shape, timed=request.time_solution)
         with _phase(rec, "reference"):
             try:
-                cache = for_evaluation(cache_dir, rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
-                ref = compute(problem, source, sizes, request.device, plan, cache)
+                warm_key = warm_references.key_of(
+                    key_fields(rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
+                )
+                ref = warm_references.recall(warm_key)
+                reference_cached = True if ref is not None else None
+                if ref is None:
+                    cache = for_evaluation(cache_dir, rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
+                    ref = compute(problem, source, sizes, request.device, plan, cache)
+                    reference_cached = ref.cached
+                    warm_references.remember(warm_key, ref)
             except Exception as exc:
                 rec.fail("error", f"the reference could not be evaluated: {type(exc).__name__}: {exc}"[:2000])
                 return
-        rec.precision_used, rec.reference_cached = ref.precision, ref.cached
+        rec.precision_used, rec.reference_cached = ref.precision, reference_cached
         rec.fingerprint.update(ref.device_info)
         if not ref.cases[f"seed{request.seeds[0]}"].entry["finite"]:
             rec.fail("error", "the reference output has NaN/Inf at these sizes")
