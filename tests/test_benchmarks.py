@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -43,3 +44,75 @@ def test_bench_script_rehearses_on_cpu(tmp_path):
     assert "| level1/26_GELU_ |" in text and "eager" in text
     rows = [json.loads(line) for line in (tmp_path / "bench.md.jsonl").read_text().splitlines()]
     assert rows[0]["part"] == "baselines" and rows[0]["eager_ms"] > 0
+
+
+def _throughput_module():
+    import importlib.util
+
+    path = BENCHMARKS / "bench" / "bench_throughput_gpu.py"
+    spec = importlib.util.spec_from_file_location("bench_throughput_gpu", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_throughput_picks_honest_then_spread_problems():
+    from kernelbench_v3.catalog.problem import discover
+
+    bench = _throughput_module()
+    problems = discover(split="h100")
+    chosen = bench.pick_evals(problems, 20)
+    ids = [p.problem_id for p in chosen]
+    assert len(ids) == len(set(ids)) == 20
+    assert ids[:6] == bench.HONEST  # every honest example, then references spread over the split
+    assert {i.split("/")[0] for i in ids[6:]} >= {"level1", "level2", "level3", "level4", "tile_specialized"}
+    assert [p.problem_id for p in bench.pick_evals(problems, 1)] == ["level1/23_Softmax"]
+
+
+def test_throughput_report_renders_targets(tmp_path):
+    bench = _throughput_module()
+    journal = bench.Journal(tmp_path / "throughput.jsonl")
+    phases = {"reference": 1.0, "baseline": 2.0, "candidate": 3.0}
+    for mode, wall in (("cold", 12.0), ("warm", 5.0)):
+        journal.add(
+            {"kind": "eval", "mode": mode, "problem": "level1/23_Softmax", "solution": "honest", "wall_s": wall}
+            | {"status": "correct", "sol_ms": 0.0150, "duration_s": wall - 2, "phase_s": phases, "stopped": False}
+        )
+    for gpus, wall, ms in (("0,1", 100.0, 0.01501), ("0", 200.0, 0.0160)):
+        record = {"problem_id": "level1/23_Softmax", "status": "correct", "sol_ms": ms, "phase_s": phases}
+        journal.add(
+            {"kind": "batch", "pass": "timed", "gpus": gpus, "n_gpus": len(gpus.split(",")), "solutions": 54}
+            | {"wall_s": wall, "stopped": False, "complete": True, "statuses": {"correct": 1}, "records": [record] * 54}
+        )
+    text = bench.report(bench.Journal(journal.path), {"device": "cuda"}, "cmd")
+    assert "| cold | 1 | 1 correct | 12.00 |" in text and "| yes |" in text
+    assert "| timed | 0 | 54/54 | 1 correct | 200.0 | 3.70 |" in text
+    assert "2.00x | >= 1.9x | yes |" in text
+    assert "+0.07%" in text and "+6.67%" in text and "1/2 within 1%" in text
+    assert "| reference | 1.00 / 1.00 |" in text
+
+
+@pytest.mark.slow
+def test_throughput_bench_rehearses_on_cpu(tmp_path):
+    """The issue-17 throughput benchmark end to end in its quickest CPU mode, with `datasets`
+    made unimportable (the GPU hosts lack it): one cold and one warm `kbv3 eval`, a fill and a
+    timed `kbv3 eval-batch` of one solution."""
+    poison = tmp_path / "poison" / "datasets"
+    poison.mkdir(parents=True)
+    (poison / "__init__.py").write_text("raise ImportError('datasets must not be imported here')\n")
+    out = tmp_path / "tp"
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench" / "bench_throughput_gpu.py"), "--device", "cpu", "--quick"]
+        + ["--evals", "1", "--batch-limit", "1", "--gpus", "0", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(poison.parent)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout[-2000:]
+    text = (out / "throughput.md").read_text()
+    assert text in proc.stdout  # the table is printed as written
+    assert "CPU rehearsal" in text and "| cold | 1 | 1 correct |" in text and "| warm | 1 | 1 correct |" in text
+    assert "| timed | 0 | 1/1 | 1 correct |" in text and "| solution_timing |" in text
+    rows = [json.loads(line) for line in (out / "throughput.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in rows] == ["run", "eval", "eval", "batch", "batch"]
