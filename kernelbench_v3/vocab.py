@@ -2,7 +2,7 @@
 evaluator's option values, record statuses, precisions, and the column lists of records and runs.
 
 A leaf: it imports nothing from the package and nothing heavy, so any wing (and the command
-line's `choices=`) can use it. Each closed set is a `Literal` type plus the tuple of its values.
+line's `choices=`) can use it. Each closed set is a `Literal` type, plus the tuple of its values where code lists or checks them.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ TOLERANCE_MODES: tuple[ToleranceMode, ...] = get_args(ToleranceMode)
 # "v3": the published rule (an own kernel ran). "relaxed" is what a request that does not
 # require a custom kernel gets: the rule is reported, never enforced.
 KernelRule = Literal["strict", "v3", "relaxed"]
-KERNEL_RULES: tuple[KernelRule, ...] = get_args(KernelRule)
 REQUESTABLE_KERNEL_RULES: tuple[KernelRule, ...] = ("strict", "v3")
 SizeMode = Literal["default", "reduced"]
 SIZE_MODES: tuple[SizeMode, ...] = get_args(SizeMode)
@@ -53,7 +52,6 @@ EXECUTORS: tuple[Executor, ...] = get_args(Executor)
 # "failed": the solution did not run; "incomplete": a planned case never came back;
 # "error": the evaluator itself could not judge (bad problem, no reference, a crash of ours).
 Status = Literal["correct", "incorrect", "failed", "incomplete", "error"]
-STATUSES: tuple[Status, ...] = get_args(Status)
 CheckOutcome = Literal["pass", "fail", "skip"]
 BaselineType = Literal["eager", "compile"]
 TimingMethod = Literal["cuda_events", "cpu_wall_clock", ""]

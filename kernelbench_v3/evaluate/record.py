@@ -23,9 +23,9 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from ..vocab import RECORD_RUNS_COLUMNS
+from ..vocab import RECORD_RUNS_COLUMNS, BaselineType, CheckOutcome, Device, KernelRule, Status, TimingMethod
 
 SCHEMA_VERSION = 2  # 2: trusted supervisor, sandbox, kernel rule from evidence
 
@@ -47,7 +47,7 @@ class Record:
     ref_ms: float | None = None
     sol_ms: float | None = None
     op_type: str = ""
-    baseline_type: str | None = None  # "eager" | "compile"
+    baseline_type: BaselineType | None = None
     precision_used: str = ""
 
     # --- what was evaluated ---
@@ -56,12 +56,12 @@ class Record:
     solution_path: str = ""
     solution_sha256: str = ""
     solution_class: str = ""  # "Model" or "ModelNew"
-    device: str = ""  # "cuda" | "cpu"
+    device: Device | Literal[""] = ""
     sizes: dict[str, Any] = field(default_factory=dict)  # the size overrides actually used
     sizes_note: str = ""  # e.g. why reduced sizes were used
 
     # --- verdict ---
-    status: str = "error"  # "correct" | "incorrect" | "failed" (did not run) | "incomplete" | "error" (evaluator)
+    status: Status = "error"  # see vocab.Status
     error: str | None = None  # short reason when not correct
     failed_check: str | None = None
     checks: dict[str, str] = field(default_factory=dict)
@@ -78,14 +78,14 @@ class Record:
     triton_launches: int | None = None  # CPU: Triton interpreter launches that completed (evidence pass)
     reference_kernel_names: list[str] = field(default_factory=list)  # CUDA kernels the reference launched
     custom_kernel_time_fraction: float | None = None  # share of profiled device time in custom kernels (CUDA)
-    kernel_rule: str = ""  # "strict" | "v3" | "relaxed": the custom-kernel rule applied
+    kernel_rule: KernelRule | Literal[""] = ""  # the custom-kernel rule applied
     kernel_evidence: dict[str, Any] = field(default_factory=dict)  # what the rule was decided from
     sandbox: str = ""  # "landlock" | "namespaces" | "none": what confined the solution process
     sandbox_details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # "name: detail" notes that do not fail the solution
 
     # --- timing ---
-    timing_method: str = ""  # "cuda_events" | "cpu_wall_clock" | "" (not timed)
+    timing_method: TimingMethod = ""  # "" (not timed)
     eager_ms: float | None = None
     compiled_ms: float | None = None
     baseline_ms: float | None = None
@@ -114,7 +114,7 @@ class Record:
     evaluator_version: int = SCHEMA_VERSION
     log_tail: str = ""  # last lines the child wrote to stdout/stderr (never parsed)
 
-    def check(self, name: str, outcome: str, detail: str = "") -> None:
+    def check(self, name: str, outcome: CheckOutcome, detail: str = "") -> None:
         """Set one check's outcome; the first failure becomes `failed_check`."""
         if outcome not in (PASS, FAIL, SKIP):
             raise ValueError(f"check outcome must be pass/fail/skip, got {outcome!r}")
@@ -124,7 +124,7 @@ class Record:
         if outcome == FAIL and self.failed_check is None:
             self.failed_check = name
 
-    def fail(self, status: str, error: str, check: str | None = None) -> Record:
+    def fail(self, status: Status, error: str, check: str | None = None) -> Record:
         self.status = status
         self.correct = False
         self.speedup = None

@@ -223,19 +223,13 @@ class ReferenceCache:
             pass  # a read-only or full cache costs the next evaluation a recomputation, nothing else
 
 
-def for_evaluation(
-    cache_dir: str | Path | None,
-    problem_sha256: str,
-    sizes: Mapping[str, Any],
-    device: str,
-    cases: Sequence[Any],
-    evaluator_version: int,
-) -> ReferenceCache | None:
-    """The cache for this evaluation's reference, or None when KBV3_NO_REFERENCE_CACHE is set."""
+def for_evaluation(cache_dir: str | Path | None, fields: Mapping[str, Any]) -> ReferenceCache | None:
+    """The cache for the reference `fields` (from `key_fields`) describe, or None when
+    KBV3_NO_REFERENCE_CACHE is set."""
     if not enabled():
         return None
     root = Path(cache_dir) if cache_dir is not None else cache_root()
-    return ReferenceCache(root, key_fields(problem_sha256, sizes, device, cases, evaluator_version))
+    return ReferenceCache(root, fields)
 
 
 __all__ = [

@@ -120,13 +120,12 @@ def _evaluate(
         plan = plan_cases(request.seeds, request.other_shape, timed=request.time_solution)
         with _phase(rec, "reference"):
             try:
-                warm_key = warm_references.key_of(
-                    key_fields(rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
-                )
+                fields = key_fields(rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
+                warm_key = warm_references.key_of(fields)
                 ref = warm_references.recall(warm_key)
                 reference_cached = True if ref is not None else None
                 if ref is None:
-                    cache = for_evaluation(cache_dir, rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
+                    cache = for_evaluation(cache_dir, fields)
                     ref = compute(problem, source, sizes, request.device, plan, cache)
                     reference_cached = ref.cached
                     warm_references.remember(warm_key, ref)

@@ -260,9 +260,9 @@ def test_concurrent_writers_leave_one_whole_entry(tmp_path):
 
 def test_the_switch_turns_the_cache_off(tmp_path, monkeypatch):
     plan = plan_cases(SEEDS, other_shape=True)
-    assert for_evaluation(tmp_path, "a" * 64, {}, "cpu", plan, 2) is not None
+    assert for_evaluation(tmp_path, key_fields("a" * 64, {}, "cpu", plan, 2)) is not None
     monkeypatch.setenv("KBV3_NO_REFERENCE_CACHE", "1")
-    assert for_evaluation(tmp_path, "a" * 64, {}, "cpu", plan, 2) is None
+    assert for_evaluation(tmp_path, key_fields("a" * 64, {}, "cpu", plan, 2)) is None
 
 
 def test_a_read_only_cache_costs_a_recomputation_only(tmp_path):

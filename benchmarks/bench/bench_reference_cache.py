@@ -1,7 +1,7 @@
 """The reference cache on CPU: seconds to compute a problem's reference without the cache, on a
 miss (compute and store) and on a hit, for a few problems at their reduced sizes.
 
-    python benchmarks/bench_reference_cache.py > benchmarks/results/reference_cache_cpu.txt
+    python benchmarks/bench/bench_reference_cache.py > benchmarks/results/reference_cache_cpu.txt
 
 A hit still rebuilds the models and inputs and runs every case's native forward (expected outputs
 are never cached); it skips the profiled pass, the second-shape search and the float64 runs.
