@@ -54,7 +54,9 @@ EXECUTORS: tuple[Executor, ...] = get_args(Executor)
 Status = Literal["correct", "incorrect", "failed", "incomplete", "error"]
 CheckOutcome = Literal["pass", "fail", "skip"]
 BaselineType = Literal["eager", "compile"]
-TimingMethod = Literal["cuda_events", "cpu_wall_clock", ""]
+TimingMethod = Literal[
+    "supervisor_windows_cuda_graphs", "supervisor_windows_eager", "supervisor_windows_cpu", "cuda_events", "cpu_wall_clock", ""
+]
 # The precision keys of the GPUs' peak tables (fp32 is plain FP32, tf32 the tensor-core mode).
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)

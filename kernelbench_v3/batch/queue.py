@@ -44,12 +44,13 @@ class BatchSettings:
     device: Device = "cuda"
     sizes: SizeMode = "default"  # "reduced": each problem's REDUCED_SIZES
     problems_root: str | None = None
-    options: EvalOptions = EvalOptions(timeout_s=BATCH_TIMEOUT_S)  # how every solution is judged
+    options: EvalOptions = EvalOptions()  # how every solution is judged
 
     @property
     def timeout_s(self) -> float:
-        """The evaluator's limit for one step of one solution run."""
-        return self.options.timeout_s
+        """The longest one step of one solution run may take (the watchdog's measure): the
+        options' explicit limit, else `BATCH_TIMEOUT_S` (the evaluator derives shorter ones)."""
+        return self.options.timeout_s or BATCH_TIMEOUT_S
 
     def to_dict(self) -> dict[str, Any]:
         """What the journal stores and compares; options that keep their defaults are left out."""

@@ -10,8 +10,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..batch.queue import BATCH_TIMEOUT_S
-from ..evaluate.request import DEFAULT_TIMEOUT_S
 from ..vocab import DEVICES, EXECUTORS, SIZE_MODES, SPLITS
 from .args import (
     CliError,
@@ -53,7 +51,7 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
         type=sizes_text,
         help="size overrides NAME=VALUE,... of the problem's size variables (CPU default: REDUCED_SIZES)",
     )
-    add_eval_options(p, timeout_s=DEFAULT_TIMEOUT_S)
+    add_eval_options(p)
     p.add_argument("--model", default="", help="model name recorded with the result")
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
     p.add_argument("--cache", type=Path, help="baseline cache folder (default: ~/.cache/kbv3)")
@@ -112,7 +110,7 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
         default="default",
         help="problem shapes: the files' own, or each problem's REDUCED_SIZES",
     )
-    add_eval_options(p, timeout_s=BATCH_TIMEOUT_S)
+    add_eval_options(p)
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
     p.add_argument("--model", help="model name for a problems/-style folder (default: its name)")
     p.add_argument("--journal", type=Path, help="journal path (default: <out>.journal.jsonl)")

@@ -9,8 +9,8 @@ from ..vocab import REQUESTABLE_KERNEL_RULES, TOLERANCE_MODES
 from .args import positive_seconds, seeds
 
 
-def add_eval_options(p: argparse.ArgumentParser, *, timeout_s: float) -> None:
-    """Declare the judging options on `p`; `timeout_s` is this verb's default step limit."""
+def add_eval_options(p: argparse.ArgumentParser) -> None:
+    """Declare the judging options on `p`."""
     p.add_argument(
         "--tolerance",
         choices=TOLERANCE_MODES,
@@ -21,9 +21,9 @@ def add_eval_options(p: argparse.ArgumentParser, *, timeout_s: float) -> None:
     p.add_argument(
         "--timeout",
         type=positive_seconds,
-        default=timeout_s,
-        help=f"seconds per step (import, each case, each timing batch) and per reference/baseline process "
-        f"(default: {timeout_s:g})",
+        default=None,
+        help="seconds per step (import, each case, each timing window) and per reference/baseline process "
+        "(default: each step's limit derived from the problem, so a hang fails within a minute)",
     )
     p.add_argument(
         "--relax-kernel-check",

@@ -1,27 +1,37 @@
-"""Timing a solution from the supervisor: batches it starts, outputs it verifies, a clock it owns.
+"""Timing a solution by the supervisor's clock: windows it opens and closes, in memory it owns.
 
-The solution process times its calls the evaluator's way (`cuda_timing.CudaTimer`: L2 flush, busy
-GPU, events; or wall clock on the CPU) and reports the figures: evidence. The supervisor:
+The scored time never comes from a figure the solution process reports. The supervisor:
 
-- starts every batch and decides, by its own clock, when timing stops (`TimingPlan` budget), so
-  a forged clock in the solution process ends in bounded time;
-- reveals each batch's fresh-input weights only when it starts the batch, then, after the batch,
-  picks sample positions and calls at random and compares those timed outputs with the
-  reference on the same inputs (`timed_outputs`): skipped work, stale or uninitialized outputs
-  and reused output memory fail there, not only on the last call;
-- measures its own wall clock around back-to-back batches (fresh inputs written first, whose
-  cost it measures on its own device and subtracts, then calls with nothing between them) and bounds the
-  reported time with it: a reported median that the supervisor's clock cannot explain
-  (`BOUND_FACTOR` x reported + an allowance for launch overhead) is replaced by the supervisor's
-  figure and flagged `supervisor_clock`. The bound is loose by the launch overhead of a call
-  (`BOUND_ALLOWANCE_MS`): back to back, a kernel of a few microseconds is host-bound, and host
-  time is not part of the score.
+- lays out the timed calls' inputs and outputs in its own memory (`timed_memory`) and, before
+  every window, writes new inputs there from seeds the solution process never learns;
+- opens a window of k calls (`messages.Window`) and closes it when the reply has come and it has
+  copied the outputs it will verify out of the region: its clock runs from the request to that
+  copy, so work the solution defers past its reply is timed (or its output is stale);
+- runs windows of several sizes back to back, in rounds, and takes the slope of window time over
+  k as the per-call time (`windows`): the request, the reply and the copy are a fixed cost per
+  window and fall out; on CUDA the calls are replayed from CUDA graphs, so host launch overhead
+  falls out too;
+- rotates over input sets and slots whose total exceeds the L2 where memory allows, so calls read
+  cold inputs by construction;
+- stops when the slope's standard error is below its target, or at a cap on its own clock, then
+  runs one last window that is not scored;
+- verifies, after the last window, the outputs of calls it picked at random (never revealed)
+  against the reference on the same inputs (`timed_outputs`);
+- checks that calls are independent: windows of one call, against the same windows of a trusted
+  echo (a solution process running a model that computes nothing), must cost what the slope
+  says; a solution that batches a window's calls is scored at its one-call time
+  (`calls_not_independent`);
+- collects kernel evidence over one window picked at random (`window_evidence`).
+
+The solution process's own figure for each window (CUDA events on CUDA) is kept as evidence
+(`event_ms_per_call`) beside the scored one.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,47 +39,38 @@ from typing import Any
 
 import torch
 
-from .cases import FRESH_PARTNER, blend_into
-from .channel import Layout, TensorRef
 from .checks import compare_case
-from .fresh import REUSE_RATIO, reuse_verdict
-from .messages import Failed, OutputInfo, TimeBatch, Warmup
+from .messages import Capture, Failed, PrepareTiming, TimingReady, Window, WindowDone
 from .session import Session, SessionLost
-from .timing import CLOCK_CHANGE_REL, CPU_REUSE_RATIO, median_ci_rel, timing_stats
+from .timed_memory import TimedMemory, fresh_inputs
+from .windows import WindowPlan, choose_sets, fit, known, measure, window_sizes
 
-SUPERVISOR_CLOCK = "supervisor_clock"  # the reported time was replaced by the supervisor's
-BOUND_FACTOR = 1.5
-CPU_BOUND_FACTOR = 3.0
-# Launch overhead an honest host-bound call adds to its device time: back to back, a forward of a
-# few microseconds of device work is host-bound (docs/timing.md, "The supervisor and its bound").
-BOUND_ALLOWANCE_MS = 0.05
-SAMPLE_POSITIONS = 2048
+METHOD = {"cuda": "supervisor_windows_cuda_graphs", "cpu": "supervisor_windows_cpu"}
+EAGER_METHOD = "supervisor_windows_eager"  # CUDA, when the forward could not be captured
+NOT_INDEPENDENT = "calls_not_independent"
 MAX_VERIFIED = 24  # timed outputs checked against the reference per evaluation
-BACK_TO_BACK_BATCHES = 3
-BACK_TO_BACK_TARGET_MS = 5.0
-BACK_TO_BACK_BYTES = 1 << 30  # inputs and outputs of one back-to-back batch, at most
-REQUEST_LATENCY_MS = 0.3  # a request's round trip, spread over the calls of a back-to-back batch
+MAX_SETS = 256
+PROBE_WINDOWS = 3
 
 
 @dataclass(frozen=True)
 class ClockPlan:
     device: str
-    budget_s: float  # supervisor seconds for the flushed batches
-    batch: int  # calls per flushed batch
-    min_reps: int
-    max_reps: int
-    min_seconds: float
-    stable_rel: float
-    warmup_seconds: float
-    bound_factor: float  # the supervisor's figure may exceed the reported one by this factor (+ allowance)
+    cap_s: float  # the most seconds of scored windows, by the supervisor's clock
+    target_rel: float  # stop when the per-call time's standard error is this fraction of it
+    min_rounds: int
+    largest_window_s: float  # the largest window's calls should take about this long
+    max_sets: int
+    single_windows: int  # one-call windows of the solution and of the echo each
+    independence_factor: float  # the one-call time may exceed the slope by this factor ...
+    independence_abs_ms: float  # ... plus this much
 
     @classmethod
-    def for_device(cls, device: str, budget_s: float) -> ClockPlan:
+    def for_device(cls, device: str, cap_s: float) -> ClockPlan:
         if device == "cuda":
-            return cls(device, budget_s, 10, 30, 10_000, 1.0, 0.003, 0.5, BOUND_FACTOR)
-        # A CPU shared with other work (CI, several evaluations at once) makes the two wall
-        # clocks disagree by more; a forged clock is off by orders of magnitude.
-        return cls(device, budget_s, 2, 3, 50, 0.0, 0.02, 0.0, CPU_BOUND_FACTOR)
+            return cls(device, cap_s, 0.003, 3, 0.02, MAX_SETS, 15, 1.3, 0.005)
+        # CPU: interpreted kernels; the figure tests the machinery, it is no performance figure.
+        return cls(device, cap_s, 0.02, 3, 0.05, 2, 5, 2.0, 1.0)
 
 
 @dataclass
@@ -79,245 +80,206 @@ class TimingOutcome:
     details: dict[str, Any] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)  # timed outputs that did not match
     verified: int = 0
+    evidence: dict[str, Any] = field(default_factory=dict)  # kernel evidence of one timed window
+
+
+@dataclass
+class Pick:
+    label: str
+    inputs: list[Any]
+    output: torch.Tensor
 
 
 class Verifier:
-    """Checks sampled timed outputs against the reference on the same blended inputs."""
+    """Checks picked timed outputs against the reference on the same inputs."""
 
     def __init__(
         self,
         expected_for: Callable[[list[Any]], torch.Tensor],
-        sets: list[list[Any]],
-        partner: list[Any],
         entry: dict[str, Any],
         tolerance: str,
         precision: str,
-        rng: random.Random,
     ):
-        self.expected_for, self.sets, self.partner = expected_for, sets, partner
-        self.entry, self.tolerance, self.precision, self.rng = entry, tolerance, precision, rng
-        self.numel = math.prod(entry["shape"])
+        self.expected_for, self.entry, self.tolerance, self.precision = expected_for, entry, tolerance, precision
 
-    def blended(self, j: int, w: float) -> list[Any]:
-        base = self.sets[j % len(self.sets)]
-        out = [x.clone() if isinstance(x, torch.Tensor) else x for x in base]
-        return blend_into(out, base, self.partner, w)
-
-    def check(self, name: str, samples: torch.Tensor, index: torch.Tensor, info: OutputInfo, j: int, w: float) -> str:
-        """'' when call j's sampled output matches the reference, else why not."""
-        if info.type_name != "Tensor":
-            return f"{name}: the solution returned {info.type_name}, not a tensor"
-        if list(info.shape) != list(self.entry["shape"]) or f"torch.{info.dtype}" != self.entry["dtype"]:
-            return f"{name}: shape {info.shape} / {info.dtype}, expected {tuple(self.entry['shape'])} / {self.entry['dtype']}"
-        expected = self.expected_for(self.blended(j, w)).reshape(-1)[index].to(torch.float64)
+    def check(self, pick: Pick) -> str:
+        """'' when the picked call's output matches the reference, else why not."""
+        expected = self.expected_for(pick.inputs).reshape(-1).to(torch.float64)
+        got = pick.output.detach().reshape(-1).cpu().to(torch.float64)
         verdict = compare_case(
-            name, "timed_outputs", samples, {"expected": expected}, self.entry, self.tolerance, self.precision, None
+            pick.label, "timed_outputs", got, {"expected": expected}, self.entry, self.tolerance, self.precision, None
         )
         return "; ".join(verdict.failures.values())
 
 
-def _sample(
-    session: Session, verifier: Verifier, rng: random.Random, calls: int, timeout_s: float
-) -> tuple[torch.Tensor, torch.Tensor, list[OutputInfo]]:
-    """Ask for the same random positions of every output of the batch just run."""
-    k = min(SAMPLE_POSITIONS, verifier.numel)
-    generator = torch.Generator().manual_seed(rng.getrandbits(62))
-    index = torch.randperm(verifier.numel, generator=generator)[:k] if k < verifier.numel else torch.arange(k)
-    layout = Layout(session.output_offset)
-    index_ref = session.arena.put(layout.take(index.numel() * 8), index)
-    target_ref = TensorRef(layout.take(calls * k * 8), (calls, k), "float64")
-    if layout.end > session.output_offset + session.output_capacity:
-        raise SessionLost("internal: the output region cannot hold the samples")
-    session.arena.view(target_ref).fill_(float("nan"))
-    reply, _ = session.request(
-        {"kind": "sample", "index": index_ref.to_json(), "target": target_ref.to_json(), "numel": verifier.numel},
-        timeout_s,
-        ("batch_done",),
-    )
-    if isinstance(reply, Failed):
-        raise SessionLost(f"sampling the timed outputs failed: {reply.error[:300]}")
-    outputs = reply.outputs
-    if len(outputs) != calls:
-        raise SessionLost(f"the solution process returned {len(outputs)} timed outputs for {calls} calls")
-    return session.arena.view(target_ref).clone(), index, outputs
+class Windows:
+    """The supervisor's side of one solution process's timing: writes, opens, closes, picks."""
 
+    def __init__(
+        self,
+        session: Session,
+        memory: TimedMemory,
+        module: Any,
+        device: str,
+        rng: random.Random,
+        timeout_s: float,
+    ):
+        self.session, self.memory, self.module, self.device = session, memory, module, device
+        self.rng, self.timeout_s = rng, timeout_s
+        self.picks: list[Pick] = []
+        self.event_ms: list[tuple[int, float]] = []
 
-def _verify_batch(
-    outcome: TimingOutcome,
-    session: Session,
-    verifier: Verifier,
-    weights: list[float],
-    label: str,
-    picks: int,
-    timeout_s: float,
-) -> float:
-    """Sample the batch's outputs, check `picks` random calls; returns the sampling wall seconds."""
-    started = time.perf_counter()
-    samples, index, infos = _sample(session, verifier, verifier.rng, len(weights), timeout_s)
-    wall = time.perf_counter() - started
-    for j in verifier.rng.sample(range(len(weights)), min(picks, len(weights))):
-        if outcome.verified >= MAX_VERIFIED:
-            break
-        outcome.verified += 1
-        why = verifier.check(f"{label} call {j}", samples[j], index, infos[j], j, weights[j])
-        if why:
-            outcome.failures.append(why)
-    return wall
-
-
-def _weights(rng: random.Random, n: int) -> list[float]:
-    return [round(rng.uniform(0.2, 0.8), 6) for _ in range(n)]
-
-
-def blend_seconds(verifier: Verifier, weights: list[float], device: str) -> float:
-    """How long the supervisor's own device takes to write these fresh inputs, back to back."""
-    sets = [[x.to(device) if isinstance(x, torch.Tensor) else x for x in s] for s in verifier.sets]
-    partner = [x.to(device) if isinstance(x, torch.Tensor) else x for x in verifier.partner]
-    best = math.inf
-    for _ in range(3):  # the same work as `FreshInputs.new_set` for every call of the batch
-        if device == "cuda":
+    def sync(self) -> None:
+        if self.device == "cuda":
             torch.cuda.synchronize()
+
+    def run(self, k: int, *, pick: bool = False, evidence: bool = False, label: str = "") -> tuple[float, WindowDone]:
+        """One window of k calls on new inputs; (supervisor seconds, the reply)."""
+        picked = self.rng.randrange(k) if pick else None
+        kept: list[Any] = []
+        for i in range(k):
+            inputs = fresh_inputs(self.module, self.device, self.rng.getrandbits(62))
+            self.memory.write(i, inputs)
+            if i == picked:
+                kept = inputs
+        self.sync()
         started = time.perf_counter()
-        made = []
-        for j, w in enumerate(weights):
-            base = sets[j % len(sets)]
-            made.append(blend_into([x.clone() if isinstance(x, torch.Tensor) else x for x in base], base, partner, w))
-        if device == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - started)
-        del made
-    return best
-
-
-def _flushed_phase(
-    outcome: TimingOutcome, session: Session, plan: ClockPlan, verifier: Verifier, request_timeout_s: float
-) -> tuple[Any, int]:
-    """Flushed batches until the reported median is stable or the supervisor's budget is spent;
-    (the stats of the reported fresh-input times, how many batches added up to more than their wall)."""
-    rng = verifier.rng
-    fresh_ms: list[float] = []
-    repeated_ms: list[float] = []
-    started = time.perf_counter()
-    batches, inconsistent = 0, 0
-    while True:
-        weights = _weights(rng, plan.batch)
-        reply, wall = session.request(TimeBatch("flushed", weights, []), request_timeout_s, ("batch_done",))
+        reply, _ = self.session.request(Window(k, evidence), self.timeout_s, ("window_done",))
         if isinstance(reply, Failed):
-            raise SessionLost(f"a timed call failed: {reply.error[:500]}")
-        fresh, repeated = reply.fresh_ms, reply.repeated_ms
-        if len(fresh) != len(weights) or len(repeated) != len(weights):
-            raise SessionLost("the solution process reported a different number of timed calls than it was asked for")
-        # The events lie inside the batch: figures that add up to more than its wall clock are forged.
-        if sum(fresh) + sum(repeated) > 1.05 * wall * 1e3 + 1.0 or min(fresh + repeated) <= 0:
-            inconsistent += 1
-        fresh_ms += fresh
-        repeated_ms += repeated
-        picks = 3 if batches < 3 else (2 if rng.random() < 0.25 else 0)
-        if picks:
-            _verify_batch(outcome, session, verifier, weights, f"timed batch {batches}", picks, request_timeout_s)
-        batches += 1
-        elapsed = time.perf_counter() - started
-        positive = [t for t in fresh_ms if t > 0] or [0.0]
-        stable = (
-            len(fresh_ms) >= plan.min_reps
-            and elapsed >= plan.min_seconds
-            and median_ci_rel(positive) <= plan.stable_rel
-        )
-        if batches >= 2 and (stable or len(fresh_ms) >= plan.max_reps or elapsed > plan.budget_s):
-            break
-    stats = timing_stats([max(t, 0.0) for t in fresh_ms], "cuda_events" if plan.device == "cuda" else "cpu_wall_clock")
-    stats.details.update(
-        stable=stable,
-        batches=batches,
-        median_ci_rel=round(median_ci_rel(positive), 5),
-        timed_inputs="fresh (a never-seen blend before each call); repeated sets in input_reuse",
-    )
-    ratio = REUSE_RATIO if plan.device == "cuda" else CPU_REUSE_RATIO
-    stats.details["input_reuse"] = reuse = reuse_verdict(fresh_ms, repeated_ms, ratio)
-    if reuse["faster_on_repeated_inputs"]:
-        stats.flags.append("faster_on_repeated_inputs")
-    if not stable:
-        stats.flags.append("median_not_stable")
-    return stats, inconsistent
+            raise SessionLost(f"a timed window failed: {reply.error[:500]}")
+        if reply.calls != k:
+            raise SessionLost(f"the solution process answered for {reply.calls} calls, not {k}")
+        output = self.memory.snapshot(picked) if picked is not None else None
+        self.sync()
+        seconds = time.perf_counter() - started
+        if output is not None:
+            self.picks.append(Pick(f"{label} call {picked} of {k}", kept, output))
+        return seconds, reply
+
+
+def _request(session: Session, message: Any, timeout_s: float) -> TimingReady:
+    reply, _ = session.request(message, timeout_s, ("timing_ready",))
+    if isinstance(reply, Failed):
+        raise SessionLost(f"preparing the timed calls failed: {reply.error[:500]}")
+    return reply
+
+
+def prepare(session: Session, region: dict[str, Any], memory: TimedMemory, timeout_s: float) -> None:
+    _request(session, PrepareTiming(region, memory.layout()), timeout_s)
 
 
 def time_solution(
     session: Session,
+    memory: TimedMemory,
+    region: dict[str, Any],
+    module: Any,
     plan: ClockPlan,
     verifier: Verifier,
-    timing_cases: list[str],
-    out_bytes: int,
-    request_timeout_s: float,
+    echo: Callable[[], Session | None],
+    timeout_s: float,
+    rng: random.Random | None = None,
 ) -> TimingOutcome:
-    """Warm up, run flushed batches until the reported median is stable or the budget is spent,
-    then back-to-back batches for the supervisor's bound. Raises SessionLost."""
+    """Time the solution by windows (module docstring). Raises SessionLost."""
+    rng = rng or random.SystemRandom()
     outcome = TimingOutcome()
-    reply, warm_s = session.request(
-        Warmup(timing_cases, FRESH_PARTNER, plan.warmup_seconds), request_timeout_s + 30.0, ("warm",)
-    )
-    if isinstance(reply, Failed):
-        raise SessionLost(f"warm-up failed: {reply.error[:500]}")
-    outcome.details.update(host_enqueue_ms=reply.enqueue_ms, sm_clock_mhz=reply.sm_clock_mhz, warmup_s=round(warm_s, 3))
-    stats, inconsistent = _flushed_phase(outcome, session, plan, verifier, request_timeout_s)
+    prepare(session, region, memory, timeout_s)
+    windows = Windows(session, memory, module, plan.device, rng, timeout_s)
+    probe = min(windows.run(1)[0] for _ in range(PROBE_WINDOWS))  # an upper bound of one call
+    sets, unit = choose_sets(probe, memory.count, plan.max_sets, plan.largest_window_s)
+    graphs = False
     if plan.device == "cuda":
-        # The SM clock moved while timing, so part of the samples ran slower; the GPU is warm
-        # now, so time once more and keep that (docs/timing.md, "Clock settling").
-        reply, _ = session.request({"kind": "clock"}, request_timeout_s, ("warm",))
-        before, after = outcome.details.get("sm_clock_mhz") or 0.0, reply.sm_clock_mhz
-        outcome.details.update(sm_clock_mhz_before=before, sm_clock_mhz_after=after)
-        if before and abs(after - before) > CLOCK_CHANGE_REL * before:
-            first = stats
-            stats, again = _flushed_phase(outcome, session, plan, verifier, request_timeout_s)
-            inconsistent += again
-            stats.details["clock_retry"] = {"first_median_ms": first.median_ms, "first_sm_clock_mhz": [before, after]}
-    outcome.stats = stats.to_dict()
-    _bound(outcome, session, verifier, plan, stats.median_ms, out_bytes, request_timeout_s, inconsistent)
+        ready = _request(session, Capture(sets, unit), timeout_s + 60.0)
+        graphs = ready.graphs
+        if not graphs:
+            unit = 1
+            outcome.details["graph_error"] = ready.detail
+    sizes = window_sizes(sets, unit) if plan.device == "cuda" else (1, 2)
+    wplan = WindowPlan(sizes, min_rounds=plan.min_rounds, target_rel=plan.target_rel, cap_s=plan.cap_s)
+    events: list[list[tuple[int, float]]] = []
+    evidence_round = rng.randrange(1, 3)
+
+    def run(k: int, round_index: int) -> float:
+        if round_index < 0:
+            return windows.run(k)[0]
+        seconds, reply = windows.run(k, pick=rng.random() < 0.5, label=f"round {round_index}")
+        if len(events) <= round_index:
+            events.append([])
+        events[round_index].append((k, reply.event_ms * 1e-3))
+        return seconds
+
+    def after_round(done: int) -> None:
+        if done == evidence_round:  # a window picked at random, told only as it opens, not scored
+            _, reply = windows.run(rng.choice(sizes), evidence=True, label="evidence")
+            outcome.evidence = dict(reply.evidence)
+
+    estimate, rounds, elapsed = measure(run, sizes, wplan, rng, after_round)
+    windows.run(sizes[-1], label="last (not scored)")
+    per_call_ms = estimate.per_call_s * 1e3
+    outcome.details.update(
+        timing_method=METHOD[plan.device] if graphs or plan.device == "cpu" else EAGER_METHOD,
+        cuda_graphs=graphs,
+        window_sizes=list(sizes),
+        timed_sets=sets,
+        rotation_bytes=memory.bytes_for(sets),
+        probe_ms=round(probe * 1e3, 4),
+        fit=estimate.to_dict(),
+        known=known(estimate, wplan),
+        windows_s=round(elapsed, 3),
+        event_ms_per_call=fit(events).per_call_s * 1e3,
+    )
+    _independence(outcome, windows, plan, echo, per_call_ms)
+    scored = (
+        max(per_call_ms, outcome.details.get("single_call_ms") or 0.0)
+        if NOT_INDEPENDENT in outcome.flags
+        else per_call_ms
+    )
+    outcome.stats = {
+        "method": outcome.details["timing_method"],
+        "median_ms": scored,
+        "p10_ms": scored,
+        "p90_ms": scored,
+        "cv": estimate.rel_se if math.isfinite(estimate.rel_se) else 0.0,
+        "reps": sum(k for r in rounds for k, _ in r),
+        "flags": [] if known(estimate, wplan) else ["estimate_not_known"],
+        "details": {},
+    }
+    _verify(outcome, windows, verifier, rng)
     return outcome
 
 
-def _bound(
-    outcome: TimingOutcome,
-    session: Session,
-    verifier: Verifier,
-    plan: ClockPlan,
-    reported_ms: float,
-    out_bytes: int,
-    request_timeout_s: float,
-    inconsistent: int,
+def _independence(
+    outcome: TimingOutcome, windows: Windows, plan: ClockPlan, echo: Callable[[], Session | None], per_call_ms: float
 ) -> None:
-    in_bytes = sum(x.numel() * x.element_size() for x in verifier.sets[0] if isinstance(x, torch.Tensor))
-    """Back-to-back batches timed by the supervisor's clock; replace an unexplained report."""
-    calls = int(min(64, max(8, math.ceil(BACK_TO_BACK_TARGET_MS / max(reported_ms, 1e-3)))))
-    calls = max(2, min(calls, BACK_TO_BACK_BYTES // max(out_bytes + in_bytes, 1)))
-    per_call: list[float] = []
-    # Batch 0 is not counted: it pays for the allocator growing to hold a batch's inputs and outputs.
-    for b in range(BACK_TO_BACK_BATCHES + 1):
-        weights = _weights(verifier.rng, calls)
-        reply, wall = session.request(TimeBatch("back_to_back", weights, []), request_timeout_s, ("batch_done",))
-        if isinstance(reply, Failed):
-            raise SessionLost(f"a back-to-back call failed: {reply.error[:500]}")
-        sample_s = _verify_batch(outcome, session, verifier, weights, f"back-to-back batch {b}", 2, request_timeout_s)
-        outcome.details.setdefault("supervisor_sample_s", []).append(round(sample_s, 4))
-        if b:
-            blend_s = blend_seconds(verifier, weights, plan.device)
-            per_call.append(max(wall - blend_s, 0.0) * 1e3 / calls)
-    # Every batch's figure is at least the true cost of its calls (plus host overhead and noise),
-    # so the least of them is the tightest bound that is still sound.
-    supervisor_ms = min(per_call)
-    allowance = BOUND_ALLOWANCE_MS + REQUEST_LATENCY_MS / calls
+    """Windows of one call, the solution's and a trusted echo's in turn: their difference is
+    what one call costs on its own, which must not exceed the slope by much."""
+    partner = echo()
+    if partner is None:
+        outcome.details["independence"] = "not checked: the echo process could not start"
+        return
+    echoed = Windows(partner, windows.memory, windows.module, windows.device, windows.rng, windows.timeout_s)
+    own, theirs = [], []
+    for _ in range(plan.single_windows):
+        own.append(windows.run(1)[0])
+        theirs.append(echoed.run(1)[0])
+    single_ms = (statistics.median(own) - statistics.median(theirs)) * 1e3
+    bound = plan.independence_factor * per_call_ms + plan.independence_abs_ms
     outcome.details.update(
-        supervisor_ms=round(supervisor_ms, 6),
-        supervisor_calls=calls,
-        supervisor_per_batch_ms=[round(t, 6) for t in per_call],
-        supervisor_rule=f"reported median >= (supervisor_ms - {allowance:.4g} ms) / {plan.bound_factor:g}",
-        reported_ms=reported_ms,
-        verified_timed_outputs=outcome.verified,
+        single_call_ms=round(single_ms, 6),
+        echo_window_ms=round(statistics.median(theirs) * 1e3, 6),
+        independence=f"one call alone {single_ms:.4g} ms vs {per_call_ms:.4g} ms per call in windows (at most {bound:.4g})",
     )
-    if supervisor_ms > plan.bound_factor * reported_ms + allowance or inconsistent:
-        outcome.flags.append(SUPERVISOR_CLOCK)
+    if single_ms > bound:
+        outcome.flags.append(NOT_INDEPENDENT)
         outcome.details["sol_ms_source"] = (
-            "the supervisor's wall clock per back-to-back call (the reported figures "
-            + ("added up to more than the batch's wall clock" if inconsistent else "are below what its clock allows")
-            + ")"
+            "one call alone, less the trusted echo: the calls of a window cost less together than apart"
         )
-        outcome.details["scored_ms"] = max(supervisor_ms, reported_ms)
+
+
+def _verify(outcome: TimingOutcome, windows: Windows, verifier: Verifier, rng: random.Random) -> None:
+    picks = windows.picks
+    chosen = rng.sample(picks, min(MAX_VERIFIED, len(picks)))
+    for pick in chosen:
+        outcome.verified += 1
+        why = verifier.check(pick)
+        if why:
+            outcome.failures.append(why)

@@ -46,18 +46,24 @@ class ProgramLog:
     recording: bool = False
     launches: list[tuple[str, int]] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # wall time spent inside completed launches' programs
+    dot_flops: float = 0.0  # multiply-adds x 2 done by tl.dot in those programs
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def note(self, name: str, programs: int, completed: bool) -> None:
+    def note(self, name: str, programs: int, completed: bool, seconds: float = 0.0) -> None:
         if not self.recording:
             return
         with self._lock:
             (self.launches.append((name, programs)) if completed else self.failed.append(name))
+            if completed and programs > 0:
+                self.seconds += seconds
 
     def reset(self) -> None:
         with self._lock:
             self.launches.clear()
             self.failed.clear()
+            self.seconds = 0.0
+            self.dot_flops = 0.0
 
 
 def install_program_counter(log: ProgramLog) -> bool:
@@ -75,16 +81,26 @@ def install_program_counter(log: ProgramLog) -> bool:
     def call(self, *args, **kwargs):  # noqa: ANN001
         name = str(getattr(self.fn, "__name__", "kernel"))
         interpreter.interpreter_builder.grid_dim = (0, 0, 0)
+        started = time.perf_counter()
         try:
             result = original(self, *args, **kwargs)
         except BaseException:
             log.note(name, 0, False)
             raise
-        log.note(name, math.prod(interpreter.interpreter_builder.grid_dim), True)
+        log.note(name, math.prod(interpreter.interpreter_builder.grid_dim), True, time.perf_counter() - started)
         return result
 
     call._kbv3_counted = True  # type: ignore[attr-defined]
     executor.__call__ = call
+    builder = interpreter.InterpreterBuilder
+    dot = builder.create_dot
+
+    def counted_dot(self, a, b, d, *args, **kwargs):  # noqa: ANN001
+        if log.recording:
+            log.dot_flops += 2.0 * float(a.data.size) * float(b.data.shape[-1])
+        return dot(self, a, b, d, *args, **kwargs)
+
+    builder.create_dot = counted_dot
     return True
 
 
@@ -111,6 +127,7 @@ def collect(fn: Any, device: str, programs: ProgramLog) -> tuple[Any, dict[str, 
     recorder = OpRecorder()
     programs.reset()
     programs.recording = True
+    started = time.perf_counter()
     try:
         with recorder:
             if device == "cuda":
@@ -119,10 +136,14 @@ def collect(fn: Any, device: str, programs: ProgramLog) -> tuple[Any, dict[str, 
                 result, kernels = fn(), None
     finally:
         programs.recording = False
+        forward_s = time.perf_counter() - started
     evidence = {
         "ops": recorder.summary(),
         "programs": [[name, n] for name, n in programs.launches],
         "failed_launches": list(programs.failed),
+        "program_seconds": programs.seconds,
+        "dot_flops": programs.dot_flops,
+        "forward_seconds": forward_s,
         "device_kernels": kernels,
         "profiler": device != "cuda" or kernels is not None,
         # The solution process is fresh and the evaluator compiles nothing in it, so any frame

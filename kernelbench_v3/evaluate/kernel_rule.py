@@ -29,6 +29,9 @@ from .kernels import custom_kernels, is_forbidden_kernel
 from .record import FAIL, PASS, SKIP
 
 MAIN_WORK_SHARE = 0.5
+CPU_OUTSIDE_SLACK_S = 0.0005  # glue an honest forward spends outside its programs, on a loaded CPU
+# The evaluator's copy of a timed call's output into its slot: not the solution's work.
+_SLOT_COPY = re.compile(r"direct_copy_kernel|CatArrayBatchedCopy|copy_kernel|Memcpy")
 
 _LIBRARY_OPS = re.compile(
     r"^(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|addmv|mv|dot|vdot|einsum|tensordot|_int_mm|_scaled_mm"
@@ -101,6 +104,11 @@ def forbidden_ops(ops: dict[str, Any]) -> list[str]:
     return sorted(name for name in ops if _LIBRARY_OPS.match(name))
 
 
+def reference_compute_ops(ops: dict[str, Any]) -> set[str]:
+    """The aten ops the reference dispatches that compute (not allocation, views, copies, fills)."""
+    return {name for name in ops if name not in DATA_OPS}
+
+
 def compute_ops(ops: dict[str, list[float]]) -> dict[str, float]:
     """The reference's compute ops and their share of its op time."""
     seconds = {name: float(v[1]) for name, v in ops.items() if name not in DATA_OPS}
@@ -115,13 +123,16 @@ def judge_kernel_evidence(
     rule: str,
     reference_ops: dict[str, list[float]],
     reference_kernels: list[str],
+    reference_matmul_flops: float = 0.0,
 ) -> tuple[dict[str, tuple[str, str]], dict[str, Any]]:
     """(check -> (outcome, detail), facts for the record) from one forward's evidence."""
     out: dict[str, tuple[str, str]] = {}
     facts: dict[str, Any] = {"kernel_rule": rule}
     ops = evidence.get("ops") or {}
     if device == "cuda":
-        times = [(str(n), float(us)) for n, us in (evidence.get("device_kernels") or [])]
+        times = [
+            (str(n), float(us)) for n, us in (evidence.get("device_kernels") or []) if not _SLOT_COPY.search(str(n))
+        ]
         own = custom_kernels([n for n, _ in times], reference_kernels)
         total = sum(us for _, us in times)
         share = sum(us for n, us in times if n in own) / total if total > 0 else 0.0
@@ -163,23 +174,46 @@ def judge_kernel_evidence(
             f"(launches: {programs or 'none'}; failed: {evidence.get('failed_launches') or 'none'})",
         )
         library = []
-        shares = compute_ops(reference_ops)
-        covered = sorted(name for name in shares if name in ops)
-        share = sum(shares[n] for n in covered)
-        facts.update(reference_compute_ops=sorted(shares), torch_share_of_main_work=round(share, 4))
+        calls = max(1, int(evidence.get("calls") or 1))  # a timed window's evidence covers several calls
+        data_s = sum(float(v[1]) for n, v in ops.items() if n in DATA_OPS)
+        forward_s, program_s = (
+            float(evidence.get("forward_seconds") or 0.0),
+            float(evidence.get("program_seconds") or 0.0),
+        )
+        outside = max(0.0, forward_s - program_s - data_s) / calls
+        reference_s = sum(float(v[1]) for n, v in reference_ops.items() if n not in DATA_OPS)
+        dot_flops = float(evidence.get("dot_flops") or 0.0) / calls
+        facts.update(
+            outside_programs_s=round(outside, 6),
+            reference_compute_s=round(reference_s, 6),
+            dot_flops=dot_flops,
+            reference_matmul_flops=reference_matmul_flops,
+        )
+        reasons = []
+        if outside > reference_s + CPU_OUTSIDE_SLACK_S:
+            reasons.append(
+                f"{outside * 1e3:.3g} ms of the forward ran outside its Triton programs, more than the "
+                f"reference's own compute ({reference_s * 1e3:.3g} ms): the work is done elsewhere"
+            )
+        if reference_matmul_flops and dot_flops < MAIN_WORK_SHARE * reference_matmul_flops:
+            reasons.append(
+                f"the programs' tl.dot did {dot_flops:.3g} FLOPs of the reference's {reference_matmul_flops:.3g} "
+                f"matmul FLOPs (at least {MAIN_WORK_SHARE:.0%} required)"
+            )
         main = (
-            share < MAIN_WORK_SHARE,
-            f"PyTorch ops {covered or 'none'} cover {share:.1%} of the reference's compute "
-            f"(less than {MAIN_WORK_SHARE:.0%} allowed)",
+            not reasons,
+            "; ".join(reasons) or f"the work ran in the solution's programs ({outside * 1e3:.3g} ms outside them)",
         )
     bad_ops = forbidden_ops(ops)
+    own_ops = sorted(reference_compute_ops(reference_ops) & set(ops))
     compiled = int(evidence.get("compiled_frames") or 0)
     problems = (
         ([f"library ops dispatched: {bad_ops}"] if bad_ops else [])
+        + ([f"the reference's own compute ops dispatched: {own_ops}"] if own_ops else [])
         + ([f"library device kernels: {library}"] if library else [])
         + ([f"torch.compile compiled {compiled} frame(s)"] if compiled else [])
     )
-    facts["library_ops"] = bad_ops + library
+    facts["library_ops"] = sorted(set(bad_ops + own_ops)) + library
     if rule == "relaxed":
         out["custom_kernel"] = (SKIP, f"relaxed by request; {ran[1]}")
         return out, facts
@@ -191,3 +225,20 @@ def judge_kernel_evidence(
         )
         out["main_work"] = (PASS if main[0] else FAIL, main[1])
     return out, facts
+
+
+def judge_samples(
+    samples: list[tuple[str, dict[str, Any]]], **context: Any
+) -> tuple[dict[str, tuple[str, str]], dict[str, Any]]:
+    """Judge each sampled call's evidence; every sample must give the same verdict. The checks
+    and facts are those of the first sample that fails (else the first), and a check whose
+    outcome differs between samples fails, naming them."""
+    judged = [(label, *judge_kernel_evidence(ev, **context)) for label, ev in samples]
+    label, checks, facts = next(((lb, c, f) for lb, c, f in judged if any(o == FAIL for o, _ in c.values())), judged[0])
+    checks = dict(checks)
+    for name in checks:
+        outcomes = {lb: c.get(name, (SKIP, ""))[0] for lb, c, _ in judged}
+        if len(set(outcomes.values())) > 1:
+            checks[name] = (FAIL, f"sampled calls disagree ({outcomes}): {checks[name][1]}")
+    facts = dict(facts, evidence_samples=[lb for lb, _, _ in judged], judged_on=label)
+    return checks, facts

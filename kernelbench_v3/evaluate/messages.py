@@ -3,7 +3,7 @@
 Each message is a frozen dataclass with a `kind`; on the wire it is JSON (`to_json`). What the
 supervisor sends is trusted by construction. What the solution process sends is parsed with
 `parse_reply` into one of the reply dataclasses (`Ready`, `SetupDone`, `Failed`, `CaseDone`,
-`Warm`, `BatchDone`, `Finished`), every field's type and size checked (`ProtocolError`
+`TimingReady`, `WindowDone`, `Finished`), every field's type and size checked (`ProtocolError`
 otherwise): those replies are evidence to check, never a verdict.
 """
 
@@ -12,12 +12,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Union
 
 from ..vocab import Device
 from .channel import ProtocolError, TensorRef
 
-BatchMode = Literal["flushed", "back_to_back"]
 MAX_LIST = 100_000
 MAX_TEXT = 8_000
 
@@ -60,19 +59,30 @@ class RunCase:
 
 
 @dataclass(frozen=True)
-class Warmup:
-    timing_cases: list[str]  # the cases whose inputs the timing loop rotates over
-    partner_case: str  # the set blended into fresh inputs
-    seconds: float
-    kind: str = "warmup"
+class PrepareTiming:
+    """Map the supervisor's timing region and its layout (input sets, output slots)."""
+
+    region: dict[str, Any]  # {"cuda_ipc": cuda_ipc.export(...)} or {"arena": [offset, nbytes]}
+    layout: dict[str, Any]  # timed_memory.TimedMemory.layout()
+    kind: str = "prepare_timing"
 
 
 @dataclass(frozen=True)
-class TimeBatch:
-    mode: BatchMode
-    weights: list[float]  # one fresh call per weight: blend(timing set j % n, partner, w)
-    slots: list[Slot]  # where the output of fresh call j goes
-    kind: str = "time_batch"
+class Capture:
+    """Capture the calls over sets 0..calls-1 in CUDA graphs of `unit` calls (CUDA only)."""
+
+    calls: int
+    unit: int
+    kind: str = "capture"
+
+
+@dataclass(frozen=True)
+class Window:
+    """Run calls 0..calls-1 now, outputs into their slots; reply when they are there."""
+
+    calls: int
+    evidence: bool = False  # collect kernel evidence over this window
+    kind: str = "window"
 
 
 @dataclass(frozen=True)
@@ -145,20 +155,18 @@ class CaseDone:
 
 
 @dataclass(frozen=True)
-class Warm:
-    enqueue_ms: float
-    sm_clock_mhz: float
-    calls: int
-    kind: ClassVar[str] = "warm"
+class TimingReady:
+    graphs: bool  # the calls were captured in CUDA graphs
+    detail: str  # why not, when they could not be
+    kind: ClassVar[str] = "timing_ready"
 
 
 @dataclass(frozen=True)
-class BatchDone:
-    fresh_ms: list[float]
-    repeated_ms: list[float]
-    outputs: list[OutputInfo]
-    details: dict[str, Any]
-    kind: ClassVar[str] = "batch_done"
+class WindowDone:
+    calls: int
+    event_ms: float  # the solution process's own CUDA-event (or wall) time of the window: evidence
+    evidence: dict[str, Any]
+    kind: ClassVar[str] = "window_done"
 
 
 @dataclass(frozen=True)
@@ -167,11 +175,14 @@ class Finished:
     kind: ClassVar[str] = "finished"
 
 
-Reply = Union[Ready, SetupDone, Failed, CaseDone, Warm, BatchDone, Finished]  # noqa: UP007 (runtime alias)
-REPLIES: dict[str, type] = {cls.kind: cls for cls in (Ready, SetupDone, Failed, CaseDone, Warm, BatchDone, Finished)}
+Reply = Union[Ready, SetupDone, Failed, CaseDone, TimingReady, WindowDone, Finished]  # noqa: UP007 (runtime alias)
+REPLIES: dict[str, type] = {
+    cls.kind: cls for cls in (Ready, SetupDone, Failed, CaseDone, TimingReady, WindowDone, Finished)
+}
 # How each reply field is checked, by its annotation.
 _CHECKS: dict[str, Any] = {
     "int": int,
+    "bool": bool,
     "str": str,
     "float": float,
     "list[str]": "texts",
@@ -185,6 +196,7 @@ _CHECKS: dict[str, Any] = {
 _NESTED: dict[str, Any] = {
     "setup_done.state_dict": lambda where, v: _mapping(where, v, lambda w, r: _mapping(w, r, _texts)),
     "case_done.evidence": lambda where, v: _evidence(where, v),
+    "window_done.evidence": lambda where, v: _evidence(where, v),
 }
 
 
@@ -223,6 +235,8 @@ def _check(kind: str, name: str, value: Any, expected: Any) -> Any:
         return [_output(where, v) for v in value]
     if expected is float:
         return _number(where, value)
+    if expected is bool and not isinstance(value, bool):
+        raise ProtocolError(f"{where} must be true or false")
     if expected is int and (not isinstance(value, int) or isinstance(value, bool)):
         raise ProtocolError(f"{where} must be an integer")
     if expected is str:
@@ -282,9 +296,13 @@ def _evidence(where: str, value: Any) -> dict[str, Any]:
         "ops": ops,
         "programs": _pairs(f"{where}.programs", value.get("programs", []), _int),
         "failed_launches": _texts(f"{where}.failed_launches", value.get("failed_launches", [])),
+        "program_seconds": _number(f"{where}.program_seconds", value.get("program_seconds", 0.0)),
+        "forward_seconds": _number(f"{where}.forward_seconds", value.get("forward_seconds", 0.0)),
+        "dot_flops": _number(f"{where}.dot_flops", value.get("dot_flops", 0.0)),
         "device_kernels": None if kernels is None else _pairs(f"{where}.device_kernels", kernels, _number),
         "profiler": value.get("profiler") is True,
         "compiled_frames": _int(f"{where}.compiled_frames", value.get("compiled_frames", 0)),
+        "calls": max(1, _int(f"{where}.calls", value.get("calls", 1))),
     }
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..vocab import REQUESTABLE_KERNEL_RULES, TOLERANCE_MODES, Device, KernelRule, ToleranceMode
-from .request import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, EvalRequest
+from .request import DEFAULT_SEEDS, EvalRequest
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class EvalOptions:
     other_shape: bool = True
     timing_seconds: float | None = None
     retry_failed_baseline: bool = False
-    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_s: float | None = None  # None: each step's limit derived from the problem
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))

@@ -86,6 +86,8 @@ class Record:
 
     # --- timing ---
     timing_method: TimingMethod = ""  # "" (not timed)
+    timing_skipped: str = ""  # why the solution was not timed (it was already found incorrect)
+    event_ms: float | None = None  # the solution process's own CUDA-event figure per call: evidence, never scored
     eager_ms: float | None = None
     compiled_ms: float | None = None
     baseline_ms: float | None = None

@@ -106,6 +106,7 @@ class ReferenceRun:
     notes: list[str] = field(default_factory=list)
     kernel_names: list[str] = field(default_factory=list)
     ops: dict[str, list[float]] = field(default_factory=dict)  # op -> [count, seconds]
+    matmul_flops: float = 0.0  # FLOPs of its matrix products and convolutions (CPU: main_work)
     device_info: dict[str, Any] = field(default_factory=dict)
     cached: bool | None = None  # the cached facts were used (None: no cache)
 
@@ -150,6 +151,12 @@ def compute(
                     raw_out = model(*main_inputs)
             run.ops = recorder.summary()
             main_out = _as_tensor(raw_out, problem.problem_id)
+    if device == "cpu":  # the CPU main-work rule compares the solution's tl.dot FLOPs with these
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            model(*main_inputs)
+        run.matmul_flops = float(counter.get_total_flops())
     # TF32 is what tensor cores do to fp32 matrix products; a problem without one (a softmax, a
     # norm) has no honest TF32 path, so its precision floor is the reference's own error alone.
     from .kernel_rule import forbidden_ops

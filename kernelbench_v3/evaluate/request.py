@@ -38,7 +38,10 @@ class EvalRequest:
       the main work) or "v3" (the published rule: an own kernel ran).
     - `scan_source`: the static tamper scan of the solution's source (a named check).
     - `timeout_s`: the supervisor's wall-clock limit for each step (import, each case, each
-      timing batch) and for the reference and baseline processes.
+      timing window) and for the reference and baseline processes. None (the default) derives
+      each step's limit from the problem (`supervisor.step_limits`: the reference's own time and
+      the case count), so a solution that hangs fails within a minute; the reference and
+      baseline processes then get `DEFAULT_TIMEOUT_S`.
     - `timing_seconds`: the timing budget of each timed function (solution, eager and compiled
       baseline); None means the evaluator's default (15 s on CUDA, 4 s on CPU). Repetitions stop
       earlier once the median is stable; a smaller budget trades precision for throughput.
@@ -51,7 +54,7 @@ class EvalRequest:
     gpu: str = "h100"
     device: Device = "cuda"
     sizes: tuple[tuple[str, int | float | bool], ...] | Mapping[str, Any] = ()
-    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_s: float | None = None
     tolerance: ToleranceMode = "v3"
     require_custom_kernel: bool = True
     model: str = ""  # the agent / model name that wrote the solution (runs-dataset column)
@@ -84,7 +87,7 @@ class EvalRequest:
             raise ValueError("EvalRequest.seeds must not be empty")
         if self.timing_seconds is not None and self.timing_seconds <= 0:
             raise ValueError(f"EvalRequest.timing_seconds must be positive, got {self.timing_seconds}")
-        if self.timeout_s <= 0:
+        if self.timeout_s is not None and self.timeout_s <= 0:
             raise ValueError(f"EvalRequest.timeout_s must be positive, got {self.timeout_s}")
 
     @property

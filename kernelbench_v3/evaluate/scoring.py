@@ -3,9 +3,8 @@ fill the record once the solution has been timed.
 
 `request_baseline` gets the reference's eager and compiled timings for a request (from the
 baseline cache or a baseline child that imports only the verified problem file); `fill_timing`
-copies the baseline and the solution's timing statistics into the record, decides which of the
-solution's figures is scored (its own CUDA-event median, or the supervisor's clock when that one
-could not explain it), and derives the speedup and the roofline fraction. The supervisor calls
+copies the baseline and the solution's timing statistics into the record, takes the scored time (the supervisor's
+window slope; the solution process's event figure is kept beside it as evidence), and derives the speedup and the roofline fraction. The supervisor calls
 both; nothing here talks to the solution process.
 """
 
@@ -16,10 +15,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from . import clock
 from .fingerprint import device_name
 from .record import Record
-from .request import EvalRequest
+from .request import DEFAULT_TIMEOUT_S, EvalRequest
 from .verdict import SolutionFacts
 
 SMALL_KERNEL_MS = 0.05  # below this, separate evaluator runs of one solution disagree by over 1%
@@ -56,7 +54,7 @@ def request_baseline(
         problem_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
         device_name=device_name(request.device),
         cache_dir=Path(cache_dir) if cache_dir is not None else None,
-        timeout_s=request.timeout_s,
+        timeout_s=request.timeout_s or DEFAULT_TIMEOUT_S,
         env=env,
         retry_failed=request.retry_failed_baseline,
     )
@@ -78,21 +76,18 @@ def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request
             rec.timing_details["compile_error"] = base["compile_error"]
     timing = facts.timing
     stats = timing.stats if timing is not None else None
+    rec.timing_skipped = facts.timing_skipped
     if stats:
         rec.timing_method = stats["method"]
         rec.sol_ms, rec.sol_p10_ms, rec.sol_p90_ms = stats["median_ms"], stats["p10_ms"], stats["p90_ms"]
         rec.sol_cv, rec.sol_reps = stats["cv"], stats["reps"]
         rec.timing_flags.extend(stats.get("flags") or [])
-        rec.timing_details.update(stats.get("details") or {})
         rec.timing_flags.extend(timing.flags)
         rec.timing_details.update(timing.details)
-        rec.sol_wall_ms = timing.details.get("supervisor_ms")
-        if clock.SUPERVISOR_CLOCK in timing.flags:
-            rec.timing_details["event_median_ms"] = rec.sol_ms
-            rec.sol_ms = timing.details["scored_ms"]
+        rec.event_ms = timing.details.get("event_ms_per_call")
     if rec.correct and rec.sol_ms and rec.baseline_ms:
         rec.speedup = rec.baseline_ms / rec.sol_ms
-    if rec.timing_method == "cuda_events" and rec.sol_ms and rec.sol_ms < SMALL_KERNEL_MS:
+    if rec.timing_method.startswith("supervisor_windows_cuda") and rec.sol_ms and rec.sol_ms < SMALL_KERNEL_MS:
         rec.warnings.append(
             f"small_kernel_timing: {rec.sol_ms * 1e3:.1f} us; separate evaluator runs of kernels this small "
             "can differ by more than 1% (docs/timing.md), so compare such speedups with a few percent of margin"

@@ -17,31 +17,43 @@ import hashlib
 import random
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..catalog.specs import dtype_name
 from ..vocab import runs_gpu_name
-from . import clock, warm_references
-from .cases import CORRECTNESS, FRESH_PARTNER, RECOMPUTE, plan_cases
-from .channel import ALIGN, Arena, Layout, Link, round_up, tensor_nbytes
+from . import clock, cuda_ipc, warm_references
+from .cases import CORRECTNESS, RECOMPUTE, plan_cases
+from .channel import ALIGN, Arena, Layout, Link, TensorRef, round_up, tensor_nbytes
 from .fingerprint import software
-from .messages import Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
+from .messages import Capture, Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
 from .record import SCHEMA_VERSION, Record
 from .reference import ReferenceRun, compute, expected_for
 from .reference_cache import for_evaluation, key_fields
 from .request import EvalRequest
 from .scoring import fill_timing, request_baseline
 from .session import CaseResult, Session, SessionLost
+from .timed_memory import TimedMemory, set_bytes
 from .verdict import SolutionFacts, judge
 from .zygote import LOG_NAME, Zygote
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
-EVIDENCE_CASE_INDEX = 1  # the kernel evidence is collected on the second correctness case (compiled by then)
-SAMPLE_BYTES = 64 * clock.SAMPLE_POSITIONS * 8 + clock.SAMPLE_POSITIONS * 8 + 4 * ALIGN
+EVIDENCE_CASES = 2  # correctness cases (never the first, which compiles) picked at random for kernel evidence
+CPU_TIMED_SETS = 2  # input sets and output slots of the CPU timing region (in the arena)
+CUDA_TIMING_BYTES = 4 << 30  # the CUDA timing region, at most (and at most this share of the device:)
+CUDA_TIMING_SHARE = 0.1
+# Step limits when the request gives none (`step_limits`).
+START_LIMIT_S = 60.0
+SETUP_LIMIT_S = 30.0
+CASE_LIMIT_S = 20.0
+FIRST_CASE_COMPILE_S = 30.0
+WINDOW_LIMIT_S = 30.0
+REFERENCE_FACTOR = 20.0
 CPU_ADDRESS_SPACE = 16 << 30  # RLIMIT_AS of a CPU solution process
 FILE_SIZE_LIMIT = 256 << 20  # RLIMIT_FSIZE of a solution process (a larger write kills it)
 FLOOD_BYTES = 32 << 20  # more output than this on stdout/stderr fails the solution
@@ -137,7 +149,7 @@ def _evaluate(
         if not ref.cases[f"seed{request.seeds[0]}"].entry["finite"]:
             rec.fail("error", "the reference output has NaN/Inf at these sizes")
             return
-        timing_seconds = request.timing_seconds or (4.0 if request.device == "cpu" else 15.0)
+        timing_seconds = request.timing_seconds or (3.0 if request.device == "cpu" else 10.0)
         base: dict[str, Any] = {}
         if request.time_solution and request.baseline:
             with _phase(rec, "baseline"):
@@ -146,7 +158,7 @@ def _evaluate(
         scratch.mkdir(mode=0o700)
         (scratch / "solution.py").write_bytes(solution_bytes)
         with _phase(rec, "candidate"):
-            facts = _run_solution(zygote, scratch, request, ref, timing_seconds, rec)
+            facts = _run_solution(zygote, work, scratch, request, ref, timing_seconds, rec, scan)
         rec.log_tail, flooded = _log_tail(scratch / LOG_NAME, request.max_log_bytes)
         if flooded:
             facts.lost = facts.lost or SessionLost(f"wrote more than {FLOOD_BYTES >> 20} MiB to stdout/stderr")
@@ -209,133 +221,279 @@ def _log_tail(path: Path, limit: int) -> tuple[str, bool]:
         return "", False
 
 
-def _arena_size(ref: ReferenceRun) -> tuple[int, int, int]:
-    """(input region, output region, total) for this reference's cases and state."""
+def _arena_size(ref: ReferenceRun, device: str) -> tuple[int, int, int, int]:
+    """(input region, output region, CPU timing region, total) for this reference's cases."""
     inputs = max(
         sum(tensor_nbytes(x) + ALIGN for x in run.inputs if isinstance(x, torch.Tensor)) for run in ref.cases.values()
     )
     state = sum(tensor_nbytes(t) + ALIGN for shape in ref.shapes.values() for t in shape.model.state_dict().values())
     outputs = max(tensor_nbytes(run.saved["expected"]) for run in ref.cases.values())
     input_region = round_up(max(inputs, state) + ALIGN)
-    output_region = round_up(max(outputs, SAMPLE_BYTES) + ALIGN)
-    return input_region, output_region, input_region + output_region
+    output_region = round_up(outputs + ALIGN)
+    main = ref.cases[ref.order[0]]
+    timing_region = (
+        CPU_TIMED_SETS * set_bytes(main.inputs, tensor_nbytes(main.saved["expected"])) if device == "cpu" else 0
+    )
+    return input_region, output_region, timing_region, input_region + output_region + timing_region
+
+
+@dataclass(frozen=True)
+class StepLimits:
+    """The supervisor's deadline for each step of a solution process, in seconds."""
+
+    start: float
+    setup: float
+    case: float
+    first_case: float  # the first call compiles the solution's kernels
+    window: float
+    finish: float = 60.0
+
+
+def step_limits(request: EvalRequest, reference_s: float, cases: int) -> StepLimits:
+    """Each step's limit: the request's `timeout_s` when given, else derived from the problem (the
+    reference's time per case), so a solution that hangs at import or in forward fails within a
+    minute while an honest one is never cut short."""
+    if request.timeout_s is not None:
+        t = float(request.timeout_s)
+        return StepLimits(min(t, 300.0), t, t, t, t)
+    per_case = reference_s / max(cases, 1)
+    case = min(CASE_LIMIT_S + REFERENCE_FACTOR * per_case, 300.0)
+    compile_s = FIRST_CASE_COMPILE_S if request.device == "cuda" else 0.0
+    return StepLimits(START_LIMIT_S, SETUP_LIMIT_S, case, case + compile_s, case + WINDOW_LIMIT_S)
 
 
 def _run_solution(
-    zygote: Any, scratch: Path, request: EvalRequest, ref: ReferenceRun, timing_seconds: float, rec: Record
-) -> SolutionFacts:
-    facts = SolutionFacts()
-    input_region, output_region, total = _arena_size(ref)
-    arena = Arena.create(total)
-    try:
-        limits = {
-            "address_space_bytes": CPU_ADDRESS_SPACE if request.device == "cpu" else None,
-            "file_size_bytes": FILE_SIZE_LIMIT,
-        }
-        spawned = zygote.spawn(scratch=scratch, arena_fd=arena.fd, arena_size=arena.size, limits=limits)
-        log = scratch / LOG_NAME
-
-        def flooded() -> str | None:
-            size = log.stat().st_size if log.exists() else 0
-            return f"wrote more than {FLOOD_BYTES >> 20} MiB to stdout/stderr" if size > FLOOD_BYTES else None
-
-        session = Session(Link(spawned.sock), arena, 0, input_region, output_region, pid=spawned.pid, watch=flooded)
-        try:
-            _drive(session, facts, scratch, request, ref, timing_seconds, rec)
-        except SessionLost as lost:
-            facts.lost = lost
-            if not lost.timed_out:
-                how = zygote.exit_status(spawned.pid)
-                lost.reason += f" ({how})" if how else ""
-        finally:
-            session.link.close()
-    finally:
-        arena.close()
-    return facts
-
-
-def _drive(
-    session: Session,
-    facts: SolutionFacts,
+    zygote: Any,
+    work: Path,
     scratch: Path,
     request: EvalRequest,
     ref: ReferenceRun,
     timing_seconds: float,
     rec: Record,
-) -> None:
-    """Setup, every planned case, timing, finish; each step's seconds go into `rec.phase_s`
-    as `solution_<step>`."""
-    limit = request.timeout_s
-    facts.lost_during = "starting"
-    with _phase(rec, "solution_start"):
-        ready = parse_reply(session.link.receive(min(limit, 300.0)))
-    if ready.kind != "ready":
-        raise SessionLost(f"the solution process answered {ready.kind!r} instead of ready")
-    facts.sandbox = dict(ready.sandbox)
-    layout = Layout(session.input_offset)
-    shapes = {}
-    for name, shape in ref.shapes.items():
-        state = session.write_state(shape.model.state_dict(), layout)
-        shapes[name] = ShapeSetup([_init_arg(a) for a in shape.module.get_init_inputs()], state)
-    facts.lost_during = "importing the solution"
-    with _phase(rec, "solution_setup"):
-        reply, _ = session.request(
-            Setup(request.device, str(scratch / "solution.py"), shapes, CUDA_MEMORY_FRACTION), limit, ("setup_done",)
-        )
-    if isinstance(reply, Failed):
-        facts.failed_stage, facts.error = reply.stage, reply.error
-        return
-    facts.class_name, facts.state_dict = reply.class_name, reply.state_dict
-    facts.import_flag_changes, facts.tampered = reply.import_flag_changes, list(reply.tampered)
-    if any(v for report in facts.state_dict.values() for v in (report or {}).values()):
-        return  # the reference's weights do not load: nothing else is meaningful
-    correctness = [n for n in ref.order if ref.cases[n].case.group == CORRECTNESS]
-    evidence_case = correctness[min(EVIDENCE_CASE_INDEX, len(correctness) - 1)]
-    for name in ref.order:
-        run = ref.cases[name]
-        facts.lost_during = f"running case {name}"
-        reuse = correctness[0] if run.case.group == RECOMPUTE else None
-        message = RunCase(
-            name,
-            run.case.shape,
-            session.write_inputs(run.inputs),
-            session.slot(),
-            reuse_buffers_of=reuse,
-            evidence=name == evidence_case,
-        )
-        with _phase(rec, "solution_cases"):
-            reply, wall = session.request(message, limit, ("case_done",))
+    scan: Any,
+) -> SolutionFacts:
+    facts = SolutionFacts()
+    input_region, output_region, timing_region, total = _arena_size(ref, request.device)
+    arena = Arena.create(total)
+    limits = {
+        "address_space_bytes": CPU_ADDRESS_SPACE if request.device == "cpu" else None,
+        "file_size_bytes": FILE_SIZE_LIMIT,
+    }
+    links: list[Link] = []
+
+    def open_session(folder: Path) -> Session:
+        spawned = zygote.spawn(scratch=folder, arena_fd=arena.fd, arena_size=arena.size, limits=limits)
+        log = folder / LOG_NAME
+
+        def flooded() -> str | None:
+            size = log.stat().st_size if log.exists() else 0
+            return f"wrote more than {FLOOD_BYTES >> 20} MiB to stdout/stderr" if size > FLOOD_BYTES else None
+
+        link = Link(spawned.sock)
+        links.append(link)
+        return Session(link, arena, 0, input_region, output_region, pid=spawned.pid, watch=flooded)
+
+    try:
+        session = open_session(scratch)
+        run = _Run(session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work)
+        run.arena_timing = (input_region + output_region, timing_region)
+        try:
+            run.drive()
+        except SessionLost as lost:
+            facts.lost = lost
+            if not lost.timed_out:
+                how = zygote.exit_status(session.pid)
+                lost.reason += f" ({how})" if how else ""
+    finally:
+        for link in links:
+            link.close()
+        arena.close()
+    return facts
+
+
+ECHO_SOURCE = """import torch
+
+
+class Model(torch.nn.Module):
+    \"\"\"The evaluator's trusted echo: a forward that computes nothing, for timing the protocol.\"\"\"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.register_buffer("echo", torch.zeros({shape}, dtype=torch.{dtype}), persistent=False)
+
+    def forward(self, *args):
+        return self.echo
+"""
+
+
+class _Run:
+    """One solution process driven through setup, every planned case and timing."""
+
+    def __init__(self, session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work):
+        self.session, self.facts, self.scratch, self.request, self.ref = session, facts, scratch, request, ref
+        self.timing_seconds, self.rec, self.scan = timing_seconds, rec, scan
+        self.open_session, self.work = open_session, work
+        self.arena_timing = (0, 0)
+        self.rng = random.SystemRandom()
+        correctness = [n for n in ref.order if ref.cases[n].case.group == CORRECTNESS]
+        self.correctness = correctness
+        self.limits = step_limits(request, rec.phase_s.get("reference", 0.0), len(ref.order))
+
+    def drive(self) -> None:
+        """Setup, every planned case, timing, finish; each step's seconds go into `rec.phase_s`
+        as `solution_<step>`."""
+        session, facts, request, ref, rec = self.session, self.facts, self.request, self.ref, self.rec
+        facts.lost_during = "starting"
+        with _phase(rec, "solution_start"):
+            ready = parse_reply(session.link.receive(self.limits.start))
+        if ready.kind != "ready":
+            raise SessionLost(f"the solution process answered {ready.kind!r} instead of ready")
+        facts.sandbox = dict(ready.sandbox)
+        facts.lost_during = "importing the solution"
+        with _phase(rec, "solution_setup"):
+            reply = self._setup(session, str(self.scratch / "solution.py"), with_state=True)
         if isinstance(reply, Failed):
             facts.failed_stage, facts.error = reply.stage, reply.error
             return
-        if reply.case != name:
-            raise SessionLost(f"the solution process answered for case {reply.case!r}, not {name!r}")
-        facts.cases[name] = CaseResult(reply, session.read_output(reply.output), wall)
-        if name == evidence_case:
-            facts.evidence = dict(reply.evidence)
-    if request.time_solution:
-        facts.lost_during = "timing"
-        timing_cases = correctness[: 2 if request.device == "cpu" else 4]
-        timing_cases = [n for n in timing_cases if n != FRESH_PARTNER]
-        main = ref.cases[correctness[0]]
+        facts.class_name, facts.state_dict = reply.class_name, reply.state_dict
+        facts.import_flag_changes, facts.tampered = reply.import_flag_changes, list(reply.tampered)
+        if any(v for report in facts.state_dict.values() for v in (report or {}).values()):
+            return  # the reference's weights do not load: nothing else is meaningful
+        later = self.correctness[1:] or self.correctness
+        sampled = set(self.rng.sample(later, min(EVIDENCE_CASES, len(later))))
+        for i, name in enumerate(ref.order):
+            run = ref.cases[name]
+            facts.lost_during = f"running case {name}"
+            reuse = self.correctness[0] if run.case.group == RECOMPUTE else None
+            message = RunCase(
+                name,
+                run.case.shape,
+                session.write_inputs(run.inputs),
+                session.slot(),
+                reuse_buffers_of=reuse,
+                evidence=name in sampled,
+            )
+            limit = self.limits.first_case if i == 0 else self.limits.case
+            with _phase(rec, "solution_cases"):
+                reply, wall = session.request(message, limit, ("case_done",))
+            if isinstance(reply, Failed):
+                facts.failed_stage, facts.error = reply.stage, reply.error
+                return
+            if reply.case != name:
+                raise SessionLost(f"the solution process answered for case {reply.case!r}, not {name!r}")
+            facts.cases[name] = CaseResult(reply, session.read_output(reply.output), wall)
+            if name in sampled:
+                facts.evidence_samples.append((f"case {name}", dict(reply.evidence)))
+        if request.time_solution:
+            skip = self._already_incorrect()
+            if skip:
+                facts.timing_skipped = skip
+            else:
+                facts.lost_during = "timing"
+                with _phase(rec, "solution_timing"):
+                    facts.timing = self._time()
+                if facts.timing.evidence:
+                    facts.evidence_samples.append(("a timed window", facts.timing.evidence))
+        facts.lost_during = "finishing"
+        reply, _ = session.request(Finish(), self.limits.finish, ("finished",))
+        if isinstance(reply, Finished):
+            facts.tampered += [t for t in reply.tampered if t not in facts.tampered]
+
+    def _setup(self, session: Session, path: str, with_state: bool) -> Any:
+        layout = Layout(session.input_offset)
+        shapes = {}
+        for name, shape in self.ref.shapes.items():
+            if not with_state and name != "main":
+                continue
+            state = session.write_state(shape.model.state_dict(), layout) if with_state else {}
+            shapes[name] = ShapeSetup([_init_arg(a) for a in shape.module.get_init_inputs()], state)
+        message = Setup(self.request.device, path, shapes, CUDA_MEMORY_FRACTION)
+        reply, _ = session.request(message, self.limits.setup, ("setup_done",))
+        return reply
+
+    def _already_incorrect(self) -> str:
+        """Why timing would be wasted (a check already failed), or ''."""
+        trial = Record(device=self.request.device, precision_used=self.rec.precision_used)
+        judge(trial, self.facts, self.ref, self.request, self.scan)
+        if trial.correct:
+            return ""
+        return f"not timed: the solution is already {trial.status} ({trial.failed_check} failed)"
+
+    def _memory(self) -> tuple[TimedMemory, dict[str, Any]]:
+        main = self.ref.cases[self.correctness[0]]
+        expected = main.saved["expected"]
+        per_set = set_bytes(main.inputs, tensor_nbytes(expected))
+        if self.request.device == "cuda":
+            free, total = torch.cuda.mem_get_info()
+            budget = min(CUDA_TIMING_BYTES, int(CUDA_TIMING_SHARE * total), free // 4)
+            count = int(max(2, min(clock.MAX_SETS, budget // per_set)))
+            region = torch.empty(count * per_set, dtype=torch.uint8, device="cuda")
+            self._region = region  # stays allocated while the solution process maps it
+            description = {"cuda_ipc": cuda_ipc.export(region)}
+        else:
+            offset, nbytes = self.arena_timing
+            count = CPU_TIMED_SETS
+            region = self.session.arena.view(TensorRef(offset, (nbytes,), "uint8"))
+            description = {"arena": [offset, nbytes]}
+        memory = TimedMemory(region, main.inputs, expected.shape, expected.dtype, count)
+        return memory, description
+
+    def _echo(self, memory: TimedMemory, region: dict[str, Any]) -> Callable[[], Session | None]:
+        def start() -> Session | None:
+            folder = self.work / "echo"
+            folder.mkdir(mode=0o700, exist_ok=True)
+            expected = self.ref.cases[self.correctness[0]].saved["expected"]
+            (folder / "solution.py").write_text(
+                ECHO_SOURCE.format(shape=tuple(expected.shape), dtype=dtype_name(expected.dtype)), encoding="utf-8"
+            )
+            try:
+                echo = self.open_session(folder)
+                ready = parse_reply(echo.link.receive(self.limits.start))
+                reply = (
+                    self._setup(echo, str(folder / "solution.py"), with_state=False) if ready.kind == "ready" else None
+                )
+                if reply is None or isinstance(reply, Failed):
+                    return None
+                clock.prepare(echo, region, memory, self.limits.window)
+                if self.request.device == "cuda":
+                    echo.request(Capture(1, 1), self.limits.window, ("timing_ready",))
+                self._echo_session = echo
+                return echo
+            except (SessionLost, OSError):
+                return None
+
+        return start
+
+    def _time(self) -> clock.TimingOutcome:
+        request, ref = self.request, self.ref
+        memory, region = self._memory()
         verifier = clock.Verifier(
             lambda inputs: expected_for(ref, inputs, request.device),
-            [ref.cases[n].inputs for n in timing_cases],
-            ref.cases[FRESH_PARTNER].inputs,
-            main.entry,
+            ref.cases[self.correctness[0]].entry,
             request.tolerance,
             ref.precision,
-            random.SystemRandom(),
         )
-        plan = clock.ClockPlan.for_device(request.device, timing_seconds)
-        with _phase(rec, "solution_timing"):
-            facts.timing = clock.time_solution(
-                session, plan, verifier, timing_cases, tensor_nbytes(main.saved["expected"]), limit
+        plan = clock.ClockPlan.for_device(request.device, self.timing_seconds)
+        self._echo_session = None
+        try:
+            return clock.time_solution(
+                self.session,
+                memory,
+                region,
+                ref.shapes["main"].module,
+                plan,
+                verifier,
+                self._echo(memory, region),
+                self.limits.window,
+                self.rng,
             )
-    facts.lost_during = "finishing"
-    reply, _ = session.request(Finish(), 60.0, ("finished",))
-    if isinstance(reply, Finished):
-        facts.tampered += [t for t in reply.tampered if t not in facts.tampered]
+        finally:
+            echo = self._echo_session
+            if echo is not None:
+                try:
+                    echo.request(Finish(), 10.0, ("finished",))
+                except SessionLost:
+                    pass
 
 
 def _init_arg(value: Any) -> Any:

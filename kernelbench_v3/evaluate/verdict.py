@@ -32,8 +32,9 @@ class SolutionFacts:
     import_flag_changes: list[str] = field(default_factory=list)
     tampered: list[str] = field(default_factory=list)
     cases: dict[str, CaseResult] = field(default_factory=dict)
-    evidence: dict[str, Any] | None = None
+    evidence_samples: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (which call, evidence)
     timing: TimingOutcome | None = None
+    timing_skipped: str = ""
     lost: SessionLost | None = None
     lost_during: str = ""
 
@@ -63,10 +64,15 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
         out["other_shape"] = (SKIP, "; ".join(ref.notes) or "not requested")
     if "precision" not in out:
         out["precision"] = (SKIP, "no float64 reference for this problem")
-    if facts.evidence is not None:
+    if facts.evidence_samples:
         rule = "relaxed" if not request.require_custom_kernel else request.kernel_rule
-        checks, kfacts = kernel_rule.judge_kernel_evidence(
-            facts.evidence, device=request.device, rule=rule, reference_ops=ref.ops, reference_kernels=ref.kernel_names
+        checks, kfacts = kernel_rule.judge_samples(
+            facts.evidence_samples,
+            device=request.device,
+            rule=rule,
+            reference_ops=ref.ops,
+            reference_kernels=ref.kernel_names,
+            reference_matmul_flops=ref.matmul_flops,
         )
         out.update(checks)
         rec.kernel_rule = rule
@@ -85,17 +91,6 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
             if t.failures
             else f"{t.verified} randomly chosen timed outputs match the reference",
         )
-        reuse = ((t.stats or {}).get("details") or {}).get("input_reuse") or {}
-        if reuse.get("faster_on_repeated_inputs"):
-            merge(
-                out,
-                "input_reuse",
-                True,
-                (
-                    f"{reuse['fresh_over_repeated']:.3g}x faster on repeated input sets than on fresh ones "
-                    f"(median {reuse['repeated_median_ms']:.4g} vs {reuse['fresh_median_ms']:.4g} ms): outputs cached by input content"
-                ),
-            )
     for name, outcome, detail in ordered_outcomes(out):
         rec.check(name, outcome, detail)
     failed = [n for n, (o, _) in out.items() if o == FAIL]

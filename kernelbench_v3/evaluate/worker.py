@@ -3,8 +3,8 @@
 It is forked fresh for each solution (by `zygote`), enters the sandbox before the solution is
 imported, and holds no secret: it never sees an expected output, the verification picks or the
 weights of inputs it has not been sent yet. It answers one request at a time (`messages`):
-`setup` (import, construct, load the state dict), `run_case`, `warmup`, `time_batch`, `sample`
-and `finish`. Everything it sends back - outputs, timings, kernels, tampering it noticed - is
+`setup` (import, construct, load the state dict), `run_case`, `prepare_timing`, `capture`,
+`window` and `finish`. Everything it sends back - outputs, timings, kernels, tampering it noticed - is
 evidence that the supervisor checks; nothing here decides a verdict.
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 import torch
 
 from ..catalog.specs import dtype_name
-from . import cuda_timing, guard, timing
+from . import guard
 from .cases import PARAM_SEED, single_output
 from .channel import DTYPES, Arena, Link, PeerGone, TensorRef, tensor_nbytes
 from .evidence import ProgramLog, collect, install_program_counter
-from .fresh import FreshInputs, buffer_count
+from .window_calls import WindowCalls, resolve, view
 
 HELD_OUTPUTS = 8  # a new output may not share memory with any of the last this-many outputs
 
@@ -96,14 +96,13 @@ class Worker:
         self.models: dict[str, torch.nn.Module] = {}
         self.inputs: dict[str, list[Any]] = {}
         self.held: deque[torch.Tensor] = deque(maxlen=HELD_OUTPUTS)
-        self.batch_outputs: list[Any] = []
         self.programs = ProgramLog()
         install_program_counter(self.programs)
         guard.settle_lazy_torch_patches()
         self.flags = guard.read_flags()
         self.namespaces = guard.snapshot_namespaces()
-        self.timer: Any = None
-        self.fresh: FreshInputs | None = None
+        self.region: torch.Tensor | None = None
+        self.calls: WindowCalls | None = None
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -196,73 +195,52 @@ class Worker:
         reply["output"] = self._describe(out, msg["slot"])
         return reply
 
-    def warmup(self, msg: dict[str, Any]) -> dict[str, Any]:
-        sets = [self.inputs[c] for c in msg["timing_cases"]]
-        partner = self.inputs[msg["partner_case"]]
+    def prepare_timing(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Map the supervisor's timing region; the model runs every timed call from it."""
+        region = msg["region"]
+        if "cuda_ipc" in region:
+            from .cuda_ipc import open_shared
+
+            self.region = open_shared(region["cuda_ipc"])
+        else:
+            offset, nbytes = (int(v) for v in region["arena"])
+            self.region = self.arena.view(TensorRef(offset, (nbytes,), "uint8"))
+        layout = msg["layout"]
         model = self.models["main"]
+        sets = [resolve(self.region, args) for args in layout["sets"]]
+        slots = [view(self.region, ref) for ref in layout["slots"]]
+        self.calls = WindowCalls(lambda *args: model(*args), sets, slots)
+        return {"kind": "timing_ready", "graphs": False, "detail": ""}
 
-        def call(args):
-            return model(*args)
+    def capture(self, msg: dict[str, Any]) -> dict[str, Any]:
+        assert self.calls is not None, "prepare_timing comes first"
+        with torch.no_grad():
+            ok = self.device == "cuda" and self.calls.capture(int(msg["calls"]), int(msg["unit"]))
+        detail = self.calls.graph_error if self.device == "cuda" else "no CUDA graphs on the CPU"
+        return {"kind": "timing_ready", "graphs": bool(ok), "detail": "" if ok else detail}
 
-        buffers = 1 if self.device == "cpu" else buffer_count(sets[0])
-        self.fresh = FreshInputs(sets, partner, sets[0], buffers)
+    def window(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Run the window's calls; the reply says they are done (the supervisor checks that)."""
+        assert self.calls is not None, "prepare_timing comes first"
+        k = int(msg["calls"])
+        ev: dict[str, Any] = {}
         with torch.no_grad():
             if self.device == "cuda":
-                self.timer = cuda_timing.CudaTimer(call, sets, timing.TimingPlan(warmup_seconds=float(msg["seconds"])))
-                self.timer.warm()
-                return {
-                    "kind": "warm",
-                    "enqueue_ms": self.timer.enqueue_ms,
-                    "sm_clock_mhz": self.timer.cycles_per_ms / 1e3,
-                    "calls": self.timer.plan.warmup,
-                }
-            self.timer = timing.CpuTimer(call, sets)
-            self.timer.warm()
-            return {"kind": "warm", "enqueue_ms": 0.0, "sm_clock_mhz": 0.0, "calls": 1}
-
-    def time_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
-        assert self.timer is not None and self.fresh is not None, "warmup comes first"
-        weights = [float(w) for w in msg["weights"]]
-        self.batch_outputs = []
-        fresh_ms: list[float] = []
-        repeated_ms: list[float] = []
-        with torch.no_grad():
-            if msg["mode"] == "back_to_back":
-                inputs = [self.fresh.new_set(j, w) for j, w in enumerate(weights)]
-                self.batch_outputs = self.timer.back_to_back(inputs)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+            began = time.perf_counter()
+            if msg.get("evidence"):
+                _, ev = collect(lambda: self.calls.run(k), self.device, self.programs)
+                ev["calls"] = k
             else:
-                events = []
-                for j, w in enumerate(weights):
-                    out, rep, fr = self.timer.pair(self.fresh.write(j, w))
-                    events.append((rep, fr))
-                    self.batch_outputs.append(timing._clone_output(out))
-                self.timer.synchronize()
-                for rep, fr in events:
-                    repeated_ms.append(self.timer.elapsed(rep))
-                    fresh_ms.append(self.timer.elapsed(fr))
-        return {"kind": "batch_done", "fresh_ms": fresh_ms, "repeated_ms": repeated_ms, "outputs": [], "details": {}}
-
-    def sample(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Gather the same flat positions of every held batch output into the arena (float64)."""
-        index = self.arena.view(TensorRef.from_json(msg["index"])).to(torch.int64)
-        target = self.arena.view(TensorRef.from_json(msg["target"]))
-        numel = int(msg["numel"])
-        infos = []
-        for j, out in enumerate(self.batch_outputs):
-            out = single_output(out)
-            if not isinstance(out, torch.Tensor):
-                infos.append({"type_name": type(out).__name__})
-                continue
-            infos.append({"type_name": "Tensor", "shape": list(out.shape), "dtype": dtype_name(out.dtype)})
-            if out.numel() == numel and j < target.shape[0]:
-                flat = out.detach().reshape(-1)
-                target[j].copy_(flat[index.to(flat.device)].to(torch.float64).cpu())
-        self.batch_outputs = []
-        return {"kind": "batch_done", "fresh_ms": [], "repeated_ms": [], "outputs": infos, "details": {}}
-
-    def clock(self, msg: dict[str, Any]) -> dict[str, Any]:
-        mhz = self.timer.clock_mhz() if isinstance(self.timer, cuda_timing.CudaTimer) else 0.0
-        return {"kind": "warm", "enqueue_ms": 0.0, "sm_clock_mhz": mhz, "calls": 0}
+                self.calls.run(k)
+            if self.device == "cuda":
+                end.record()
+                torch.cuda.synchronize()
+                event_ms = start.elapsed_time(end)
+            else:
+                event_ms = (time.perf_counter() - began) * 1e3
+        return {"kind": "window_done", "calls": k, "event_ms": event_ms, "evidence": ev}
 
     def finish(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {"kind": "finished", "tampered": guard.tampered(self.namespaces)}
@@ -290,10 +268,9 @@ class Worker:
 HANDLERS = {
     "setup": Worker.setup,
     "run_case": Worker.run_case,
-    "warmup": Worker.warmup,
-    "time_batch": Worker.time_batch,
-    "sample": Worker.sample,
-    "clock": Worker.clock,
+    "prepare_timing": Worker.prepare_timing,
+    "capture": Worker.capture,
+    "window": Worker.window,
     "finish": Worker.finish,
 }
 
