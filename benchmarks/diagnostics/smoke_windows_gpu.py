@@ -43,7 +43,7 @@ def main() -> None:
                     "method": rec.timing_method,
                     "flags": rec.timing_flags,
                     "fit": d.get("fit"),
-                    "sizes": d.get("window_sizes"),
+                    "sizes": d.get("window_sizes"), "echo_ms": d.get("echo_window_ms"), "windows": d.get("windows", [])[:60],
                     "sets": d.get("timed_sets"),
                     "single": d.get("single_call_ms"),
                     "graph_error": d.get("graph_error"),

@@ -27,7 +27,7 @@ from ..paths import cache_root, write_atomically
 # Bump when the timing method changes, so old cache entries are not reused (2: L2 flushed by a
 # read; 3: two flush passes; 4: the supervisor's windows, slope over k).
 TIMING_VERSION = 4
-CUDA_REGION_BYTES = 4 << 30  # the baseline's timing region, at most
+CUDA_REGION_BYTES = 12 << 30  # the baseline's timing region, at most
 RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
 
 
@@ -128,7 +128,7 @@ def time_windows(
     from .clock import ClockPlan
     from .timed_memory import TimedMemory, fresh_inputs, set_bytes
     from .window_calls import WindowCalls
-    from .windows import WindowPlan, choose_sets, measure, window_sizes
+    from .windows import WindowPlan, choose_sets, measure, probe_per_call, window_sizes
 
     plan = ClockPlan.for_device(device, seconds)
     out = single_output(fn(*template))
@@ -148,14 +148,14 @@ def time_windows(
 
     def window(k: int, _round: int = 0) -> float:
         for i in range(k):
-            memory.write(i, fresh_inputs(module, device, rng.getrandbits(62)))
+            memory.write(i, fresh_inputs(module, device, rng.getrandbits(62) if i == 0 else None))
         sync()
         started = time.perf_counter()
         calls.run(k)
         sync()
         return time.perf_counter() - started
 
-    probe = min(window(1) for _ in range(3))
+    probe = probe_per_call(window, capacity)
     sets, unit = choose_sets(probe, capacity, plan.max_sets, plan.largest_window_s)
     captured = device == "cuda" and graphs and calls.capture(sets, unit)
     if device == "cuda" and not captured:

@@ -1,19 +1,15 @@
 """The test cases of one evaluation: which inputs, drawn how, compared how.
 
 Both children build the same inputs from the same recipe (problem module + sizes + seed +
-transform, swap, blend): the supervisor builds them, computes the expected outputs, and sends
+transform, swap): the supervisor builds them, computes the expected outputs, and sends
 them to the solution process as raw bytes. Also owns parameter re-randomization, the
 choice of a second shape, and the precision name of a problem (from its first tensor input).
 
-Two recipes probe caches keyed on input *content* (which the recompute case cannot see):
+One recipe probes caches keyed on input *content* (which the recompute case cannot see):
 `swap` exchanges two elements of one row of the largest floating input (a near-duplicate of
 an earlier set: same sum, same multiset, same values almost everywhere, so a key on a sample
-or a statistic collides and a stale answer shows), and `blend` mixes two sets with weight w
-(w*a + (1-w)*b on floating inputs, integers from the first), which keeps the structure every
-set shares (zero patterns, signs of nonnegative data, symmetry, positive definiteness, rows on
-a simplex) while changing every value: the timing loop draws its fresh, never-seen inputs this
-way (see `fresh`), with weights the supervisor reveals batch by batch, and the supervisor checks
-randomly chosen timed outputs against the reference on the same blends.
+or a statistic collides and a stale answer shows). Timed calls never see a case's inputs: the
+supervisor draws new ones for every window (`timed_memory`).
 """
 
 from __future__ import annotations
@@ -27,9 +23,6 @@ import torch
 # Groups, in the order their checks are reported.
 CORRECTNESS, STRESS, OTHER_SHAPE, RECOMPUTE = "correctness", "stress", "other_shape", "recompute"
 INPUT_REUSE = "input_reuse"  # the content-cache probe (see module doc)
-FRESH_SEED = 7717  # the partner set blended into fresh timing inputs
-FRESH_PARTNER = "fresh_partner"  # the case that carries it
-FRESH_CHECK_WEIGHT = 0.5  # the blend weight of the checked fresh timed set (the loop's never equal it)
 RECOMPUTE_SEED = 2026  # the published harness's timing seed: new values for the same buffers
 PARAM_SEED = 9176  # seeds the re-randomization of the reference's parameters and buffers
 # (scale, shift) applied to floating inputs: values outside the standard-normal range and a
@@ -46,21 +39,18 @@ class Case:
     transform: tuple[float, float] | None = None  # (scale, shift) for floating inputs
     float64: bool = False  # also compute a float64 reference for the precision check
     swap: bool = False  # exchange two elements of one row of the largest floating input
-    blend: tuple[int, float] | None = None  # (partner seed, w): w*inputs + (1-w)*partner's
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Case:
-        t, b = d.get("transform"), d.get("blend")
-        return cls(
-            **{**d, "transform": tuple(t) if t is not None else None, "blend": tuple(b) if b is not None else None}
-        )
+        t = d.get("transform")
+        return cls(**{**d, "transform": tuple(t) if t is not None else None})
 
 
-def plan_cases(seeds: tuple[int, ...], other_shape: bool, timed: bool = False) -> list[Case]:
-    """The cases in run order; `timed` adds the checked fresh timing set (run only while timed)."""
+def plan_cases(seeds: tuple[int, ...], other_shape: bool) -> list[Case]:
+    """The cases in run order."""
     cases = [Case(f"seed{s}", CORRECTNESS, "main", s, float64=i < 2) for i, s in enumerate(seeds)]
     # After the set it nearly duplicates has run, so a content cache holds that set's answer.
     cases.append(Case(f"near_duplicate_seed{seeds[0]}", INPUT_REUSE, "main", seeds[0], swap=True))
@@ -68,8 +58,6 @@ def plan_cases(seeds: tuple[int, ...], other_shape: bool, timed: bool = False) -
     cases.append(Case("recompute", RECOMPUTE, "main", RECOMPUTE_SEED))
     if other_shape:
         cases.append(Case("other_shape", OTHER_SHAPE, "other", seeds[0], float64=True))
-    if timed:  # the partner set the timing loop blends into fresh inputs: checked like any seed
-        cases.append(Case(FRESH_PARTNER, CORRECTNESS, "main", FRESH_SEED))
     return cases
 
 
@@ -92,30 +80,11 @@ def build_inputs(module: Any, case: Case, device: str) -> list[Any]:
     inputs = apply_transform(make_inputs(module, "cpu", case.seed), case.transform)
     if case.swap:
         swap_two(inputs, case.seed)
-    if case.blend is not None:
-        partner = make_inputs(module, "cpu", case.blend[0])
-        inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-        blend_into(inputs, inputs, partner, case.blend[1])
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
 def _floating(x: Any) -> bool:
     return isinstance(x, torch.Tensor) and x.is_floating_point() and "float8" not in str(x.dtype)
-
-
-@torch.no_grad()
-def blend_into(out: list[Any], a: list[Any], b: list[Any], w: float) -> list[Any]:
-    """out[i] = w*a[i] + (1-w)*b[i] (in float32, rounded to the input dtype) for floating
-    tensors, a[i]'s values otherwise; `out` may be `a` itself. Runs on the tensors' device."""
-    for dst, x, y in zip(out, a, b):
-        if not isinstance(dst, torch.Tensor):
-            continue
-        if _floating(x) and isinstance(y, torch.Tensor) and y.shape == x.shape:
-            mixed = x.float() * w + y.float() * (1.0 - w)  # not lerp: -inf in both stays -inf
-            dst.copy_(mixed.to(dst.dtype))
-        elif dst is not x:
-            dst.copy_(x)
-    return out
 
 
 @torch.no_grad()

@@ -165,6 +165,7 @@ class TimingReady:
 class WindowDone:
     calls: int
     event_ms: float  # the solution process's own CUDA-event (or wall) time of the window: evidence
+    host_ms: float  # the solution process's own wall clock from the request to its reply: evidence
     evidence: dict[str, Any]
     kind: ClassVar[str] = "window_done"
 

@@ -45,7 +45,7 @@ from .zygote import LOG_NAME, Zygote
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
 EVIDENCE_CASES = 2  # correctness cases (never the first, which compiles) picked at random for kernel evidence
 CPU_TIMED_SETS = 2  # input sets and output slots of the CPU timing region (in the arena)
-CUDA_TIMING_BYTES = 4 << 30  # the CUDA timing region, at most (and at most this share of the device:)
+CUDA_TIMING_BYTES = 12 << 30  # the CUDA timing region, at most (and at most this share of the device:)
 CUDA_TIMING_SHARE = 0.1
 # Step limits when the request gives none (`step_limits`).
 START_LIMIT_S = 60.0
@@ -129,7 +129,7 @@ def _evaluate(
         scan = scan_source(solution_bytes.decode("utf-8", "replace"))
     zygote = _warm_zygote(request.device) or Zygote(request.device, work / "zygote.log")  # imports torch meanwhile
     try:
-        plan = plan_cases(request.seeds, request.other_shape, timed=request.time_solution)
+        plan = plan_cases(request.seeds, request.other_shape)
         with _phase(rec, "reference"):
             try:
                 fields = key_fields(rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
@@ -149,7 +149,7 @@ def _evaluate(
         if not ref.cases[f"seed{request.seeds[0]}"].entry["finite"]:
             rec.fail("error", "the reference output has NaN/Inf at these sizes")
             return
-        timing_seconds = request.timing_seconds or (3.0 if request.device == "cpu" else 10.0)
+        timing_seconds = request.timing_seconds or (3.0 if request.device == "cpu" else 6.0)
         base: dict[str, Any] = {}
         if request.time_solution and request.baseline:
             with _phase(rec, "baseline"):

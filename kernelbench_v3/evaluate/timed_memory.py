@@ -27,12 +27,14 @@ def set_bytes(template: Sequence[Any], out_nbytes: int) -> int:
     return sum(round_up(tensor_nbytes(x) + ALIGN) for x in tensors) + round_up(out_nbytes + ALIGN)
 
 
-def fresh_inputs(module: Any, device: str, seed: int) -> list[Any]:
-    """The problem's `get_inputs()` under `seed`, its tensors made on `device` directly (factory
-    calls follow the default device), so new inputs cost what generating them costs."""
+def fresh_inputs(module: Any, device: str, seed: int | None = None) -> list[Any]:
+    """The problem's `get_inputs()` (under `seed`, or going on from the generators' state), its
+    tensors made on `device` directly (factory calls follow the default device), so new inputs
+    cost what generating them costs."""
     from ..catalog.materialize import seed_everything
 
-    seed_everything(seed)
+    if seed is not None:
+        seed_everything(seed)
     with torch.device(device):
         inputs = list(module.get_inputs())
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]

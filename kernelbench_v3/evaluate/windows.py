@@ -8,8 +8,11 @@ arithmetic: the supervisor (`clock`) and the baseline child (`baseline`) time th
 hand the (k, seconds) points here.
 
 A round is one window of each size, in a random order. Each round gives a slope of its own; the
-estimate is the slope through the per-size medians of all rounds (robust to a stalled window),
-and its standard error comes from the spread of the round slopes. Timing stops when that error
+estimate is the slope through the per-size lower quartiles of all rounds: what delays a window
+(the other process being scheduled, a context switch on the GPU) only ever adds time, so the
+lower quartile follows the calls' own cost while a quarter of the windows would have to be
+skipped work, each with its even chance of being verified, to move it. Its standard error comes
+from the spread of the round slopes. Timing stops when that error
 is below `target_rel` of the estimate (nvbench's `stdrel`, GPU MODE's 0.1% of the mean) after
 `min_rounds`, or when the clock's cap is reached.
 """
@@ -25,6 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SCALE_MEDIAN_SE = 1.2533  # the standard error of a median is this times that of a mean
+QUANTILE = 0.25  # of each size's window times, the one the estimate goes through
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 @dataclass(frozen=True)
@@ -79,8 +91,8 @@ def fit(rounds: Sequence[Sequence[tuple[int, float]]]) -> WindowFit:
     for points in rounds:
         for k, t in points:
             by_size.setdefault(k, []).append(t)
-    medians = [(k, statistics.median(ts)) for k, ts in sorted(by_size.items())]
-    per_call, fixed = slope(medians)
+    lower = [(k, _quantile(ts, QUANTILE)) for k, ts in sorted(by_size.items())]
+    per_call, fixed = slope(lower)
     round_slopes = [slope(points)[0] for points in rounds if len({k for k, _ in points}) >= 2]
     if len(round_slopes) >= 2 and per_call > 0:
         se = SCALE_MEDIAN_SE * statistics.stdev(round_slopes) / math.sqrt(len(round_slopes))
@@ -99,6 +111,17 @@ def window_sizes(max_calls: int, unit: int, count: int = 4) -> tuple[int, ...]:
     step = max(unit, (max_calls // count) // unit * unit)
     sizes = tuple(sorted({min(max_calls, step * i) for i in range(1, count + 1)}))
     return sizes if len(sizes) >= 2 else (unit, 2 * unit)
+
+
+def probe_per_call(run: Callable[[int], float], capacity: int, calls: int = 8) -> float:
+    """An upper bound of one call's cost from eager windows of 1 and `calls` calls (before any
+    graph is captured; the difference removes the window's fixed cost)."""
+    one = min(run(1) for _ in range(3))
+    if capacity < 2:
+        return one
+    k = min(calls, capacity)
+    many = min(run(k) for _ in range(2))
+    return max((many - one) / (k - 1), one / 50, 1e-6)
 
 
 def choose_sets(probe_s: float, capacity: int, max_sets: int, largest_window_s: float) -> tuple[int, int]:

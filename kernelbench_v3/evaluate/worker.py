@@ -240,7 +240,8 @@ class Worker:
                 event_ms = start.elapsed_time(end)
             else:
                 event_ms = (time.perf_counter() - began) * 1e3
-        return {"kind": "window_done", "calls": k, "event_ms": event_ms, "evidence": ev}
+        host_ms = (time.perf_counter() - began) * 1e3
+        return {"kind": "window_done", "calls": k, "event_ms": event_ms, "host_ms": host_ms, "evidence": ev}
 
     def finish(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {"kind": "finished", "tampered": guard.tampered(self.namespaces)}
