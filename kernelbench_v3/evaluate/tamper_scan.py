@@ -8,9 +8,10 @@ torch.compile, environment writes) and the alias resolution it needs (`import sy
 
 This is defence in depth and never the only defence: the solution runs in a sandboxed child and
 the trusted supervisor decides every verdict, because a determined author can always hide an idiom
-from a static reader (the `dynamic_code` rule only narrows that gap). It reads the source and
-never runs it. Honest kernel code (torch, triton, math, functools, typing, os.environ reads,
-`load_inline` CUDA sources) must not trip it. One finding per rule per line, ordered by line.
+from a static reader (the `dynamic_code` rule and the obfuscated-reach rules of scan_reach only
+narrow that gap). It reads the source and never runs it. Honest kernel code (torch, triton, math,
+functools, typing, os.environ reads, `load_inline` CUDA sources) must not trip it. One finding per
+rule per line, ordered by line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import builtins
 import re
 from collections import Counter
 from dataclasses import dataclass
+
+from . import scan_reach
 
 WHY: dict[str, str] = {
     "frame_introspection": "reads or traces the evaluator's frames",
@@ -35,6 +38,7 @@ WHY: dict[str, str] = {
     "file_writes": "writes to the file system",
     "torch_compile": "uses torch.compile instead of its own kernels",
     "environment": "changes the process environment",
+    **scan_reach.REACH_WHY,  # hidden_reach, dynamic_attribute, torch_private
     "unparseable": "the source does not parse, so it cannot be scanned",
 }
 
@@ -287,6 +291,7 @@ class _Scanner:
                     self._subscript_write(node)
             elif _literal(node) is not None and id(node) not in self.docstrings:
                 self._text(node)
+        scan_reach.check(self)
         return tuple(sorted(self.found.values(), key=lambda f: (f.line, f.rule)))
 
     def _is_module(self, node: ast.AST) -> bool:

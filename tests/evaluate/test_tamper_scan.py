@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from kernelbench_v3.evaluate.tamper_scan import WHY, Finding, TamperScan, scan
-from tests.paths import CHEATS, EXAMPLES, SOLUTIONS
+from tests.paths import CHEATS, EXAMPLES, PROBLEMS, SOLUTIONS
 
 HONEST_FILES = sorted(EXAMPLES.glob("**/*.py")) + [SOLUTIONS / "triton_add_one.py"]
 
@@ -145,8 +145,87 @@ def test_rule_fires(rule, source):
     assert rule in rules(source)
 
 
+# Obfuscated reach (scan_reach): each idiom hidden from alias resolution is a finding of its own.
+REACH = [
+    ("hidden_reach", "import sys\nm = [sys][0]\nm._getframe(1)"),
+    ("hidden_reach", "import sys\nd = {'s': sys}"),
+    ("hidden_reach", "import os\nt = (os,)\nt[0].system('id')"),
+    ("hidden_reach", "f = setattr\nf(object, 'x', 1)"),
+    ("hidden_reach", "g = [getattr, delattr]"),
+    ("hidden_reach", "b = __builtins__"),
+    ("hidden_reach", "import builtins\nns = vars(builtins)"),
+    ("hidden_reach", "import sys as s\nns = s.__dict__"),
+    ("hidden_reach", "import sys\nalias = sys"),
+    ("hidden_reach", "import sys\ndef g():\n    return sys"),
+    ("hidden_reach", "import sys, os\n(sys or os).system('id')"),
+    ("hidden_reach", "import torch\nm = [torch][0]\nm.allclose = max"),
+    ("hidden_reach", "import torch\nc = [torch._C][0]"),
+    ("hidden_reach", "import importlib\nm = importlib.import_module('sy' + 's')"),
+    ("hidden_reach", "name = ''.join(['o', 's'])\nm = __import__(name)"),
+    ("dynamic_attribute", "def f(x, name):\n    return getattr(x, name)"),
+    ("dynamic_attribute", "class A:\n    pass\nv = getattr(A(), 'a' + 'b')"),
+    ("dynamic_attribute", "class A:\n    pass\nv = getattr(A(), ''.join(['a', 'b']))"),
+    ("dynamic_attribute", "def f(x, n):\n    setattr(x, n, 1)"),
+    ("dynamic_attribute", "def f(x, n):\n    delattr(x, n)"),
+    ("dynamic_attribute", "def f(x, n):\n    return hasattr(x, n)"),
+    ("dynamic_attribute", "def f(x, n):\n    return getattr(x, f'__{n}__')"),
+    ("dynamic_attribute", "n = 'a'\nn = n + 'b'\nclass A:\n    pass\nv = getattr(A(), n)"),
+    ("dynamic_attribute", "import operator\ndef f(n):\n    return operator.attrgetter(n)"),
+    ("dynamic_attribute", "def f(x, n):\n    return x.__getattribute__(n)"),
+    ("dynamic_attribute", "def f(x, n):\n    return object.__getattribute__(x, n)"),
+    ("evaluator_access", "import sys\nfor m in sys.modules:\n    pass"),
+    ("evaluator_access", "import sys\nnames = list(sys.modules)"),
+    ("evaluator_access", "import sys\nfor m in sys.modules.values():\n    pass"),
+    ("evaluator_access", "import sys\nk = 'kernel' + 'bench_v3'\nm = sys.modules[k]"),
+    ("evaluator_access", "import sys\nmods = getattr(sys, 'modules').values()"),
+    ("evaluator_access", "import sys\nm = sys.__dict__['modules'].values()"),
+    ("evaluator_access", "from sys import modules as M\nfor name in M:\n    pass"),
+    ("evaluator_access", "import sys as s\nv = s.modules.items()"),
+    ("torch_private", "import torch\nm = torch._C._get_dispatch_mode(None)"),
+    ("torch_private", "import torch\nn = torch._C._len_torch_function_stack()"),
+    ("torch_private", "from torch.utils._python_dispatch import _get_current_dispatch_mode"),
+    ("torch_private", "import torch\nm = torch.utils._python_dispatch._get_current_dispatch_mode()"),
+    ("torch_private", "import torch\ns = torch.overrides._get_current_function_mode_stack()"),
+    (
+        "torch_private",
+        "from torch.utils._python_dispatch import TorchDispatchMode\nclass M(TorchDispatchMode):\n    pass",
+    ),
+    ("torch_private", "import torch\nclass M(torch.overrides.TorchFunctionMode):\n    pass"),
+    ("torch_private", "import torch\nC = torch._C\nC._dispatch_tls_set_dispatch_key_excluded(0, True)"),
+    ("torch_private", "from torch._C import _set_grad_enabled as g\ng(False)"),
+    ("torch_private", "import torch\nwith torch._C.DisableTorchFunction():\n    pass"),
+    (
+        "torch_private",
+        "import torch\nclass T(torch.Tensor):\n    @classmethod\n"
+        "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n        return True",
+    ),
+    ("monkeypatching", "import torch\ntype(torch.ones(1)).__eq__ = lambda a, b: True"),
+    ("monkeypatching", "import torch\nt = torch.ones(1)\nt.__class__.add = print"),
+    ("monkeypatching", "import torch\n[torch.Tensor][0].add = print"),
+    ("monkeypatching", "import torch\nsetattr(type(torch.ones(1)), 'add', print)"),
+    ("monkeypatching", "import torch\ncls = type(torch.ones(1))\ncls.add = print"),
+    ("hidden_reach", "m = globals()['s' + 'ys']"),
+    ("hidden_reach", "import sys\nm = globals()['sys']"),
+]
+
+
+@pytest.mark.parametrize("rule,source", REACH, ids=[f"{r}-{i}" for i, (r, _) in enumerate(REACH)])
+def test_reach_rule_fires(rule, source):
+    result = scan(source)
+    assert rule in {f.rule for f in result.findings}, result.findings
+    finding = next(f for f in result.findings if f.rule == rule)
+    assert finding.why == WHY[rule] and finding.text == source.splitlines()[finding.line - 1].strip()
+
+
 def test_every_rule_has_a_positive_case():
-    assert {r for r, _ in POSITIVE} == set(WHY) - {"unparseable"}
+    assert {r for r, _ in POSITIVE + REACH} == set(WHY) - {"unparseable"}
+
+
+def test_hidden_reach_names_the_hiding_line():
+    source = "import sys\nimport torch\n\nholder = {'m': sys}\nholder['m'].settrace(print)\n"
+    assert [(f.rule, f.line, f.text) for f in scan(source).findings] == [
+        ("hidden_reach", 4, "holder = {'m': sys}"),
+    ]
 
 
 # Honest code close to each rule's idiom: none of it may trip anything.
@@ -191,6 +270,36 @@ HONEST = [
         "import functools, math, typing\n@functools.lru_cache(maxsize=None)\ndef f(n: typing.Optional[int]) -> float:\n"
         "    return math.sqrt(n)"
     ),
+]
+
+
+# Near misses of the reach rules: literal attribute names, plain module use, public torch.cuda calls.
+HONEST += [
+    "import torch\nd = getattr(torch, 'float16')\nclass A:\n    pass\nv = getattr(A(), 'x', None)\nok = hasattr(A(), 'y')",
+    "import sys\nv = sys.version\nif sys.version_info >= (3, 10):\n    pass\nprint(v, file=sys.stderr)",
+    (
+        "import torch\ntorch.cuda.synchronize()\ns = torch.cuda.current_stream()\nn = torch.cuda.device_count()\n"
+        "e = torch.cuda.Event(enable_timing=True)\nwith torch.cuda.stream(s):\n    pass\nok = torch.cuda.is_available()"
+    ),
+    "import torch\ns = torch._C._cuda_getCurrentRawStream(0)\ny = torch._C._nn.gelu(torch.ones(1))",
+    "from torch._C import _cuda_getCurrentRawStream as get_stream\nimport torch._C",
+    "try:\n    import triton\nexcept ImportError:\n    triton = None\nif triton is None or not triton:\n    pass\nok = triton is not None",
+    textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                for n in ("a", "b"):
+                    setattr(self, n, nn.Parameter(torch.ones(1)))
+                w = [getattr(self, k) for k in ["a", "b"]]
+                object.__setattr__(self, "c", 1)
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return x
+    """),
+    "import os\nflag = getattr(os, 'sched_getaffinity', None)\nok = hasattr(os, 'fork')",
+    "import sys\nif 'triton' in sys.modules and sys.modules['triton'] is not None:\n    pass",
+    "import json\ndef load(path: str, codec: json) -> json:\n    return {}",
 ]
 
 
@@ -240,6 +349,23 @@ def test_honest_load_inline_solution_is_clean():
 def test_honest_example_solutions_are_clean(path):
     result = scan(path.read_text())
     assert result.parsed and result.findings == (), result.summary()
+
+
+def test_every_example_solution_is_scanned_and_clean():
+    examples = sorted(EXAMPLES.glob("**/*.py"))
+    assert len(examples) >= 6 and set(examples) <= set(HONEST_FILES)
+    dirty = {p.name: scan(p.read_text()).summary() for p in examples if not scan(p.read_text()).ok}
+    assert not dirty
+
+
+def test_reference_problems_scan_clean():
+    # The problems are honest torch code written by others: a broad check against false positives.
+    problems = sorted(PROBLEMS.glob("**/*.py"))
+    assert problems
+    dirty = {
+        str(p.relative_to(PROBLEMS)): scan(p.read_text()).summary() for p in problems if not scan(p.read_text()).ok
+    }
+    assert not dirty
 
 
 def test_repository_cheats_are_named():
