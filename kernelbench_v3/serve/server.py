@@ -528,11 +528,21 @@ class Server:
         self._say("stopped")
 
 
-def serve(socket_path, *, device: str, gpus: Sequence[int] | None = None, problems_dir=None, cache_dir=None) -> int:
+def serve(
+    socket_path,
+    *,
+    device: str,
+    gpus: Sequence[int] | None = None,
+    problems_dir=None,
+    cache_dir=None,
+    command: Sequence[str] | None = None,
+) -> int:
     """Run the service in this process until SIGTERM, SIGINT or a `shutdown` request."""
     import signal
 
-    server = Server(socket_path, device=device, gpus=gpus, problems_dir=problems_dir, cache_dir=cache_dir)
+    server = Server(
+        socket_path, device=device, gpus=gpus, problems_dir=problems_dir, cache_dir=cache_dir, command=command
+    )
 
     def stop(signum, frame):
         server.shutdown()
