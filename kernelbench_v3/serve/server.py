@@ -164,6 +164,7 @@ class Slot:
                 env=env,
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C is the service's to handle, not its workers'
             )
         finally:
             theirs.close()

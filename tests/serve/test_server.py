@@ -285,24 +285,47 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_the_service_cleanly(where, sig):
+    """SIGTERM to the service, SIGINT to its whole process group (a terminal's Ctrl-C)."""
     code = (
         "import sys\n"
         "from kernelbench_v3.serve.server import serve\n"
         f"sys.exit(serve({str(where)!r}, device='cpu', command={FAKE!r}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=REPO, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         wait_for(lambda: where.exists(), 30)
         client = Evaluator(where, timeout_s=30)
         wait_for(lambda: worker(client, "cpu0")["ready"], 30)
         pid = worker(client, "cpu0")["pid"]
-        proc.send_signal(sig)
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         assert proc.wait(30) == 0
         assert not where.exists()
         wait_for(lambda: not _alive(pid))
-        assert "stopped" in proc.stderr.read()
+        err = proc.stderr.read()
+        assert "stopped" in err and "Traceback" not in err
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, monkeypatch):
+    from kernelbench_v3.serve import server as server_module
+
+    monkeypatch.setattr(server_module, "WATCHDOG_SLACK_S", 0.5)  # watchdog: 4 x 0.1 s + 0.5 s
+    with running(where):
+        client = Evaluator(where, timeout_s=30)
+        wait_for(lambda: worker(client, "cpu0")["ready"])
+        pid = worker(client, "cpu0")["pid"]
+        stuck = client.evaluate(SOFTMAX, SOLUTION, model="hang", timeout_s=0.1)
+        assert stuck.status == "error" and "service watchdog: no result from worker cpu0" in stuck.error
+        assert client.evaluate(SOFTMAX, SOLUTION, model="fine").correct
+        status = worker(client, "cpu0")
+        assert status["restarts"] == 1 and status["pid"] != pid
+        wait_for(lambda: not _alive(pid))
