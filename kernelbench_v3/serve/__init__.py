@@ -19,7 +19,7 @@ not once per solution:
 
 from __future__ import annotations
 
-from .client import Evaluator, RequestError, ServiceError, ServiceUnavailable
+from .client import Evaluator, RequestError, ServiceError, ServiceTimeout, ServiceUnavailable
 from .protocol import default_socket_path
 
-__all__ = ["Evaluator", "RequestError", "ServiceError", "ServiceUnavailable", "default_socket_path"]
+__all__ = ["Evaluator", "RequestError", "ServiceError", "ServiceTimeout", "ServiceUnavailable", "default_socket_path"]

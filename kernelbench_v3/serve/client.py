@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluate.record import Record
-from .protocol import Conn, PeerGone, ProtocolError, default_socket_path, json_options, peer_uid
+from .protocol import Conn, Deadline, PeerGone, ProtocolError, default_socket_path, json_options, peer_uid
 
 
 class ServiceError(RuntimeError):
@@ -32,6 +32,10 @@ class ServiceError(RuntimeError):
 
 class ServiceUnavailable(ServiceError):
     """No service listens on the socket."""
+
+
+class ServiceTimeout(ServiceError, TimeoutError):
+    """No reply within the Evaluator's `timeout_s` (a request still queued is then dropped)."""
 
 
 class RequestError(ServiceError, ValueError):
@@ -52,7 +56,8 @@ class Reply:
 
 class Evaluator:
     """A client of one running `kbv3 serve`. `timeout_s`: how long to wait for any one reply
-    (None: as long as the evaluation takes; the service has its own watchdog)."""
+    (None: as long as the evaluation takes; the service has its own watchdog); past it,
+    ServiceTimeout, and a request still in the queue is dropped (one already running finishes)."""
 
     def __init__(self, socket_path: str | os.PathLike | None = None, *, timeout_s: float | None = None):
         self.socket_path = Path(socket_path) if socket_path is not None else default_socket_path()
@@ -125,6 +130,8 @@ class Evaluator:
         try:
             conn.send(message)
             reply = conn.receive(self.timeout_s)
+        except Deadline:
+            raise ServiceTimeout(f"no reply from the service at {self.socket_path} within {self.timeout_s} s") from None
         except PeerGone as exc:
             raise ServiceError(f"the service at {self.socket_path} closed the connection: {exc}") from None
         except ProtocolError as exc:

@@ -318,6 +318,14 @@ class Slot:
     def _failed(self, job: Job, error: str) -> dict[str, Any]:
         return {"kind": "record", "record": error_record(job.job, error)}
 
+    def cancel(self, job: Job) -> bool:
+        """Drop `job` if it is still waiting in the queue (not once it has started)."""
+        with self.cond:
+            if job in self.queue:
+                self.queue.remove(job)
+                return True
+            return False
+
     def fail_queued(self, error: str) -> None:
         with self.cond:
             jobs, self.queue = list(self.queue), collections.deque()
@@ -339,6 +347,16 @@ class Slot:
                 "served": self.served,
                 "restarts": self.restarts,
             }
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """Whether the client closed its end (a request is answered only on an open connection)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
 
 
 def worker_command() -> list[str]:
@@ -437,7 +455,10 @@ class Server:
                 except ProtocolError as exc:
                     conn.send({"kind": "error", "error": f"protocol: {exc}"})
                     return
-                conn.send(self.answer(message))
+                reply = self.answer(message, conn)
+                if reply is None:  # the client left before its evaluation started
+                    return
+                conn.send(reply)
                 if message["kind"] == "shutdown":
                     return
         except PeerGone:
@@ -447,7 +468,9 @@ class Server:
                 self._conns.discard(conn)
             conn.close()
 
-    def answer(self, message: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, message: dict[str, Any], conn: Conn | None = None) -> dict[str, Any] | None:
+        """The reply to one request; None when its client (`conn`) went away while it was
+        still queued (it is then dropped from the queue, unevaluated)."""
         kind = message["kind"]
         if kind == "status":
             return self.status()
@@ -467,7 +490,9 @@ class Server:
             return {"kind": "error", "error": str(exc)}
         queued = Job(job)
         slot.put(queued)
-        queued.done.wait()
+        while not queued.done.wait(POLL_S):
+            if conn is not None and _hung_up(conn.sock) and slot.cancel(queued):
+                return None
         return queued.reply or {"kind": "error", "error": "no reply"}
 
     def pick(self, gpu_index: int | None) -> Slot:

@@ -329,3 +329,18 @@ def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, mon
         status = worker(client, "cpu0")
         assert status["restarts"] == 1 and status["pid"] != pid
         wait_for(lambda: not _alive(pid))
+
+
+def test_a_request_whose_client_left_is_dropped_from_the_queue(where):
+    with running(where):
+        client = Evaluator(where, timeout_s=30)
+        busy = in_thread(client.submit, SOFTMAX, SOLUTION, model="sleep=0.6")
+        wait_for(lambda: worker(client, "cpu0")["busy"])
+        impatient = Evaluator(where, timeout_s=0.2)  # gives up while its request is queued
+        with pytest.raises(TimeoutError):
+            impatient.evaluate(SOFTMAX, SOLUTION, model="never run")
+        wait_for(lambda: worker(client, "cpu0")["queued"] == 0)
+        assert worker(client, "cpu0")["busy"]  # dropped from the queue, not run
+        assert busy().sequence == 1
+        after = client.submit(SOFTMAX, SOLUTION, model="next")
+        assert after.sequence == 2 and after.record.model == "next"
