@@ -241,7 +241,11 @@ class Slot:
     def _loop(self) -> None:
         while (job := self._take()) is not None:
             job.started_at = time.monotonic()
-            reply = self._run(job)
+            try:
+                reply = self._run(job)
+            except Exception as exc:  # a bug here must not leave the client waiting forever
+                self.kill_worker()
+                reply = self._failed(job, f"the service failed on this request: {type(exc).__name__}: {exc}")
             with self.cond:
                 self.current = None
                 if reply.get("kind") == "record":
