@@ -29,7 +29,8 @@ ALLOWED_ARROWS: dict[str, set[str]] = {
     "dataset": SHARED | {"catalog", "hardware", "prompts"},
     "runs": SHARED | {"catalog", "hardware"},
     "batch": SHARED | {"catalog", "evaluate", "runs"},  # runs: solution files in the runs layout
-    "cli": SHARED | {"<package>", "catalog", "hardware", "evaluate", "prompts", "dataset", "runs", "batch"},
+    "serve": SHARED | {"catalog", "evaluate"},  # the local service: warm supervisors behind a socket
+    "cli": SHARED | {"<package>", "catalog", "hardware", "evaluate", "prompts", "dataset", "runs", "batch", "serve"},
     "<package>": SHARED | {"catalog", "dataset", "evaluate", "runs"},  # the lazy top-level API
     "__main__": {"cli"},
 }

@@ -56,6 +56,9 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
     p.add_argument("--cache", type=Path, help="baseline cache folder (default: ~/.cache/kbv3)")
     p.add_argument("--json", action="store_true", help="print the record as one JSON object, nothing else")
+    p.add_argument(
+        "--server", type=Path, metavar="SOCKET", help="send the evaluation to a running `kbv3 serve` on SOCKET"
+    )
     p.set_defaults(func=cmd_eval)
 
 
@@ -66,6 +69,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not args.solution.is_file():
         raise CliError(f"argument --solution: file {args.solution} does not exist")
     sizes = check_eval_problem(args.problem, args.gpu, args.sizes, args.problems)
+    if args.server is not None:
+        from .serve_verbs import eval_on_server
+
+        return eval_on_server(args, sizes)
     if args.device == "cuda":
         check_cuda("--device cuda")
     try:

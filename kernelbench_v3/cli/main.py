@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import eval_verbs, problem_verbs, runs_verbs
+from . import eval_verbs, problem_verbs, runs_verbs, serve_verbs
 from .args import CliError, KbParser
 
 # What `kbv3` exits with (README "Exit codes").
@@ -32,6 +32,7 @@ VERBS = [
     problem_verbs.add_extract,
     eval_verbs.add_eval,
     eval_verbs.add_eval_batch,
+    serve_verbs.add_serve,
     problem_verbs.add_build,
     problem_verbs.add_demo,
     runs_verbs.add_runs,

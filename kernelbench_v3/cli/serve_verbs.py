@@ -1,0 +1,96 @@
+"""`kbv3 serve` (the long-lived local evaluation service) and `kbv3 eval --server` (its client).
+
+The service keeps one warm supervisor worker per GPU behind an owner-only Unix socket
+(`kernelbench_v3.serve`); `kbv3 eval --server SOCKET` sends its evaluation there and prints what
+`kbv3 eval` prints, with the same exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from ..vocab import DEVICES
+from .args import CliError, check_gpus, gpu_indices, problems_dir
+
+
+def add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run a local evaluation service: one warm supervisor per GPU behind a Unix socket",
+        description="Serve evaluations on an owner-only Unix socket (never a network port): one warm "
+        "supervisor worker and zygote per GPU, requests queued per GPU, a fresh sandboxed process per "
+        "solution. A crashed worker costs one record and is restarted. Stops on SIGTERM, SIGINT or a "
+        "shutdown request (Evaluator(socket).shutdown()); the socket file is removed.",
+    )
+    p.add_argument(
+        "--socket",
+        type=Path,
+        help="socket path (default: $KBV3_SOCKET, else $XDG_RUNTIME_DIR/kbv3/serve.sock, else the cache root); "
+        "its folder is created 0700 when missing",
+    )
+    p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
+    p.add_argument("--gpus", type=gpu_indices, help="GPU indices to serve, one worker each (default: all visible)")
+    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    p.add_argument("--cache", type=Path, help="baseline cache folder (default: ~/.cache/kbv3)")
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ..serve.protocol import default_socket_path
+    from ..serve.server import ServeError, serve
+
+    if args.device == "cpu" and args.gpus:
+        raise CliError("argument --gpus: only used with --device cuda")
+    device = check_gpus(args.device, args.gpus, "local")
+    gpus = list(args.gpus) if args.gpus else None
+    if device == "cuda" and gpus is None:
+        import torch
+
+        gpus = list(range(torch.cuda.device_count()))
+    try:
+        return serve(
+            args.socket or default_socket_path(),
+            device=device,
+            gpus=gpus,
+            problems_dir=args.problems,
+            cache_dir=args.cache,
+        )
+    except ServeError as exc:
+        raise CliError(f"argument --socket: {exc}") from None
+
+
+def eval_on_server(args: argparse.Namespace, sizes: dict) -> int:
+    """`kbv3 eval --server SOCKET`: the same evaluation, run by the service; the same output."""
+    from ..evaluate.report import describe
+    from ..serve.client import Evaluator, RequestError, ServiceError, ServiceUnavailable
+    from .options import eval_options_from
+
+    options = dataclasses.asdict(eval_options_from(args))
+    if args.device is not None:
+        options["device"] = args.device
+    try:
+        record = Evaluator(args.server).evaluate(
+            args.problem,
+            Path(args.solution),
+            gpu=args.gpu,
+            sizes=sizes,
+            model=args.model,
+            problems_dir=args.problems,
+            cache_dir=args.cache,
+            **options,
+        )
+    except ServiceUnavailable as exc:
+        raise CliError(f"argument --server: {exc}") from None
+    except RequestError as exc:
+        print(f"kbv3 eval: {exc}", file=sys.stderr)
+        return 2
+    except ServiceError as exc:
+        raise CliError(str(exc), code=1) from None
+    if args.json:
+        print(record.to_json())
+    else:
+        print(describe(record))
+    return 0 if record.correct else 1

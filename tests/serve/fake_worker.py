@@ -1,0 +1,59 @@
+"""A stand-in for `kernelbench_v3.serve.worker` that speaks its protocol without torch.
+
+What it does with a request is read from the request's `model` field: `sleep=S` (answer after
+S seconds), `hang` (never answer), `crash` (die by SIGKILL mid-request), `raise` (refuse it as a
+bad request); anything else answers at once. Every record names the worker's pid in `warnings`.
+"""
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import time
+
+from kernelbench_v3.evaluate import Record
+from kernelbench_v3.serve.protocol import Conn, PeerGone
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--device", required=True)
+    parser.add_argument("--name", default="fake")
+    args = parser.parse_args()
+    conn = Conn(socket.socket(fileno=args.fd))
+    try:
+        conn.send({"kind": "ready", "pid": os.getpid()})
+        while True:
+            message = conn.receive()
+            if message["kind"] == "stop":
+                return 0
+            conn.send({"kind": "started"})
+            request = message["request"]
+            what = request.get("model") or ""
+            if what.startswith("sleep="):
+                time.sleep(float(what.partition("=")[2]))
+            elif what == "hang":
+                time.sleep(3600)
+            elif what == "crash":
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif what == "raise":
+                conn.send({"kind": "error", "error": "refused by the fake worker"})
+                continue
+            record = Record(
+                model=what,
+                problem_id=request["problem_id"],
+                device=args.device,
+                correct=True,
+                status="correct",
+                solution_path=message.get("solution_path") or "<source>",
+                warnings=[f"pid={os.getpid()}", f"worker={args.name}", f"source={message.get('source')!r}"],
+            )
+            conn.send({"kind": "record", "record": record.to_dict()})
+    except PeerGone:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
