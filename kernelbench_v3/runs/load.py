@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 
 from ..catalog.problem import Problem, discover
+from ..vocab import SPLIT_OF_RUNS_GPU
+from .leaderboard import split_totals
 from .schema import (  # noqa: F401 - re-exported: the runs API in one place
     RECORD_MARKERS,
     RUNS_SCHEMA,
@@ -151,7 +153,7 @@ def load_runs(
     source: Path | str | pd.DataFrame | None = None,
     *,
     problems: Sequence[Problem] | Path | str | None = None,
-    solutions: bool | Path | str = False,
+    solutions: bool | Path | str | None = None,
     repo_id: str = HUB_REPO_ID,
     revision: str | None = None,
 ) -> pd.DataFrame:
@@ -160,7 +162,10 @@ def load_runs(
     `source`: a results.csv / Parquet / JSONL path, a folder holding one, a DataFrame, or None for
     the Hub. `problems`: the catalog used to map file names to problem ids (a list of Problem, a
     problems folder, or None for the bundled one). `solutions`: True to read sources from the
-    `solutions/` folder beside the table (or record `solution_path`s), or a folder path.
+    `solutions/` folder beside the table (or record `solution_path`s), or a folder path; None (the
+    default) reads them for a local source that has them (a `solutions/` folder beside the table,
+    or evaluator records), never from the Hub, so `flag_anomalies` sees what `kbv3 runs
+    anomalies --source PATH` sees.
 
     Returns one row per input row, in input order: the typed runs columns plus `split`,
     `category_hint`, `problem_file`, `problem_id`, `match` ("matched" or why not) and, with
@@ -172,6 +177,10 @@ def load_runs(
         path = _resolve_source(source, repo_id, revision, bool(solutions))
         raw, kind = read_runs_table(path)
         origin = str(path)
+    if solutions is None:
+        solutions = (
+            source is not None and path is not None and (kind == "records" or (path.parent / SOLUTIONS_DIR).is_dir())
+        )
     header = 1 if path is not None and path.suffix == ".csv" else 0
     runs = validate_runs(raw, origin=origin, records=kind == "records", header_lines=header)
     catalog = _catalog(problems)
@@ -305,24 +314,38 @@ def problem_table(problems: Iterable[Problem]) -> pd.DataFrame:
 def join_runs(
     runs: pd.DataFrame,
     problems: Iterable[Problem] | pd.DataFrame,
-    facts: pd.DataFrame | None = None,
+    facts: pd.DataFrame | None | str = "auto",
     *,
     warn: bool = True,
 ) -> pd.DataFrame:
     """Every run with its problem's columns beside it; unmatched runs are kept and reported.
 
-    `problems`: the catalog (list of Problem) or a `problem_table`. `facts`: an optional
-    per-problem table (e.g. `problem_facts.facts_table`) merged on `problem_id` as well. Rows
-    whose problem is unknown keep nulls in the problem columns, `matched` False and the reason
-    in `match`; a warning names how many and which.
+    `problems`: the catalog (list of Problem) or a `problem_table`. `facts`: a per-problem
+    table (e.g. `runs.facts.facts_table`) merged on `problem_id` as well; "auto" (the default)
+    takes the catalog's facts (`facts_table`: the shipped table, computed for a problem it does
+    not hold), None merges none. Rows whose problem is unknown keep nulls in the problem
+    columns, `matched` False and the reason in `match`; a warning names how many and which.
+
+    The frame carries `attrs["split_totals"]` (problems per split, from the catalog), so
+    `leaderboard`, `fast_p` and `flag_anomalies` on it give what `kbv3 runs` prints.
     """
     if isinstance(problems, pd.DataFrame):
         table = problems
+        totals = _totals_of_table(table)
+        if isinstance(facts, str):
+            facts = None  # no catalog to take facts from
     else:
         catalog = list(problems)
         table = problem_table(catalog)
+        totals = split_totals(catalog)
         if "match" not in runs.columns:
             runs = normalize_runs(runs, catalog)
+        if isinstance(facts, str):
+            if facts != "auto":
+                raise ValueError(f"facts must be a frame, None or 'auto', got {facts!r}")
+            from .facts import facts_table
+
+            facts = facts_table(catalog)
     if "match" not in runs.columns:
         raise ValueError("runs have no `match` column: load them with load_runs or normalize_runs first")
     joined = runs.merge(table, on="problem_id", how="left", sort=False, validate="many_to_one")
@@ -331,6 +354,7 @@ def join_runs(
     joined.index = runs.index
     joined["matched"] = joined["match"].eq("matched")
     joined.attrs.update(runs.attrs)
+    joined.attrs["split_totals"] = totals
     missing = unmatched(joined)
     joined.attrs["unmatched"] = len(missing)
     if warn and len(missing):
@@ -343,6 +367,13 @@ def join_runs(
             stacklevel=2,
         )
     return joined
+
+
+def _totals_of_table(table: pd.DataFrame) -> dict[str, int]:
+    splits = table["problem_gpus"].fillna("").str.split(",") if "problem_gpus" in table.columns else None
+    if splits is None:
+        return {}
+    return {gpu: int(splits.map(lambda s, split=split: split in s).sum()) for gpu, split in SPLIT_OF_RUNS_GPU.items()}
 
 
 class UnmatchedRunsWarning(UserWarning):
