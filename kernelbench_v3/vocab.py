@@ -52,7 +52,7 @@ EXECUTORS: tuple[Executor, ...] = get_args(Executor)
 # "failed": the solution did not run; "incomplete": a planned case never came back;
 # "error": the evaluator itself could not judge (bad problem, no reference, a crash of ours).
 Status = Literal["correct", "incorrect", "failed", "incomplete", "error"]
-CheckOutcome = Literal["pass", "fail", "skip"]
+CheckOutcome = Literal["pass", "fail", "skip", "not run"]
 BaselineType = Literal["eager", "compile"]
 TimingMethod = Literal["cuda_events", "cpu_wall_clock", ""]
 # The precision keys of the GPUs' peak tables (fp32 is plain FP32, tf32 the tensor-core mode).

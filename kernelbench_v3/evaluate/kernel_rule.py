@@ -169,8 +169,12 @@ def judge_kernel_evidence(
         facts.update(reference_compute_ops=sorted(shares), torch_share_of_main_work=round(share, 4))
         main = (
             share < MAIN_WORK_SHARE,
-            f"PyTorch ops {covered or 'none'} cover {share:.1%} of the reference's compute "
-            f"(less than {MAIN_WORK_SHARE:.0%} allowed)",
+            (
+                f"PyTorch ops {', '.join(covered)} cover {share:.1%} of the reference's compute"
+                if covered
+                else "no PyTorch op of the reference's compute was called"
+            )
+            + f" (under {MAIN_WORK_SHARE:.0%} allowed)",
         )
     bad_ops = forbidden_ops(ops)
     compiled = int(evidence.get("compiled_frames") or 0)

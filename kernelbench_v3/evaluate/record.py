@@ -11,7 +11,8 @@ thing there and here, so published runs and local evaluations feed the same anal
 - `ref_ms` is the baseline time (the faster of eager and torch.compile), so
   `speedup = ref_ms / sol_ms`; `speedup` is None unless the solution is correct and timed.
 
-Each check's outcome is in `checks` (name -> "pass" | "fail" | "skip") with a one-line reason in
+Each check's outcome is in `checks` (name -> "pass" | "fail" | "skip" | "not run": it depends
+on a check that failed first) with a one-line reason in
 `check_details`; `failed_check` names the first failing check. Changes to this schema are
 additive only: batch evaluation stores records and reads them back with `from_dict`.
 """
@@ -30,6 +31,7 @@ from ..vocab import RECORD_RUNS_COLUMNS, BaselineType, CheckOutcome, Device, Ker
 SCHEMA_VERSION = 2  # 2: trusted supervisor, sandbox, kernel rule from evidence
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
+NOT_RUN = "not run"  # a check that depends on one that failed first (e.g. stress after a wrong value)
 
 
 @dataclass
@@ -116,8 +118,8 @@ class Record:
 
     def check(self, name: str, outcome: CheckOutcome, detail: str = "") -> None:
         """Set one check's outcome; the first failure becomes `failed_check`."""
-        if outcome not in (PASS, FAIL, SKIP):
-            raise ValueError(f"check outcome must be pass/fail/skip, got {outcome!r}")
+        if outcome not in (PASS, FAIL, SKIP, NOT_RUN):
+            raise ValueError(f"check outcome must be pass/fail/skip/not run, got {outcome!r}")
         self.checks[name] = outcome
         if detail:
             self.check_details[name] = detail
