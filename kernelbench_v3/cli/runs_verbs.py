@@ -68,6 +68,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
             )
         print("\n== speedup distribution (correct runs) ==")
         print(dist.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        cpu = int((~joined["timing_meaningful"].astype(bool)).sum()) if "timing_meaningful" in joined.columns else 0
+        if cpu:
+            print(
+                f"\n{cpu} record(s) timed on the CPU: speedup n/a on CPU (interpreter timing tests the "
+                "machinery), so they count for correctness only"
+            )
     else:
         runs = flagged_runs(joined, flags)
         if args.json:

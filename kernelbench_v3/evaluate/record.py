@@ -9,7 +9,8 @@ thing there and here, so published runs and local evaluations feed the same anal
 - `compiled` is True when the solution imported, built and ran once without raising;
 - `correct` is True only when every correctness check passed;
 - `ref_ms` is the baseline time (the faster of eager and torch.compile), so
-  `speedup = ref_ms / sol_ms`; `speedup` is None unless the solution is correct and timed.
+  `speedup = ref_ms / sol_ms`; `speedup` is None unless the solution is correct and timed on a
+  GPU (`timing_meaningful`: a CPU time through the Triton interpreter is no performance figure).
 
 Each check's outcome is in `checks` (name -> "pass" | "fail" | "skip" | "not run": it depends
 on a check that failed first) with a one-line reason in
@@ -100,6 +101,10 @@ class Record:
     sol_wall_ms: float | None = None  # device-synchronized wall clock per call over the timed loop
     timing_flags: list[str] = field(default_factory=list)
     timing_details: dict[str, Any] = field(default_factory=dict)
+    # False where the time is no performance figure (CPU: the Triton interpreter's wall clock tests
+    # the machinery), and then `speedup` is None and `timing_note` says why; None when not timed.
+    timing_meaningful: bool | None = None
+    timing_note: str = ""
 
     # --- roofline ---
     sol_roofline_ms: float | None = None  # speed-of-light time on `gpu` for this problem

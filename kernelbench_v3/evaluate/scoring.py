@@ -23,6 +23,10 @@ from .request import EvalRequest
 from .verdict import SolutionFacts
 
 SMALL_KERNEL_MS = 0.05  # below this, separate evaluator runs of one solution disagree by over 1%
+CPU_TIMING_NOTE = (
+    "CPU timing through the Triton interpreter tests the machinery; it is no performance figure, "
+    "so there is no speedup (the ratio is in timing_details.cpu_time_ratio)"
+)
 
 
 def problem_speed_of_light_ms(problem_id: str, gpu: str, precision: str) -> float | None:
@@ -90,8 +94,15 @@ def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request
         if clock.SUPERVISOR_CLOCK in timing.flags:
             rec.timing_details["event_median_ms"] = rec.sol_ms
             rec.sol_ms = timing.details["scored_ms"]
+    if rec.timing_method:
+        rec.timing_meaningful = rec.timing_method == "cuda_events"
+        if not rec.timing_meaningful:
+            rec.timing_note = CPU_TIMING_NOTE
     if rec.correct and rec.sol_ms and rec.baseline_ms:
-        rec.speedup = rec.baseline_ms / rec.sol_ms
+        if rec.timing_meaningful:
+            rec.speedup = rec.baseline_ms / rec.sol_ms
+        else:
+            rec.timing_details["cpu_time_ratio"] = rec.baseline_ms / rec.sol_ms
     if rec.timing_method == "cuda_events" and rec.sol_ms and rec.sol_ms < SMALL_KERNEL_MS:
         rec.warnings.append(
             f"small_kernel_timing: {rec.sol_ms * 1e3:.1f} us; separate evaluator runs of kernels this small "

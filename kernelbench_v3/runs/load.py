@@ -185,6 +185,8 @@ def load_runs(
     runs = validate_runs(raw, origin=origin, records=kind == "records", header_lines=header)
     catalog = _catalog(problems)
     runs = normalize_runs(runs, catalog)
+    if kind == "records":
+        runs = _drop_cpu_speedups(runs)
     if solutions:
         folder = (
             Path(solutions)
@@ -194,6 +196,21 @@ def load_runs(
         runs = attach_solutions(runs, folder)
     runs.attrs["source"] = origin
     runs.attrs["kind"] = kind
+    return runs
+
+
+def _drop_cpu_speedups(runs: pd.DataFrame) -> pd.DataFrame:
+    """Records timed on the CPU (the Triton interpreter) carry no speedup: that time tests the
+    machinery, it is no performance figure. Older records that still hold one lose it here;
+    `timing_meaningful` says which rows were timed on a GPU."""
+    method = runs["timing_method"] if "timing_method" in runs.columns else pd.Series("", index=runs.index)
+    device = runs["device"] if "device" in runs.columns else pd.Series("", index=runs.index)
+    meaningful = method.eq("cuda_events") | (method.fillna("").eq("") & device.ne("cpu"))
+    if "timing_meaningful" in runs.columns:
+        meaningful &= runs["timing_meaningful"].map(lambda v: v is not False)
+    runs = runs.copy()
+    runs["timing_meaningful"] = meaningful.astype(bool)
+    runs.loc[~runs["timing_meaningful"], "speedup"] = np.nan
     return runs
 
 

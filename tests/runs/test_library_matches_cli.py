@@ -46,3 +46,16 @@ def test_flag_anomalies_of_join_runs_matches_the_cli(joined, capsys):
     cli = _cli_json(capsys, "anomalies")["flags"]
     assert sorted((f["run"], f["flag"]) for f in cli) == sorted(zip(flags["run"], flags["flag"]))
     assert {"no_custom_kernel", "lower_precision", "near_identity"} <= set(flags["flag"])
+
+
+def test_a_cpu_timed_record_is_no_speedup_on_the_leaderboard(capsys):
+    record = RUNS_FIXTURES / "eval_record.json"  # a CPU record of an older evaluator, speedup 0.0002
+    runs = load_runs(record)
+    assert not runs.loc[0, "timing_meaningful"] and runs["speedup"].isna().all()
+    board = leaderboard(join_runs(runs))
+    assert board.loc[0, "correct"] == 1 and board["geomean_speedup"].isna().all()
+    capsys.readouterr()
+    assert main(["runs", "summary", "--source", str(record)]) == 0
+    out = capsys.readouterr().out
+    assert "speedup n/a on CPU (interpreter timing tests the machinery)" in out
+    assert "0.000224" not in out
