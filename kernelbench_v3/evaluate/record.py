@@ -5,7 +5,8 @@ compiled, correct, speedup, ref_ms, sol_ms, op_type, baseline_type, precision_us
 thing there and here, so published runs and local evaluations feed the same analysis:
 
 - `problem` is the file name with `.py` (as in the runs dataset); `problem_id` is our catalog id;
-- `gpu` is the split / runs-dataset GPU name in upper case (`H100`), `device` the torch device;
+- `gpu` is the split the result is reported for, as the runs dataset spells it (`H100`), `device`
+  the torch device and `ran_on` the device the evaluation really ran on (`NVIDIA H200`, `cpu:...`);
 - `compiled` is True when the solution imported, built and ran once without raising;
 - `correct` is True only when every correctness check passed;
 - `ref_ms` is the baseline time (the faster of eager and torch.compile), so
@@ -60,6 +61,7 @@ class Record:
     solution_sha256: str = ""
     solution_class: str = ""  # "Model" or "ModelNew"
     device: Device | Literal[""] = ""
+    ran_on: str = ""  # the GPU (or CPU) the evaluation ran on; `gpu` is the split reported for
     sizes: dict[str, Any] = field(default_factory=dict)  # the size overrides actually used
     sizes_note: str = ""  # e.g. why reduced sizes were used
 

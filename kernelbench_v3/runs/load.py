@@ -133,9 +133,11 @@ def _resolve_source(source: Path | str | None, repo_id: str, revision: str | Non
         if not path.exists():
             raise RunsSourceError(f"runs source {path} does not exist")
         return path
+    why = hub_unreachable()
+    if why:
+        raise RunsSourceError(f"cannot fetch {RESULTS_FILE} of the Hub dataset {repo_id}: {why}; {offline_hint()}")
     try:
-        from huggingface_hub import hf_hub_download, snapshot_download
-
+        hf_hub_download, snapshot_download = import_hub()
         if solutions:
             folder = snapshot_download(
                 repo_id, repo_type="dataset", revision=revision, allow_patterns=[RESULTS_FILE, f"{SOLUTIONS_DIR}/*"]
@@ -145,8 +147,61 @@ def _resolve_source(source: Path | str | None, repo_id: str, revision: str | Non
     except Exception as exc:
         raise RunsSourceError(
             f"could not fetch {RESULTS_FILE} of the Hub dataset {repo_id} ({type(exc).__name__}: {exc}); "
-            "offline, pass a local path to results.csv or its folder instead"
+            f"{offline_hint()}"
         ) from exc
+
+
+# A small published-schema runs table the checkout ships (tests/fixtures): what to try offline.
+SHIPPED_FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "runs" / "published_schema_fixture"
+HUB_PROBE_S = 3.0  # how long to wait for a connection to the Hub before saying it is unreachable
+
+
+def import_hub():
+    """`hf_hub_download, snapshot_download`, imported without tqdm's notebook warning: in Jupyter
+    without ipywidgets `tqdm.auto` warns "IProgress not found" and falls back to the plain bar,
+    which is what the download shows anyway."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        from huggingface_hub import hf_hub_download, snapshot_download
+    return hf_hub_download, snapshot_download
+
+
+def offline_hint() -> str:
+    """How to run without the Hub: a local results.csv, and the fixture the checkout ships."""
+    hint = "pass --source PATH (load_runs(PATH)): a local results.csv, its folder, or eval-batch records"
+    if (SHIPPED_FIXTURE / RESULTS_FILE).is_file():
+        hint += f" (the checkout ships a small one: --source {SHIPPED_FIXTURE})"
+    return hint
+
+
+def hub_unreachable() -> str:
+    """Why the Hub cannot be used right now ("" when it may be): HF_HUB_OFFLINE is set, or no
+    connection to its host within HUB_PROBE_S (so an offline machine fails at once, not after
+    the client's retries)."""
+    import os
+    import threading
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    url = urlparse(endpoint)
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme != "http" else 80)
+    outcome: list[str] = []
+
+    def probe() -> None:
+        import socket
+
+        try:
+            socket.create_connection((host, port), timeout=HUB_PROBE_S).close()
+            outcome.append("")
+        except OSError as exc:
+            outcome.append(f"{host} cannot be reached ({exc.strerror or exc})")
+
+    thread = threading.Thread(target=probe, daemon=True)  # name resolution has no timeout of its own
+    thread.start()
+    thread.join(HUB_PROBE_S + 1.0)
+    return outcome[0] if outcome else f"{host} did not answer within {HUB_PROBE_S:g} s"
 
 
 def load_runs(
