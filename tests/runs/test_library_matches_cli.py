@@ -59,3 +59,4 @@ def test_a_cpu_timed_record_is_no_speedup_on_the_leaderboard(capsys):
     out = capsys.readouterr().out
     assert "speedup n/a on CPU (interpreter timing tests the machinery)" in out
     assert "0.000224" not in out
+    assert board["mean_sol_fraction"].isna().all()  # a CPU time reaches no fraction of a GPU's speed of light
