@@ -124,8 +124,9 @@ def _first(text: str | None) -> str:
 
 
 @contextmanager
-def _heartbeat(what: str, say: Callable[[str], None], every: float = HEARTBEAT_S) -> Iterator[None]:
-    """Say that `what` is still running every `every` seconds until the block ends."""
+def _heartbeat(what: str, say: Callable[[str], None], every: float | None = None) -> Iterator[None]:
+    """Say that `what` is still running every `every` seconds (HEARTBEAT_S) until the block ends."""
+    every = HEARTBEAT_S if every is None else every
     done = threading.Event()
     started = time.monotonic()
 
