@@ -52,7 +52,7 @@ EXECUTORS: tuple[Executor, ...] = get_args(Executor)
 # "failed": the solution did not run; "incomplete": a planned case never came back;
 # "error": the evaluator itself could not judge (bad problem, no reference, a crash of ours).
 Status = Literal["correct", "incorrect", "failed", "incomplete", "error"]
-CheckOutcome = Literal["pass", "fail", "skip"]
+CheckOutcome = Literal["pass", "fail", "skip", "not run"]
 BaselineType = Literal["eager", "compile"]
 TimingMethod = Literal[
     "supervisor_windows_cuda_graphs", "supervisor_windows_eager", "supervisor_windows_cpu", "cuda_events", "cpu_wall_clock", ""

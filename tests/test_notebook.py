@@ -81,3 +81,24 @@ def test_notebook_executes_and_draws(tmp_path, monkeypatch):
     html = "\n".join(str(o.get("data", {}).get("text/html", "")) for o in outputs)
     assert "fast_1.5" in html and "median_sol_fraction" in html  # the leaderboard's new columns
     assert "99_Unknown_problem.py" in text  # unmatched runs shown, not dropped
+    assert "TqdmWarning" not in text and "Warning:" not in text, text  # nothing a reader must ignore
+
+
+@pytest.mark.slow
+def test_the_hub_client_is_imported_without_a_tqdm_warning_in_a_notebook(tmp_path):
+    """In Jupyter without ipywidgets, importing huggingface_hub (tqdm.auto) warns
+    "TqdmWarning: IProgress not found"; the runs loader imports it without that noise."""
+    if not _kernel_name():
+        pytest.skip("no python3 kernel for this interpreter")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell(
+            f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+            "from kernelbench_v3.runs.load import import_hub\n"
+            "import_hub(); print('imported')"
+        )
+    ]
+    client = nbclient.NotebookClient(notebook, kernel_name="python3", timeout=120)
+    client.execute()
+    text = "\n".join(str(o.get("text", "")) for o in notebook.cells[0].outputs)
+    assert "imported" in text and "TqdmWarning" not in text, text

@@ -66,13 +66,7 @@ class Journal:
     def open(self) -> list[dict[str, Any]]:
         """Lock, check or write the header, repair a torn tail; return the records so far."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = open(self.path.with_name(self.path.name + ".lock"), "a")
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock.close()
-            self._lock = None
-            raise JournalError(f"journal {self.path} is in use by another running batch") from None
+        self._take_lock()
         try:
             header, records, good_bytes = read_journal(self.path)
         except JournalError:
@@ -98,6 +92,30 @@ class Journal:
         self.existing = records
         return records
 
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    def _take_lock(self) -> None:
+        """Lock `<journal>.lock`, a file that exists only while a batch holds it: `close` removes
+        it, so a lock taken on a file another batch has just removed is given up and taken again."""
+        for _ in range(10):
+            lock = open(self.lock_path, "a")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                raise JournalError(f"journal {self.path} is in use by another running batch") from None
+            try:
+                same = os.stat(self.lock_path).st_ino == os.fstat(lock.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._lock = lock
+                return
+            lock.close()  # removed by the batch that held it before: lock the new file instead
+        raise JournalError(f"journal {self.path}: could not take its lock {self.lock_path}")
+
     def append(self, record: dict[str, Any]) -> None:
         if self._file is None:
             raise RuntimeError("journal is not open")
@@ -113,6 +131,10 @@ class Journal:
             self._file.close()
             self._file = None
         if self._lock is not None:
+            try:
+                os.unlink(self.lock_path)  # while still held: no one can be left locking a removed file
+            except OSError:
+                pass
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
             self._lock = None

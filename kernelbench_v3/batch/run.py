@@ -46,6 +46,10 @@ class BatchError(ValueError):
     """A batch that cannot start: bad solutions folder, foreign journal, busy journal."""
 
 
+class UnknownSolutionError(BatchError):
+    """Solution files that name no known problem (a typo): a usage error, as in `kbv3 eval`."""
+
+
 def split_gpu(split: str) -> str:
     """The runs-dataset GPU name of a split: `h100` -> `H100`."""
     if split not in SPLITS:
@@ -118,14 +122,16 @@ def discover_solutions(
             continue
         problem_id = f"{path.parent.name}/{path.stem}"
         if problem_id not in order:
-            errors.append(f"{path}: no problem {problem_id!r} in the catalog")
+            errors.append(f"{path}: no problem {problem_id!r} in the catalog{_did_you_mean(problem_id, order)}")
         elif problem_id not in in_split:
             skipped.append(Skipped(str(path), f"{problem_id} is not in split {split}"))
         else:
             items.append(BatchItem(layout_model, gpu, problem_id, str(path), sha256_file(path)))
 
+    if len(errors) == 1:
+        raise UnknownSolutionError(f"solution file {errors[0]}")
     if errors:
-        raise BatchError(
+        raise UnknownSolutionError(
             f"{len(errors)} solution file(s) under {folder} name no known problem:\n"
             + "\n".join(f"  - {e}" for e in errors)
         )
@@ -153,11 +159,20 @@ def parse_runs_name(name: str, by_file: dict[str, list[Problem]], in_split: set[
         return str(exc)
     candidates = by_file.get(file_name, [])
     if not candidates:
-        return f"names no known problem file ({file_name!r} is not in the catalog)"
+        stems = {f.removesuffix(".py"): f for f in by_file}
+        near = _did_you_mean(file_name.removesuffix(".py"), stems)
+        return f"names no known problem file ({file_name!r} is not in the catalog){near}"
     preferred = [p for p in candidates if p.problem_id in in_split] or candidates
     if len(preferred) > 1:
         return f"problem file {file_name} is ambiguous ({', '.join(p.problem_id for p in preferred)})"
     return model, gpu, preferred[0].problem_id
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    from ..catalog.problem import suggest_ids
+
+    near = suggest_ids(name, known)
+    return f"; did you mean {' or '.join(near)}?" if near else ""
 
 
 # ----------------------------------------------------------------------------- output
@@ -316,6 +331,17 @@ def run_batch(
     )
 
 
+def failure_line(record: dict[str, Any]) -> str:
+    """`level1/23_Softmax (model): incorrect, failed check correctness: <first line of the reason>`."""
+    reason = str(record.get("error") or "").strip().splitlines()
+    check = record.get("failed_check")
+    return (
+        f"{record.get('problem_id')} ({record.get('model') or '-'}): {record.get('status')}"
+        + (f", failed check {check}" if check else "")
+        + (f": {reason[0][:200]}" if reason else "")
+    )
+
+
 def describe_batch(result: BatchResult) -> str:
     """A short human summary of a finished batch."""
     counts = result.counts()
@@ -326,6 +352,9 @@ def describe_batch(result: BatchResult) -> str:
     ]
     if result.throughput is not None and result.throughput.evaluations:
         lines.append(result.throughput.line())
+    for record in result.records:  # each failure on one line: which one, and why
+        if record.get("status") != "correct":
+            lines.append("  " + failure_line(record))
     if result.skipped:
         reasons = Counter(s.reason for s in result.skipped)
         lines.append(

@@ -93,16 +93,20 @@ def gpu_indices(text: str) -> tuple[int, ...]:
     return tuple(values)
 
 
-def gpu_name(text: str) -> str:
-    """A GPU name `kernelbench_v3.hardware.gpus` knows -> its key (`H100` -> `h100`)."""
-    from ..hardware.gpus import GPUS, get_gpu
+def split_name(text: str) -> str:
+    """The split a result is reported for (`H100`, `h100` -> `h100`; `RTX 3090` -> `rtx3090`).
 
-    try:
-        return get_gpu(text).key
-    except KeyError:
+    `--gpu` names a split, as `--split` does in every other verb; the GPU an evaluation ran on
+    is recorded on its own (`Record.ran_on`)."""
+    from ..vocab import SPLITS, split_of
+
+    split = split_of(text) if text.strip() else None
+    if split is None:
         raise argparse.ArgumentTypeError(
-            f"unknown GPU {text!r}; choose one of {', '.join(GPUS)} (the splits are rtx3090, h100, b200)"
-        ) from None
+            f"{text!r} is not a split; --gpu names the split the result is reported for: "
+            f"{', '.join(SPLITS)} (the GPU it runs on is recorded separately, as ran_on)"
+        )
+    return split
 
 
 def sizes_text(text: str) -> dict[str, Any]:

@@ -19,10 +19,10 @@ from .args import (
     check_writable_parent,
     default_device,
     gpu_indices,
-    gpu_name,
     positive_int,
     problems_dir,
     sizes_text,
+    split_name,
 )
 from .options import add_eval_options, eval_options_from
 
@@ -41,9 +41,9 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--gpu",
         default="h100",
-        type=gpu_name,
-        help="GPU the result is reported for (speed of light): rtx3090, h100, b200, "
-        "h200; the problem must be in that split",
+        type=split_name,
+        help="the split the result is reported for (its GPU's speed of light): rtx3090, h100 or b200; "
+        "the problem must be in it. The GPU the evaluation runs on is recorded separately (ran_on)",
     )
     p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
     p.add_argument(
@@ -133,7 +133,7 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
 def cmd_eval_batch(args: argparse.Namespace) -> int:
     import signal
 
-    from ..batch.run import BatchError, BatchSettings, describe_batch, run_batch
+    from ..batch.run import BatchError, BatchSettings, UnknownSolutionError, describe_batch, run_batch
 
     # Every check before anything is created: a refused command leaves no Parquet or journal.
     if not args.solutions.is_dir():
@@ -171,6 +171,8 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
             retry_errors=args.retry_errors,
             progress=not args.no_progress,
         )
+    except UnknownSolutionError as exc:  # a mistyped file name: usage, as an unknown --problem of `eval`
+        raise CliError(str(exc)) from None
     except BatchError as exc:
         print(f"kbv3 eval-batch: {exc}", file=sys.stderr)
         return 1

@@ -36,6 +36,7 @@ VERBS = [
     problem_verbs.add_build,
     problem_verbs.add_demo,
     runs_verbs.add_runs,
+    runs_verbs.add_report,
 ]
 
 

@@ -68,6 +68,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
             )
         print("\n== speedup distribution (correct runs) ==")
         print(dist.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        cpu = int((~joined["timing_meaningful"].astype(bool)).sum()) if "timing_meaningful" in joined.columns else 0
+        if cpu:
+            print(
+                f"\n{cpu} record(s) timed on the CPU: speedup n/a on CPU (interpreter timing tests the "
+                "machinery), so they count for correctness only"
+            )
     else:
         runs = flagged_runs(joined, flags)
         if args.json:
@@ -94,6 +100,44 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if len(missing):
         print(f"\n{len(missing)} run(s) match no catalog problem (kept, with null problem columns):")
         print(missing.to_string(index=False))
+    return 0
+
+
+def add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="evaluator records as a table: problem, status, failed check and reason, time, speedup, SOL",
+        description="Print RESULTS (eval-batch Parquet or JSONL, the demo's records.jsonl, or one "
+        "`kbv3 eval --json` object) as a per-problem table: problem, status, the failed check and its "
+        "reason, the scored time, the speedup and the fraction of the speed of light reached. "
+        "--html OUT also writes a self-contained page of the table with the leaderboard and its figures.",
+    )
+    p.add_argument("results", type=Path, help="records file: .parquet, .jsonl or .json")
+    p.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML page to OUT")
+    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..runs.load import RunsSchemaError, RunsSourceError
+    from ..runs.report import html_page, load_report, report_table, terminal_text
+    from .args import check_writable_parent
+
+    if not args.results.is_file():
+        raise CliError(f"results file {args.results} does not exist (give eval-batch's --out, or a records .jsonl)")
+    if args.html is not None:
+        check_writable_parent(args.html, "--html")
+    try:
+        runs, joined = load_report(args.results, args.problems)
+    except RunsSourceError as exc:
+        raise CliError(str(exc)) from None
+    except RunsSchemaError as exc:
+        print(f"kbv3 report: {exc}", file=sys.stderr)
+        return 1
+    print(terminal_text(report_table(runs)))
+    if args.html is not None:
+        args.html.write_text(html_page(runs, joined, title=f"kbv3 report: {args.results.name}"), encoding="utf-8")
+        print(f"wrote {args.html}")
     return 0
 
 

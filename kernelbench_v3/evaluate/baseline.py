@@ -8,6 +8,10 @@ neither recompiles nor re-times the reference. Timing runs in a child process (`
 Failures are cached too (the entry has `failed: true` and the `error`), so a problem whose
 reference crashes or times out under timing costs its timeout once, not once per solution.
 `get_baseline(..., retry_failed=True)` or `KBV3_RETRY_FAILED_BASELINE=1` times it again.
+
+A CPU baseline (the Triton interpreter's machinery, no performance figure) is keyed by its
+environment as well (interpreter prefix, host, CPU count, triton version) and re-timed once it
+is older than CPU_MAX_AGE_S, so one noisy figure is never reused across environments or forever.
 """
 
 from __future__ import annotations
@@ -29,6 +33,21 @@ from ..paths import cache_root, write_atomically
 TIMING_VERSION = 4
 CUDA_REGION_BYTES = 12 << 30  # the baseline's timing region, at most
 RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
+CPU_MAX_AGE_S = 24 * 3600.0  # a cached CPU baseline older than this is timed again
+
+
+def cpu_environment() -> str:
+    """What a CPU timing depends on beyond the CPU's name: the environment it ran in."""
+    import platform
+    import sys
+
+    try:
+        from importlib.metadata import version
+
+        triton = version("triton")
+    except Exception:  # noqa: BLE001 - triton absent or not installed as a distribution
+        triton = "none"
+    return f"{sys.prefix}|{platform.node()}|{os.cpu_count()}|triton {triton}"
 
 
 def default_cache_dir() -> Path:
@@ -216,13 +235,18 @@ def get_baseline(
     from .isolate import run_child
 
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    on_cpu = spec.get("device") == "cpu"
     key = cache_key(
         problem_sha256,
         spec["sizes"],
-        device_name + ("" if spec.get("compile", True) else ":eager-only"),
+        device_name
+        + ("" if spec.get("compile", True) else ":eager-only")
+        + (f"|{cpu_environment()}" if on_cpu else ""),
         torch.__version__,
     )
     hit = load_cached(cache, key)
+    if hit is not None and on_cpu and not time.time() - float(hit.get("stored_at") or 0) < CPU_MAX_AGE_S:
+        hit = None  # a CPU figure is re-timed rather than kept forever
     if hit is not None and not (hit.get("failed") and (retry_failed or retry_failed_from_env())):
         return {**hit, "cached": True}
     with tempfile.TemporaryDirectory(prefix="kbv3-baseline-") as tmp:
@@ -237,10 +261,11 @@ def get_baseline(
             "key": key,
             "device_name": device_name,
             "torch": torch.__version__,
+            "stored_at": time.time(),
         }
         store_cached(cache, key, failure)
         return {**failure, "cached": False}
     entry = baseline_entry(result)
-    entry.update(key=key, device_name=device_name, torch=torch.__version__)
+    entry.update(key=key, device_name=device_name, torch=torch.__version__, stored_at=time.time())
     store_cached(cache, key, entry)
     return {**entry, "cached": False}

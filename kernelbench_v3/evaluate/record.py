@@ -5,13 +5,16 @@ compiled, correct, speedup, ref_ms, sol_ms, op_type, baseline_type, precision_us
 thing there and here, so published runs and local evaluations feed the same analysis:
 
 - `problem` is the file name with `.py` (as in the runs dataset); `problem_id` is our catalog id;
-- `gpu` is the split / runs-dataset GPU name in upper case (`H100`), `device` the torch device;
+- `gpu` is the split the result is reported for, as the runs dataset spells it (`H100`), `device`
+  the torch device and `ran_on` the device the evaluation really ran on (`NVIDIA H200`, `cpu:...`);
 - `compiled` is True when the solution imported, built and ran once without raising;
 - `correct` is True only when every correctness check passed;
 - `ref_ms` is the baseline time (the faster of eager and torch.compile), so
-  `speedup = ref_ms / sol_ms`; `speedup` is None unless the solution is correct and timed.
+  `speedup = ref_ms / sol_ms`; `speedup` is None unless the solution is correct and timed on a
+  GPU (`timing_meaningful`: a CPU time through the Triton interpreter is no performance figure).
 
-Each check's outcome is in `checks` (name -> "pass" | "fail" | "skip") with a one-line reason in
+Each check's outcome is in `checks` (name -> "pass" | "fail" | "skip" | "not run": it depends
+on a check that failed first) with a one-line reason in
 `check_details`; `failed_check` names the first failing check. Changes to this schema are
 additive only: batch evaluation stores records and reads them back with `from_dict`.
 """
@@ -30,6 +33,7 @@ from ..vocab import RECORD_RUNS_COLUMNS, BaselineType, CheckOutcome, Device, Ker
 SCHEMA_VERSION = 2  # 2: trusted supervisor, sandbox, kernel rule from evidence
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
+NOT_RUN = "not run"  # a check that depends on one that failed first (e.g. stress after a wrong value)
 
 
 @dataclass
@@ -57,6 +61,7 @@ class Record:
     solution_sha256: str = ""
     solution_class: str = ""  # "Model" or "ModelNew"
     device: Device | Literal[""] = ""
+    ran_on: str = ""  # the GPU (or CPU) the evaluation ran on; `gpu` is the split reported for
     sizes: dict[str, Any] = field(default_factory=dict)  # the size overrides actually used
     sizes_note: str = ""  # e.g. why reduced sizes were used
 
@@ -100,6 +105,10 @@ class Record:
     sol_wall_ms: float | None = None  # device-synchronized wall clock per call over the timed loop
     timing_flags: list[str] = field(default_factory=list)
     timing_details: dict[str, Any] = field(default_factory=dict)
+    # False where the time is no performance figure (CPU: the Triton interpreter's wall clock tests
+    # the machinery), and then `speedup` is None and `timing_note` says why; None when not timed.
+    timing_meaningful: bool | None = None
+    timing_note: str = ""
 
     # --- roofline ---
     sol_roofline_ms: float | None = None  # speed-of-light time on `gpu` for this problem
@@ -118,8 +127,8 @@ class Record:
 
     def check(self, name: str, outcome: CheckOutcome, detail: str = "") -> None:
         """Set one check's outcome; the first failure becomes `failed_check`."""
-        if outcome not in (PASS, FAIL, SKIP):
-            raise ValueError(f"check outcome must be pass/fail/skip, got {outcome!r}")
+        if outcome not in (PASS, FAIL, SKIP, NOT_RUN):
+            raise ValueError(f"check outcome must be pass/fail/skip/not run, got {outcome!r}")
         self.checks[name] = outcome
         if detail:
             self.check_details[name] = detail

@@ -9,6 +9,18 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g} ms"
 
 
+CPU_SPEEDUP = "n/a on CPU (interpreter timing tests the machinery)"
+
+
+def speedup_text(record: Record) -> str:
+    """The speedup as a user should read it: `1.23x`, `n/a on CPU (...)`, or `-`."""
+    if record.speedup is not None:
+        return f"{record.speedup:.3f}x"
+    if record.timing_meaningful is False or (record.timing_meaningful is None and record.device == "cpu"):
+        return CPU_SPEEDUP
+    return "-"
+
+
 def describe(record: Record) -> str:
     lines = [
         f"{record.problem_id}  <-  {record.solution_path}",
@@ -55,6 +67,8 @@ def describe(record: Record) -> str:
         )
     if record.speedup is not None:
         lines.append(f"speedup: {record.speedup:.3f}x")
+    elif record.timing_meaningful is False:
+        lines.append(f"speedup: {speedup_text(record)}")
     if record.sol_fraction is not None:
         lines.append(f"speed of light: {_ms(record.sol_roofline_ms)} ({record.sol_fraction:.1%} of it reached)")
     return "\n".join(lines)

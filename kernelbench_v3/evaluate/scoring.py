@@ -21,6 +21,10 @@ from .request import DEFAULT_TIMEOUT_S, EvalRequest
 from .verdict import SolutionFacts
 
 SMALL_KERNEL_MS = 0.05  # below this, separate evaluator runs of one solution disagree by over 1%
+CPU_TIMING_NOTE = (
+    "CPU timing through the Triton interpreter tests the machinery; it is no performance figure, "
+    "so there is no speedup (the ratio is in timing_details.cpu_time_ratio)"
+)
 
 
 def problem_speed_of_light_ms(problem_id: str, gpu: str, precision: str) -> float | None:
@@ -85,9 +89,16 @@ def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request
         rec.timing_flags.extend(timing.flags)
         rec.timing_details.update(timing.details)
         rec.event_ms = timing.details.get("event_ms_per_call")
+    if rec.timing_method:
+        rec.timing_meaningful = rec.timing_method.startswith("supervisor_windows_cuda") or rec.timing_method == "supervisor_windows_eager"
+        if not rec.timing_meaningful:
+            rec.timing_note = CPU_TIMING_NOTE
     if rec.correct and rec.sol_ms and rec.baseline_ms:
-        rec.speedup = rec.baseline_ms / rec.sol_ms
-    if rec.timing_method.startswith("supervisor_windows_cuda") and rec.sol_ms and rec.sol_ms < SMALL_KERNEL_MS:
+        if rec.timing_meaningful:
+            rec.speedup = rec.baseline_ms / rec.sol_ms
+        else:
+            rec.timing_details["cpu_time_ratio"] = rec.baseline_ms / rec.sol_ms
+    if rec.timing_meaningful and rec.sol_ms and rec.sol_ms < SMALL_KERNEL_MS:
         rec.warnings.append(
             f"small_kernel_timing: {rec.sol_ms * 1e3:.1f} us; separate evaluator runs of kernels this small "
             "can differ by more than 1% (docs/timing.md), so compare such speedups with a few percent of margin"

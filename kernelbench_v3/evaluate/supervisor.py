@@ -30,7 +30,7 @@ from ..vocab import runs_gpu_name
 from . import clock, cuda_ipc, warm_references
 from .cases import CORRECTNESS, RECOMPUTE, plan_cases
 from .channel import ALIGN, Arena, Layout, Link, TensorRef, round_up, tensor_nbytes
-from .fingerprint import software
+from .fingerprint import device_name, software
 from .messages import Capture, Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
 from .record import SCHEMA_VERSION, Record
 from .reference import ReferenceRun, compute, expected_for
@@ -91,6 +91,7 @@ def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -
         solution_path=str(solution),
         solution_sha256=hashlib.sha256(solution_bytes).hexdigest(),
         device=request.device,
+        ran_on=device_name(request.device),
         seeds=list(request.seeds),
         tolerance_mode=request.tolerance,
         custom_kernel_required=request.require_custom_kernel,

@@ -17,7 +17,7 @@ from . import kernel_rule
 from .cases import INPUT_REUSE, STRESS
 from .checks import calibrate_strict, compare_case, merge, ordered_outcomes, tolerance_for
 from .clock import TimingOutcome
-from .record import FAIL, PASS, SKIP, Record
+from .record import FAIL, NOT_RUN, PASS, SKIP, Record
 from .reference import ReferenceRun
 from .session import CaseResult, SessionLost
 
@@ -41,7 +41,10 @@ class SolutionFacts:
 
 def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, scan: Any | None) -> None:
     out: dict[str, tuple[str, str]] = {}
-    if scan is not None:
+    if scan is not None and not scan.parsed and facts.failed_stage == "import":
+        # Source that does not parse is an import failure (Python's message and line are in it).
+        out["source_scan"] = (SKIP, "the source does not parse: see the import check")
+    elif scan is not None:
         out["source_scan"] = (PASS, "") if scan.ok else (FAIL, scan.summary())
     elif not request.scan_source:
         out["source_scan"] = (SKIP, "turned off by request")
@@ -91,6 +94,7 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
             if t.failures
             else f"{t.verified} randomly chosen timed outputs match the reference",
         )
+    _mark_dependent_not_run(out)
     for name, outcome, detail in ordered_outcomes(out):
         rec.check(name, outcome, detail)
     failed = [n for n, (o, _) in out.items() if o == FAIL]
@@ -104,6 +108,21 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
         rec.status = "failed" if not rec.compiled else "incorrect"
         rec.correct = False
         rec.error = rec.check_details.get(rec.failed_check or "", facts.error or "incomplete evaluation")[:2000]
+
+
+# Checks that compare values on further inputs: once the basic cases give a wrong value they
+# add nothing, so they read `not run` (the failure that decided the verdict is the first one).
+BASIC_VALUE_CHECKS = ("output_shape", "output_dtype", "finite", "correctness")
+DEPENDENT_VALUE_CHECKS = ("stress", "other_shape", "recompute", "input_reuse", "precision", "timed_outputs")
+
+
+def _mark_dependent_not_run(out: dict[str, tuple[str, str]]) -> None:
+    first = next((n for n in BASIC_VALUE_CHECKS if out.get(n, ("",))[0] == FAIL), None)
+    if first is None:
+        return
+    for name in DEPENDENT_VALUE_CHECKS:
+        if name in out and out[name][0] in (PASS, FAIL):
+            out[name] = (NOT_RUN, f"not judged: {first} failed first")
 
 
 def _judge_global_state(out: dict[str, tuple[str, str]], facts: SolutionFacts) -> None:

@@ -88,6 +88,8 @@ def leaderboard(joined: pd.DataFrame, problems: Iterable[Problem] | None = None)
         frame["_sol_fraction"] = frame["sol_light_ms"] / frame["sol_ms"]
     else:
         frame["_sol_fraction"] = np.nan
+    if "timing_meaningful" in frame.columns:  # a CPU time (Triton interpreter) reaches no speed of light
+        frame.loc[~frame["timing_meaningful"].fillna(True).astype(bool), "_sol_fraction"] = np.nan
     fast_columns = [fast_p_column(p) for p in FAST_P]
     rows = []
     for (gpu, model), group in frame.groupby(["gpu", "model"], sort=False):

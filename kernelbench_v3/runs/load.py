@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 
 from ..catalog.problem import Problem, discover
+from ..vocab import SPLIT_OF_RUNS_GPU
+from .leaderboard import split_totals
 from .schema import (  # noqa: F401 - re-exported: the runs API in one place
     RECORD_MARKERS,
     RUNS_SCHEMA,
@@ -131,9 +133,11 @@ def _resolve_source(source: Path | str | None, repo_id: str, revision: str | Non
         if not path.exists():
             raise RunsSourceError(f"runs source {path} does not exist")
         return path
+    why = hub_unreachable()
+    if why:
+        raise RunsSourceError(f"cannot fetch {RESULTS_FILE} of the Hub dataset {repo_id}: {why}; {offline_hint()}")
     try:
-        from huggingface_hub import hf_hub_download, snapshot_download
-
+        hf_hub_download, snapshot_download = import_hub()
         if solutions:
             folder = snapshot_download(
                 repo_id, repo_type="dataset", revision=revision, allow_patterns=[RESULTS_FILE, f"{SOLUTIONS_DIR}/*"]
@@ -143,15 +147,68 @@ def _resolve_source(source: Path | str | None, repo_id: str, revision: str | Non
     except Exception as exc:
         raise RunsSourceError(
             f"could not fetch {RESULTS_FILE} of the Hub dataset {repo_id} ({type(exc).__name__}: {exc}); "
-            "offline, pass a local path to results.csv or its folder instead"
+            f"{offline_hint()}"
         ) from exc
+
+
+# A small published-schema runs table the checkout ships (tests/fixtures): what to try offline.
+SHIPPED_FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "runs" / "published_schema_fixture"
+HUB_PROBE_S = 3.0  # how long to wait for a connection to the Hub before saying it is unreachable
+
+
+def import_hub():
+    """`hf_hub_download, snapshot_download`, imported without tqdm's notebook warning: in Jupyter
+    without ipywidgets `tqdm.auto` warns "IProgress not found" and falls back to the plain bar,
+    which is what the download shows anyway."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        from huggingface_hub import hf_hub_download, snapshot_download
+    return hf_hub_download, snapshot_download
+
+
+def offline_hint() -> str:
+    """How to run without the Hub: a local results.csv, and the fixture the checkout ships."""
+    hint = "pass --source PATH (load_runs(PATH)): a local results.csv, its folder, or eval-batch records"
+    if (SHIPPED_FIXTURE / RESULTS_FILE).is_file():
+        hint += f" (the checkout ships a small one: --source {SHIPPED_FIXTURE})"
+    return hint
+
+
+def hub_unreachable() -> str:
+    """Why the Hub cannot be used right now ("" when it may be): HF_HUB_OFFLINE is set, or no
+    connection to its host within HUB_PROBE_S (so an offline machine fails at once, not after
+    the client's retries)."""
+    import os
+    import threading
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    url = urlparse(endpoint)
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme != "http" else 80)
+    outcome: list[str] = []
+
+    def probe() -> None:
+        import socket
+
+        try:
+            socket.create_connection((host, port), timeout=HUB_PROBE_S).close()
+            outcome.append("")
+        except OSError as exc:
+            outcome.append(f"{host} cannot be reached ({exc.strerror or exc})")
+
+    thread = threading.Thread(target=probe, daemon=True)  # name resolution has no timeout of its own
+    thread.start()
+    thread.join(HUB_PROBE_S + 1.0)
+    return outcome[0] if outcome else f"{host} did not answer within {HUB_PROBE_S:g} s"
 
 
 def load_runs(
     source: Path | str | pd.DataFrame | None = None,
     *,
     problems: Sequence[Problem] | Path | str | None = None,
-    solutions: bool | Path | str = False,
+    solutions: bool | Path | str | None = None,
     repo_id: str = HUB_REPO_ID,
     revision: str | None = None,
 ) -> pd.DataFrame:
@@ -160,7 +217,10 @@ def load_runs(
     `source`: a results.csv / Parquet / JSONL path, a folder holding one, a DataFrame, or None for
     the Hub. `problems`: the catalog used to map file names to problem ids (a list of Problem, a
     problems folder, or None for the bundled one). `solutions`: True to read sources from the
-    `solutions/` folder beside the table (or record `solution_path`s), or a folder path.
+    `solutions/` folder beside the table (or record `solution_path`s), or a folder path; None (the
+    default) reads them for a local source that has them (a `solutions/` folder beside the table,
+    or evaluator records), never from the Hub, so `flag_anomalies` sees what `kbv3 runs
+    anomalies --source PATH` sees.
 
     Returns one row per input row, in input order: the typed runs columns plus `split`,
     `category_hint`, `problem_file`, `problem_id`, `match` ("matched" or why not) and, with
@@ -172,10 +232,16 @@ def load_runs(
         path = _resolve_source(source, repo_id, revision, bool(solutions))
         raw, kind = read_runs_table(path)
         origin = str(path)
+    if solutions is None:
+        solutions = (
+            source is not None and path is not None and (kind == "records" or (path.parent / SOLUTIONS_DIR).is_dir())
+        )
     header = 1 if path is not None and path.suffix == ".csv" else 0
     runs = validate_runs(raw, origin=origin, records=kind == "records", header_lines=header)
     catalog = _catalog(problems)
     runs = normalize_runs(runs, catalog)
+    if kind == "records":
+        runs = _drop_cpu_speedups(runs)
     if solutions:
         folder = (
             Path(solutions)
@@ -185,6 +251,21 @@ def load_runs(
         runs = attach_solutions(runs, folder)
     runs.attrs["source"] = origin
     runs.attrs["kind"] = kind
+    return runs
+
+
+def _drop_cpu_speedups(runs: pd.DataFrame) -> pd.DataFrame:
+    """Records timed on the CPU (the Triton interpreter) carry no speedup: that time tests the
+    machinery, it is no performance figure. Older records that still hold one lose it here;
+    `timing_meaningful` says which rows were timed on a GPU."""
+    method = runs["timing_method"] if "timing_method" in runs.columns else pd.Series("", index=runs.index)
+    device = runs["device"] if "device" in runs.columns else pd.Series("", index=runs.index)
+    meaningful = method.eq("cuda_events") | (method.fillna("").eq("") & device.ne("cpu"))
+    if "timing_meaningful" in runs.columns:
+        meaningful &= runs["timing_meaningful"].map(lambda v: v is not False)
+    runs = runs.copy()
+    runs["timing_meaningful"] = meaningful.astype(bool)
+    runs.loc[~runs["timing_meaningful"], "speedup"] = np.nan
     return runs
 
 
@@ -305,24 +386,38 @@ def problem_table(problems: Iterable[Problem]) -> pd.DataFrame:
 def join_runs(
     runs: pd.DataFrame,
     problems: Iterable[Problem] | pd.DataFrame,
-    facts: pd.DataFrame | None = None,
+    facts: pd.DataFrame | None | str = "auto",
     *,
     warn: bool = True,
 ) -> pd.DataFrame:
     """Every run with its problem's columns beside it; unmatched runs are kept and reported.
 
-    `problems`: the catalog (list of Problem) or a `problem_table`. `facts`: an optional
-    per-problem table (e.g. `problem_facts.facts_table`) merged on `problem_id` as well. Rows
-    whose problem is unknown keep nulls in the problem columns, `matched` False and the reason
-    in `match`; a warning names how many and which.
+    `problems`: the catalog (list of Problem) or a `problem_table`. `facts`: a per-problem
+    table (e.g. `runs.facts.facts_table`) merged on `problem_id` as well; "auto" (the default)
+    takes the catalog's facts (`facts_table`: the shipped table, computed for a problem it does
+    not hold), None merges none. Rows whose problem is unknown keep nulls in the problem
+    columns, `matched` False and the reason in `match`; a warning names how many and which.
+
+    The frame carries `attrs["split_totals"]` (problems per split, from the catalog), so
+    `leaderboard`, `fast_p` and `flag_anomalies` on it give what `kbv3 runs` prints.
     """
     if isinstance(problems, pd.DataFrame):
         table = problems
+        totals = _totals_of_table(table)
+        if isinstance(facts, str):
+            facts = None  # no catalog to take facts from
     else:
         catalog = list(problems)
         table = problem_table(catalog)
+        totals = split_totals(catalog)
         if "match" not in runs.columns:
             runs = normalize_runs(runs, catalog)
+        if isinstance(facts, str):
+            if facts != "auto":
+                raise ValueError(f"facts must be a frame, None or 'auto', got {facts!r}")
+            from .facts import facts_table
+
+            facts = facts_table(catalog)
     if "match" not in runs.columns:
         raise ValueError("runs have no `match` column: load them with load_runs or normalize_runs first")
     joined = runs.merge(table, on="problem_id", how="left", sort=False, validate="many_to_one")
@@ -331,6 +426,7 @@ def join_runs(
     joined.index = runs.index
     joined["matched"] = joined["match"].eq("matched")
     joined.attrs.update(runs.attrs)
+    joined.attrs["split_totals"] = totals
     missing = unmatched(joined)
     joined.attrs["unmatched"] = len(missing)
     if warn and len(missing):
@@ -343,6 +439,13 @@ def join_runs(
             stacklevel=2,
         )
     return joined
+
+
+def _totals_of_table(table: pd.DataFrame) -> dict[str, int]:
+    splits = table["problem_gpus"].fillna("").str.split(",") if "problem_gpus" in table.columns else None
+    if splits is None:
+        return {}
+    return {gpu: int(splits.map(lambda s, split=split: split in s).sum()) for gpu, split in SPLIT_OF_RUNS_GPU.items()}
 
 
 class UnmatchedRunsWarning(UserWarning):

@@ -125,21 +125,34 @@ def flags_by_model(flags: pd.DataFrame):
     return fig
 
 
+def model_colours(models) -> dict[str, tuple]:
+    """One colour per model, the same in every panel and figure (models in sorted order)."""
+    plt = _pyplot()
+    names = sorted({str(m) for m in models})
+    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    return {name: cmap(i % cmap.N) for i, name in enumerate(names)}
+
+
 def fast_p_curves(joined: pd.DataFrame, thresholds=None):
     """One panel per GPU: each model's fast_p (share of the split's problems correct with a
     speedup above p) against the threshold p, from 0 (the share correct) up; the leaderboard's
-    thresholds (0, 1, 1.5, 2) are marked."""
+    thresholds (0, 1, 1.5, 2) are marked. A model has one colour in every panel, and one legend
+    (beside the panels) names every model of any panel."""
     plt = _pyplot()
+    from matplotlib.lines import Line2D
+
     if thresholds is None:
         top = float(joined["speedup"].max()) if joined["speedup"].notna().any() else 4.0
+        top = top if np.isfinite(top) else 4.0
         thresholds = np.unique(np.concatenate([np.linspace(0, max(4.0, min(top, 20.0)), 81), FAST_P]))
     curves = fast_p(joined, thresholds)
     gpus = [g for g in GPU_ORDER if g in set(curves["gpu"])] or list(GPU_ORDER)
-    fig, axes = plt.subplots(1, len(gpus), figsize=(5 * len(gpus), 4.2), squeeze=False, sharey=True)
+    colours = model_colours(curves["model"])
+    fig, axes = plt.subplots(1, len(gpus), figsize=(5 * len(gpus) + 2, 4.2), squeeze=False, sharey=True)
     for ax, gpu in zip(axes[0], gpus):
         sub = curves[curves["gpu"] == gpu]
         for model, line in sub.groupby("model", sort=True):
-            ax.step(line["p"], line["fast_p"], where="post", label=model)
+            ax.step(line["p"], line["fast_p"], where="post", color=colours[str(model)], label=str(model))
         for p in FAST_P:
             ax.axvline(p, color="grey", lw=0.6, ls=":")
         ax.set_title(f"{gpu}: fast_p per model")
@@ -147,6 +160,7 @@ def fast_p_curves(joined: pd.DataFrame, thresholds=None):
         ax.set_ylim(0, None)
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel("share of the split's problems correct and faster than p")
-    axes[0][-1].legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
+    handles = [Line2D([0], [0], color=colour, lw=2, label=model) for model, colour in colours.items()]
+    fig.tight_layout(rect=(0, 0, 1 - 1.6 / (5 * len(gpus) + 2), 1))
+    fig.legend(handles=handles, loc="center right", fontsize=8, title="model")
     return fig

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from kernelbench_v3.catalog.problem import get_problem
 from kernelbench_v3.evaluate import baseline
 
@@ -65,3 +67,33 @@ def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_p
     monkeypatch.setenv(baseline.RETRY_FAILED_ENV, "1")
     baseline.get_baseline(spec, **args)
     assert len(calls) == 4
+
+
+def test_a_cpu_baseline_is_keyed_by_its_environment_and_expires(tmp_path, monkeypatch):
+    from kernelbench_v3.evaluate import isolate
+
+    calls = []
+
+    def child(role, workdir, spec, **kwargs):
+        calls.append(role)
+        result = {"ok": True, "eager": {"median_ms": 1.0 + len(calls)}, "compiled": None, "precision": "fp32"}
+        return isolate.ChildOutcome(result, None, False, False, "", 1.0)
+
+    monkeypatch.setattr(isolate, "run_child", child)
+    monkeypatch.setattr(baseline, "baseline_entry", lambda result: {"eager_ms": result["eager"]["median_ms"]})
+    spec = {"device": "cpu", "problem_path": "p.py", "sizes": {"n": 4}, "seeds": [42]}
+    args = {"problem_sha256": "sha", "device_name": "cpu:test", "cache_dir": tmp_path, "timeout_s": 30}
+    first = baseline.get_baseline(spec, **args)
+    assert baseline.get_baseline(spec, **args)["cached"] is True and len(calls) == 1
+    # Another environment (another venv, host or triton) never reads this one's CPU figure.
+    monkeypatch.setattr(baseline, "cpu_environment", lambda: "/other/venv|host|2|triton 9")
+    assert baseline.get_baseline(spec, **args)["cached"] is False and len(calls) == 2
+    monkeypatch.undo()
+    monkeypatch.setattr(isolate, "run_child", child)
+    monkeypatch.setattr(baseline, "baseline_entry", lambda result: {"eager_ms": result["eager"]["median_ms"]})
+    # An old CPU figure is timed again rather than kept forever.
+    path = tmp_path / "baselines" / f"{first['key']}.json"
+    entry = json.loads(path.read_text())
+    path.write_text(json.dumps({**entry, "stored_at": entry["stored_at"] - baseline.CPU_MAX_AGE_S - 1}))
+    again = baseline.get_baseline(spec, **args)
+    assert again["cached"] is False and len(calls) == 3

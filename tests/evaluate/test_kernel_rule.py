@@ -118,6 +118,14 @@ def test_cpu_main_work_is_the_share_of_the_references_compute_ops_called_from_to
     assert only_data["main_work"][0] == "pass"
 
 
+def test_main_work_reasons_read_as_sentences():
+    none, _ = _cpu([["softmax_kernel", 4]], ops={"empty_like": [1, 0.0]})
+    assert none["main_work"][0] == "pass"
+    assert none["main_work"][1] == "no PyTorch op of the reference's compute was called (under 50% allowed)"
+    token, _ = _cpu([["copy_kernel", 4]], ops={"_softmax": [1, 0.001]})
+    assert token["main_work"][1].startswith("PyTorch ops _softmax cover 100.0% of the reference's compute")
+
+
 def test_the_op_recorder_sees_the_ops_a_forward_dispatches():
     import torch
 

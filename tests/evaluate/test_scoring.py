@@ -63,3 +63,23 @@ def test_a_problem_speed_of_light_is_the_rooflines_at_default_sizes():
 def test_an_unknown_problem_or_gpu_has_no_speed_of_light():
     assert problem_speed_of_light_ms("level1/no_such_problem", "h100", "fp32") is None
     assert problem_speed_of_light_ms("level1/23_Softmax", "a100x", "fp32") is None
+
+
+def test_a_cpu_time_is_no_speedup_and_the_record_says_why():
+    from kernelbench_v3.evaluate.clock import TimingOutcome
+    from kernelbench_v3.evaluate.report import describe
+    from kernelbench_v3.evaluate.scoring import fill_timing
+    from kernelbench_v3.evaluate.verdict import SolutionFacts
+
+    rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, device="cpu", sizes={"dim": 8})
+    stats = {"method": "cpu_wall_clock", "median_ms": 40.0, "p10_ms": 39.0, "p90_ms": 41.0, "cv": 0.1, "reps": 4}
+    facts = SolutionFacts(timing=TimingOutcome(stats=stats, flags=[], details={}))
+    base = {"eager_ms": 0.02, "compiled_ms": 0.04, "baseline_ms": 0.02, "baseline_type": "eager"}
+    fill_timing(rec, facts, base, EvalRequest("level1/23_Softmax", "x.py", device="cpu"))
+    assert rec.speedup is None and rec.timing_meaningful is False
+    assert "tests the machinery" in rec.timing_note
+    assert rec.timing_details["cpu_time_ratio"] == pytest.approx(0.0005)
+    assert "speedup: n/a on CPU (interpreter timing tests the machinery)" in describe(rec)
+    assert "speedup=0.000" not in describe(rec) and "0.000x" not in describe(rec)
+    gpu = _timed_record([], median_ms=0.4, supervisor_ms=0.38)
+    assert gpu.timing_meaningful is True and gpu.timing_note == ""

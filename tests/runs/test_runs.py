@@ -190,7 +190,7 @@ def test_source_errors(tmp_path, catalog):
     (tmp_path / "x.txt").write_text("a")
     with pytest.raises(RunsSourceError, match="unsupported runs file type"):
         load_runs(tmp_path / "x.txt", problems=catalog)
-    with pytest.raises(RunsSourceError, match="pass a local path"):  # tests are offline
+    with pytest.raises(RunsSourceError, match="HF_HUB_OFFLINE is set; pass --source PATH"):  # tests are offline
         load_runs(None, problems=catalog)
 
 
