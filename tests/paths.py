@@ -12,6 +12,7 @@ BENCHMARKS = REPO / "benchmarks"
 
 SOLUTIONS = TESTS / "solutions"  # test solutions: hand-made kernels, cheats, broken files
 ATTACKS = SOLUTIONS / "attacks"
+TIMING_ATTACKS = SOLUTIONS / "timing_attacks"  # attacks on the supervisor's timing and evidence
 CHEATS = SOLUTIONS / "cheats"
 BROKEN = SOLUTIONS / "broken"
 EXPECTED = TESTS / "expected"  # output shapes and dtypes per problem, from the spec

@@ -81,6 +81,7 @@ class TimingOutcome:
     failures: list[str] = field(default_factory=list)  # timed outputs that did not match
     verified: int = 0
     evidence: dict[str, Any] = field(default_factory=dict)  # kernel evidence of one timed window
+    observed: list[dict[str, Any]] = field(default_factory=list)  # what every observed timed call dispatched
 
 
 @dataclass
@@ -196,6 +197,8 @@ def time_solution(
     if plan.device == "cuda":
         ready = _request(session, Capture(sets, unit), timeout_s + 60.0)
         graphs = ready.graphs
+        if ready.evidence:
+            outcome.observed.append(ready.evidence)
         if not graphs:
             unit = 1
             outcome.details["graph_error"] = ready.detail
@@ -209,6 +212,8 @@ def time_solution(
         if round_index < 0:
             return windows.run(k)[0]
         seconds, reply = windows.run(k, pick=rng.random() < 0.5, label=f"round {round_index}")
+        if reply.evidence:
+            outcome.observed.append({"ops": reply.evidence.get("ops", {})})
         if len(events) <= round_index:
             events.append([])
         events[round_index].append((k, reply.event_ms * 1e-3))

@@ -122,15 +122,16 @@ def dynamo_frames() -> int:
     return int(sum(counters["frames"].values())) if "frames" in counters else 0
 
 
-def collect(fn: Any, device: str, programs: ProgramLog) -> tuple[Any, dict[str, Any]]:
-    """Run `fn()` once with every collector on; returns its result and the evidence."""
+def collect(fn: Any, device: str, programs: ProgramLog, profile: bool = True) -> tuple[Any, dict[str, Any]]:
+    """Run `fn()` once with the collectors on (the CUDA profiler only when `profile`: it is slow
+    to start); returns its result and the evidence."""
     recorder = OpRecorder()
     programs.reset()
     programs.recording = True
     started = time.perf_counter()
     try:
         with recorder:
-            if device == "cuda":
+            if device == "cuda" and profile:
                 result, kernels = profile_device(fn)
             else:
                 result, kernels = fn(), None
@@ -145,7 +146,7 @@ def collect(fn: Any, device: str, programs: ProgramLog) -> tuple[Any, dict[str, 
         "dot_flops": programs.dot_flops,
         "forward_seconds": forward_s,
         "device_kernels": kernels,
-        "profiler": device != "cuda" or kernels is not None,
+        "profiler": device != "cuda" or kernels is not None,  # on CUDA: the device kernels were seen
         # The solution process is fresh and the evaluator compiles nothing in it, so any frame
         # torch.compile compiled so far is the solution's (compiled code that already ran
         # dispatches no aten ops, so this is how a compiled forward shows).

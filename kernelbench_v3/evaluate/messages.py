@@ -158,6 +158,7 @@ class CaseDone:
 class TimingReady:
     graphs: bool  # the calls were captured in CUDA graphs
     detail: str  # why not, when they could not be
+    evidence: dict[str, Any]  # what the capture dispatched (the ops the graphs replay)
     kind: ClassVar[str] = "timing_ready"
 
 
@@ -198,6 +199,7 @@ _NESTED: dict[str, Any] = {
     "setup_done.state_dict": lambda where, v: _mapping(where, v, lambda w, r: _mapping(w, r, _texts)),
     "case_done.evidence": lambda where, v: _evidence(where, v),
     "window_done.evidence": lambda where, v: _evidence(where, v),
+    "timing_ready.evidence": lambda where, v: _evidence(where, v),
 }
 
 

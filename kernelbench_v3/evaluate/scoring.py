@@ -90,7 +90,9 @@ def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request
         rec.timing_details.update(timing.details)
         rec.event_ms = timing.details.get("event_ms_per_call")
     if rec.timing_method:
-        rec.timing_meaningful = rec.timing_method.startswith("supervisor_windows_cuda") or rec.timing_method == "supervisor_windows_eager"
+        rec.timing_meaningful = (
+            rec.timing_method.startswith("supervisor_windows_cuda") or rec.timing_method == "supervisor_windows_eager"
+        )
         if not rec.timing_meaningful:
             rec.timing_note = CPU_TIMING_NOTE
     if rec.correct and rec.sol_ms and rec.baseline_ms:

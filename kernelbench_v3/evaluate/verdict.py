@@ -78,6 +78,8 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
             reference_matmul_flops=ref.matmul_flops,
         )
         out.update(checks)
+        if rule == "strict":
+            _judge_observed_ops(out, facts, ref)
         rec.kernel_rule = rule
         rec.kernel_names = kfacts.get("kernel_names", [])
         rec.triton_launches = kfacts.get("launches")
@@ -123,6 +125,23 @@ def _mark_dependent_not_run(out: dict[str, tuple[str, str]]) -> None:
     for name in DEPENDENT_VALUE_CHECKS:
         if name in out and out[name][0] in (PASS, FAIL):
             out[name] = (NOT_RUN, f"not judged: {first} failed first")
+
+
+def _judge_observed_ops(out: dict[str, tuple[str, str]], facts: SolutionFacts, ref: ReferenceRun) -> None:
+    """Every case, the capture of the timed calls and every eager timed window ran observed: a
+    library op or one of the reference's compute ops dispatched in any of them fails
+    `library_ops`, so behaving only when a sampled call is profiled does not pass."""
+    observed: set[str] = set()
+    for result in facts.cases.values():
+        observed |= set((result.reply.evidence or {}).get("ops") or {})
+    for seen in facts.timing.observed if facts.timing is not None else []:
+        observed |= set(seen.get("ops") or {})
+    bad = sorted(
+        set(kernel_rule.forbidden_ops(dict.fromkeys(observed)))
+        | (kernel_rule.reference_compute_ops(ref.ops) & observed)
+    )
+    if bad:
+        merge(out, "library_ops", True, f"dispatched by the solution's forward in observed calls: {bad}")
 
 
 def _judge_global_state(out: dict[str, tuple[str, str]], facts: SolutionFacts) -> None:

@@ -165,11 +165,8 @@ class Worker:
         model = self.models[msg["shape"]]
         ev: dict[str, Any] = {}
         try:
-            with torch.no_grad():
-                if msg.get("evidence"):
-                    out, ev = collect(lambda: model(*args), self.device, self.programs)
-                else:
-                    out = model(*args)
+            with torch.no_grad():  # every case is observed; the profiler runs on the sampled ones
+                out, ev = collect(lambda: model(*args), self.device, self.programs, bool(msg.get("evidence")))
             if self.device == "cuda":
                 torch.cuda.synchronize()
         except BaseException as exc:
@@ -210,14 +207,19 @@ class Worker:
         sets = [resolve(self.region, args) for args in layout["sets"]]
         slots = [view(self.region, ref) for ref in layout["slots"]]
         self.calls = WindowCalls(lambda *args: model(*args), sets, slots)
-        return {"kind": "timing_ready", "graphs": False, "detail": ""}
+        return {"kind": "timing_ready", "graphs": False, "detail": "", "evidence": {}}
 
     def capture(self, msg: dict[str, Any]) -> dict[str, Any]:
         assert self.calls is not None, "prepare_timing comes first"
-        with torch.no_grad():
-            ok = self.device == "cuda" and self.calls.capture(int(msg["calls"]), int(msg["unit"]))
+        ev: dict[str, Any] = {}
+        ok = False
+        if self.device == "cuda":  # what is captured is what the windows replay: observed as it is captured
+            with torch.no_grad():
+                ok, ev = collect(
+                    lambda: self.calls.capture(int(msg["calls"]), int(msg["unit"])), self.device, self.programs, False
+                )
         detail = self.calls.graph_error if self.device == "cuda" else "no CUDA graphs on the CPU"
-        return {"kind": "timing_ready", "graphs": bool(ok), "detail": "" if ok else detail}
+        return {"kind": "timing_ready", "graphs": bool(ok), "detail": "" if ok else detail, "evidence": ev}
 
     def window(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Run the window's calls; the reply says they are done (the supervisor checks that)."""
@@ -229,8 +231,8 @@ class Worker:
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
             began = time.perf_counter()
-            if msg.get("evidence"):
-                _, ev = collect(lambda: self.calls.run(k), self.device, self.programs)
+            if msg.get("evidence") or not self.calls.graphs:  # eager windows are always observed
+                _, ev = collect(lambda: self.calls.run(k), self.device, self.programs, bool(msg.get("evidence")))
                 ev["calls"] = k
             else:
                 self.calls.run(k)
