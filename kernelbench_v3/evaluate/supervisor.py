@@ -50,8 +50,8 @@ CUDA_TIMING_SHARE = 0.1
 # Step limits when the request gives none (`step_limits`).
 START_LIMIT_S = 60.0
 SETUP_LIMIT_S = 30.0
-CASE_LIMIT_S = 20.0
-FIRST_CASE_COMPILE_S = 30.0
+CASE_LIMIT_S = 15.0
+FIRST_CASE_COMPILE_S = 25.0
 WINDOW_LIMIT_S = 30.0
 REFERENCE_FACTOR = 20.0
 CPU_ADDRESS_SPACE = 16 << 30  # RLIMIT_AS of a CPU solution process
