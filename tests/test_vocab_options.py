@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from kernelbench_v3.batch.queue import BATCH_TIMEOUT_S, BatchSettings
+from kernelbench_v3.batch.queue import BatchSettings
 from kernelbench_v3.catalog.problem import SPLIT_FOLDERS
 from kernelbench_v3.cli.main import build_parser
 from kernelbench_v3.cli.options import eval_options_from
@@ -82,7 +82,8 @@ def test_eval_and_eval_batch_read_the_same_flags_into_the_same_options(tmp_path)
         timing_seconds=2.0,
         retry_failed_baseline=True,
     )
-    assert (a.timeout_s, b.timeout_s) == (EvalRequest("p", "s").timeout_s, BATCH_TIMEOUT_S)
+    # No --timeout: each step's limit is derived from the problem, in eval and in eval-batch.
+    assert (a.timeout_s, b.timeout_s) == (EvalRequest("p", "s").timeout_s, None) == (None, None)
 
 
 def test_batch_settings_journal_what_they_change():

@@ -35,7 +35,7 @@ REPEATS = 3
 
 
 def main() -> None:
-    plan = plan_cases(DEFAULT_SEEDS, other_shape=True, timed=True)
+    plan = plan_cases(DEFAULT_SEEDS, other_shape=True)
     print(
         f"# reference cache, CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"torch {torch.__version__}, {torch.get_num_threads()} threads), median of {REPEATS}"

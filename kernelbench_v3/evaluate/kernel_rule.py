@@ -31,7 +31,7 @@ from .record import FAIL, PASS, SKIP
 MAIN_WORK_SHARE = 0.5
 CPU_OUTSIDE_SLACK_S = 0.0005  # glue an honest forward spends outside its programs, on a loaded CPU
 # The evaluator's copy of a timed call's output into its slot: not the solution's work.
-_SLOT_COPY = re.compile(r"direct_copy_kernel|CatArrayBatchedCopy|copy_kernel|Memcpy")
+_SLOT_COPY = re.compile(r"at::native::.*[cC]opy|Memcpy|memcpy")
 
 _LIBRARY_OPS = re.compile(
     r"^(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|addmv|mv|dot|vdot|einsum|tensordot|_int_mm|_scaled_mm"

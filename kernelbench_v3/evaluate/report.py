@@ -40,24 +40,19 @@ def describe(record: Record) -> str:
         lines.append("kernels: " + ", ".join(record.kernel_names[:8]))
     if record.timing_method:
         lines.append(
-            f"solution: {_ms(record.sol_ms)} median [{record.timing_method}], p10 {_ms(record.sol_p10_ms)}, "
-            f"p90 {_ms(record.sol_p90_ms)}, CV {record.sol_cv:.3g}, {record.sol_reps} reps"
+            f"solution: {_ms(record.sol_ms)} per call [{record.timing_method}], {record.sol_reps or 0} timed calls"
             + (f", flags {record.timing_flags}" if record.timing_flags else "")
         )
         details = record.timing_details
-        if "median_ci_rel" in details:
-            clock = (
-                f"; SM clock {details['sm_clock_mhz_before']} -> {details.get('sm_clock_mhz_after', '?')} MHz"
-                if "sm_clock_mhz_before" in details
-                else ""
-            )
-            lines.append(f"timing precision: median within +-{details['median_ci_rel']:.2%} (95% CI){clock}")
-        if details.get("supervisor_ms") is not None:
+        fit = details.get("fit") or {}
+        if fit:
             lines.append(
-                f"supervisor's clock: {details['supervisor_ms']:.4g} ms per call back to back "
-                f"({details.get('verified_timed_outputs', 0)} timed outputs verified)"
-                + ("; the reported time was replaced by it" if "supervisor_clock" in record.timing_flags else "")
+                f"timing: the supervisor's windows ({details.get('timing_method', record.timing_method)}), "
+                f"{fit.get('rounds')} rounds, standard error {100 * (fit.get('rel_se') or 0):.2f}%; "
+                f"the solution process's own figure {record.event_ms or 0:.4g} ms per call (evidence, not scored)"
             )
+        if details.get("sol_ms_source"):
+            lines.append(f"scored from: {details['sol_ms_source']}")
     if record.phase_s:
         lines.append("phases: " + ", ".join(f"{name} {sec:.1f}s" for name, sec in record.phase_s.items()))
     if record.baseline_ms is not None:

@@ -260,7 +260,8 @@ def _drop_cpu_speedups(runs: pd.DataFrame) -> pd.DataFrame:
     `timing_meaningful` says which rows were timed on a GPU."""
     method = runs["timing_method"] if "timing_method" in runs.columns else pd.Series("", index=runs.index)
     device = runs["device"] if "device" in runs.columns else pd.Series("", index=runs.index)
-    meaningful = method.eq("cuda_events") | (method.fillna("").eq("") & device.ne("cpu"))
+    on_gpu = method.isin(["cuda_events", "supervisor_windows_cuda_graphs", "supervisor_windows_eager"])
+    meaningful = on_gpu | (method.fillna("").eq("") & device.ne("cpu"))
     if "timing_meaningful" in runs.columns:
         meaningful &= runs["timing_meaningful"].map(lambda v: v is not False)
     runs = runs.copy()

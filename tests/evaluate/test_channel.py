@@ -108,21 +108,23 @@ def test_a_closed_channel_is_peer_gone():
     "message, words",
     [
         ({"kind": "verdict", "correct": True}, "unexpected message kind"),
-        ({"kind": "warm", "enqueue_ms": 0.1, "sm_clock_mhz": 1.0}, "lacks 'calls'"),
-        ({"kind": "warm", "enqueue_ms": "fast", "sm_clock_mhz": 1.0, "calls": 1}, "finite numbers"),
-        ({"kind": "warm", "enqueue_ms": float("nan"), "sm_clock_mhz": 1.0, "calls": 1}, "finite numbers"),
-        ({"kind": "warm", "enqueue_ms": 1.0, "sm_clock_mhz": 1.0, "calls": True}, "integer"),
+        ({"kind": "window_done", "event_ms": 0.1, "host_ms": 1.0, "evidence": {}}, "lacks 'calls'"),
+        ({"kind": "window_done", "calls": 4, "event_ms": "fast", "host_ms": 1.0, "evidence": {}}, "finite numbers"),
         (
-            {"kind": "batch_done", "fresh_ms": [1.0, "x"], "repeated_ms": [], "outputs": [], "details": {}},
+            {"kind": "window_done", "calls": 4, "event_ms": float("nan"), "host_ms": 1.0, "evidence": {}},
             "finite numbers",
         ),
+        ({"kind": "window_done", "calls": True, "event_ms": 1.0, "host_ms": 1.0, "evidence": {}}, "integer"),
+        ({"kind": "timing_ready", "graphs": 1, "detail": "", "evidence": {}}, "true or false"),
         (
             {
-                "kind": "batch_done",
-                "fresh_ms": [],
-                "repeated_ms": [],
-                "outputs": [{"type_name": "Tensor", "shape": [-2], "dtype": "float32"}],
-                "details": {},
+                "kind": "case_done",
+                "case": "seed42",
+                "output": {"type_name": "Tensor", "shape": [-2], "dtype": "float32"},
+                "mutated_inputs": [],
+                "aliases": [],
+                "flag_changes": [],
+                "evidence": {},
             },
             "list of sizes",
         ),
@@ -244,8 +246,8 @@ def test_a_reply_of_the_wrong_kind_or_pointing_outside_its_slot_ends_the_session
     arena = Arena.create(4096)
     try:
         session = _session(arena, {"kind": "finished", "tampered": []})
-        with pytest.raises(SessionLost, match="answered 'finished' to a warm request"):
-            session.request({"kind": "warmup"}, 5.0, ("warm",))
+        with pytest.raises(SessionLost, match="answered 'finished' to a window_done request"):
+            session.request({"kind": "window", "calls": 1}, 5.0, ("window_done",))
         outside = M.OutputInfo("Tensor", (4,), "float32", TensorRef(0, (4,), "float32"))  # in the input region
         with pytest.raises(SessionLost, match="outside its slot"):
             session.read_output(outside)

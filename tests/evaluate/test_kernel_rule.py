@@ -12,10 +12,14 @@ SOFTMAX_REF_OPS = {"_softmax": [1, 0.004]}
 GEMM_REF_OPS = {"addmm": [1, 0.009], "div": [1, 0.0005], "gelu": [1, 0.0005]}
 
 
-def _cuda(kernels, ops=None, profiler=True, compiled=0, rule="strict", reference_kernels=()):
+def _cuda(kernels, ops=None, profiler=True, compiled=0, rule="strict", reference_kernels=(), reference_ops=None):
     evidence = {"ops": ops or {}, "device_kernels": kernels, "profiler": profiler, "compiled_frames": compiled}
     return kernel_rule.judge_kernel_evidence(
-        evidence, device="cuda", rule=rule, reference_ops={}, reference_kernels=list(reference_kernels)
+        evidence,
+        device="cuda",
+        rule=rule,
+        reference_ops=reference_ops or {},
+        reference_kernels=list(reference_kernels),
     )
 
 
@@ -107,23 +111,68 @@ def test_cpu_needs_a_completed_launch_with_a_non_empty_grid():
     assert raised["custom_kernel"][0] == "fail" and "failed: ['softmax_kernel']" in raised["custom_kernel"][1]
 
 
-def test_cpu_main_work_is_the_share_of_the_references_compute_ops_called_from_torch():
+def test_the_references_own_compute_op_fails_library_ops_at_any_share():
+    # torch.softmax does the work beside a copy kernel: the share does not matter.
     token, facts = _cpu([["copy_kernel", 4]], ops={"_softmax": [1, 0.001], "empty_like": [1, 0.0]})
-    assert token["main_work"][0] == "fail" and facts["torch_share_of_main_work"] == 1.0
-    # A Triton GEMM with the reference's cheap epilogue ops left to PyTorch: 10% of its work.
-    epilogue, facts = _cpu([["gemm_kernel", 8]], ops={"div": [1, 0.0], "gelu": [1, 0.0]}, reference_ops=GEMM_REF_OPS)
-    assert epilogue["main_work"][0] == "pass" and facts["torch_share_of_main_work"] == pytest.approx(0.1)
-    # Allocation, views and copies are never the main work.
+    assert token["library_ops"][0] == "fail" and "_softmax" in token["library_ops"][1]
+    cuda, _ = _cuda(
+        [["copy_kernel", 13.0], ["void at::native::cunn_SoftMaxForward<4>", 1.0]],
+        ops={"_softmax": [1, 0.0]},
+        reference_ops=SOFTMAX_REF_OPS,
+    )
+    assert cuda["library_ops"][0] == "fail"
+    # Allocation, views and copies are never the reference's compute.
     only_data, _ = _cpu([["k", 1]], ops={"copy_": [1, 0.0]}, reference_ops={"copy_": [1, 1.0], "_softmax": [1, 0.0]})
-    assert only_data["main_work"][0] == "pass"
+    assert only_data["library_ops"][0] == "pass"
 
 
-def test_main_work_reasons_read_as_sentences():
-    none, _ = _cpu([["softmax_kernel", 4]], ops={"empty_like": [1, 0.0]})
-    assert none["main_work"][0] == "pass"
-    assert none["main_work"][1] == "no PyTorch op of the reference's compute was called (under 50% allowed)"
-    token, _ = _cpu([["copy_kernel", 4]], ops={"_softmax": [1, 0.001]})
-    assert token["main_work"][1].startswith("PyTorch ops _softmax cover 100.0% of the reference's compute")
+def _cpu_timed(outside_s, program_s=0.01, dot_flops=0.0, reference_ops=SOFTMAX_REF_OPS, flops=0.0, calls=1):
+    evidence = {
+        "ops": {"empty_like": [1, 0.0]},
+        "programs": [["kernel", 4]],
+        "failed_launches": [],
+        "compiled_frames": 0,
+        "forward_seconds": (outside_s + program_s) * calls,
+        "program_seconds": program_s * calls,
+        "dot_flops": dot_flops * calls,
+        "calls": calls,
+    }
+    return kernel_rule.judge_kernel_evidence(
+        evidence, device="cpu", rule="strict", reference_ops=reference_ops, reference_kernels=[],
+        reference_matmul_flops=flops,
+    )
+
+
+def test_cpu_main_work_is_work_done_inside_the_solutions_programs():
+    reference_s = sum(v[1] for k, v in SOFTMAX_REF_OPS.items() if k not in kernel_rule.DATA_OPS)
+    honest, facts = _cpu_timed(outside_s=0.0001)
+    assert honest["main_work"][0] == "pass" and facts["outside_programs_s"] == pytest.approx(0.0001)
+    # numpy (or any work outside the programs) comparable to the whole reference fails.
+    outside, _ = _cpu_timed(outside_s=reference_s + kernel_rule.CPU_OUTSIDE_SLACK_S + 0.001)
+    assert outside["main_work"][0] == "fail" and "outside its Triton programs" in outside["main_work"][1]
+    # A window's evidence covers several calls: the figures are per call.
+    window, _ = _cpu_timed(outside_s=0.0001, calls=8)
+    assert window["main_work"][0] == "pass"
+
+
+def test_cpu_main_work_of_a_matrix_product_needs_the_programs_dots():
+    gemm = dict(GEMM_REF_OPS)
+    none, _ = _cpu_timed(outside_s=0.0, reference_ops=gemm, flops=2e6, dot_flops=0.0)
+    assert none["main_work"][0] == "fail" and "tl.dot" in none["main_work"][1]
+    enough, _ = _cpu_timed(outside_s=0.0, reference_ops=gemm, flops=2e6, dot_flops=2e6)
+    assert enough["main_work"][0] == "pass"
+
+
+def test_samples_that_disagree_fail_and_cpu_main_work_takes_the_calmest_sample():
+    honest = {"ops": {}, "programs": [["k", 4]], "failed_launches": [], "compiled_frames": 0}
+    stub = {"ops": {}, "programs": [["k", 0]], "failed_launches": [], "compiled_frames": 0}
+    context = dict(device="cpu", rule="strict", reference_ops=SOFTMAX_REF_OPS, reference_kernels=[])
+    checks, facts = kernel_rule.judge_samples([("case a", honest), ("case b", stub)], **context)
+    assert checks["custom_kernel"][0] == "fail" and "disagree" in checks["custom_kernel"][1]
+    loaded = dict(honest, forward_seconds=1.0, program_seconds=0.0)
+    calm = dict(honest, forward_seconds=0.0001, program_seconds=0.0)
+    checks, _ = kernel_rule.judge_samples([("case a", loaded), ("case b", calm)], **context)
+    assert checks["main_work"][0] == "pass", checks
 
 
 def test_the_op_recorder_sees_the_ops_a_forward_dispatches():

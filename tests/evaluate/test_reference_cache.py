@@ -81,7 +81,7 @@ def _same_facts(a: reference.ReferenceRun, b: reference.ReferenceRun) -> None:
 
 @pytest.mark.parametrize("problem_id,sizes", CASES)
 def test_second_computation_comes_from_the_cache_with_the_same_facts(tmp_path, monkeypatch, problem_id, sizes):
-    plan = plan_cases(SEEDS, other_shape=True, timed=True)
+    plan = plan_cases(SEEDS, other_shape=True)
     uncached = _compute(problem_id, sizes, plan, None)
     assert uncached.cached is None
     first = _compute(problem_id, sizes, plan, _cache(tmp_path, problem_id, sizes, plan))
@@ -105,7 +105,7 @@ def test_second_computation_comes_from_the_cache_with_the_same_facts(tmp_path, m
 
 def test_the_cache_holds_no_expected_output(tmp_path):
     problem_id, sizes = CASES[0]
-    plan = plan_cases(SEEDS, other_shape=True, timed=True)
+    plan = plan_cases(SEEDS, other_shape=True)
     cache = _cache(tmp_path, problem_id, sizes, plan)
     run = _compute(problem_id, sizes, plan, cache)
     data = cache.path.read_bytes()
@@ -118,16 +118,15 @@ def test_the_cache_holds_no_expected_output(tmp_path):
 
 
 def test_every_key_element_changes_the_key(monkeypatch):
-    plan = plan_cases(SEEDS, other_shape=True, timed=True)
+    plan = plan_cases(SEEDS, other_shape=True)
     base = dict(problem_sha256="a" * 64, sizes={"N": 8}, device="cpu", cases=plan, evaluator_version=2)
     key = cache_key(key_fields(**base))
     variants = [
         {"problem_sha256": "b" * 64},
         {"sizes": {"N": 9}},
         {"sizes": {}},
-        {"cases": plan_cases((42, 123, 457), other_shape=True, timed=True)},  # another seed
-        {"cases": plan_cases(SEEDS, other_shape=False, timed=True)},
-        {"cases": plan_cases(SEEDS, other_shape=True, timed=False)},
+        {"cases": plan_cases((42, 123, 457), other_shape=True)},  # another seed
+        {"cases": plan_cases(SEEDS, other_shape=False)},
         {"evaluator_version": 3},
     ]
     keys = {cache_key(key_fields(**{**base, **v})) for v in variants}
@@ -169,7 +168,7 @@ def _flip(path: Path, at: int) -> None:
 )
 def test_a_damaged_entry_is_ignored_recomputed_and_replaced(tmp_path, monkeypatch, damage):
     problem_id, sizes = CASES[0]
-    plan = plan_cases(SEEDS, other_shape=True, timed=True)
+    plan = plan_cases(SEEDS, other_shape=True)
     cache = _cache(tmp_path, problem_id, sizes, plan)
     good = _compute(problem_id, sizes, plan, cache)
     path = cache.path
@@ -217,7 +216,7 @@ def test_a_recomputed_output_that_differs_is_not_paired_with_cached_float64_fact
     """A reference whose outputs change between runs (a nondeterministic kernel) gets the float64
     facts of its own outputs, never those cached for other bits."""
     problem_id, sizes = CASES[0]
-    plan = plan_cases(SEEDS, other_shape=False, timed=False)
+    plan = plan_cases(SEEDS, other_shape=False)
     _compute(problem_id, sizes, plan, _cache(tmp_path, problem_id, sizes, plan))
     real = reference_cache.digest
     monkeypatch.setattr(
