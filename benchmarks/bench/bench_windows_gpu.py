@@ -90,7 +90,7 @@ def _done(out: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def honest(out: Path, runs: int) -> None:
+def honest(out: Path, runs: int, only: str = "") -> None:
     from kernelbench_v3.evaluate import evaluate
     from kernelbench_v3.evaluate.supervisor import keep_zygotes_warm
 
@@ -98,7 +98,7 @@ def honest(out: Path, runs: int) -> None:
     seen = {(e["problem"], e["run"]) for e in _done(out) if e["part"] == "honest"}
     for run in range(runs):
         for problem, solution in HONEST:
-            if (problem, run) not in seen:
+            if (problem, run) not in seen and (not only or problem in only.split(",")):
                 _journal(out, _summary(evaluate(problem, str(ROOT / solution), device="cuda"), part="honest", run=run))
 
 
@@ -211,12 +211,13 @@ def main() -> int:
     parser.add_argument("--old-seconds", type=float, default=6.0, help="the previous evaluator's --timing-seconds")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--report", action="store_true")
+    parser.add_argument("--only", default="", help="honest: only these problems (comma-separated)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.report:
         for part in args.parts.split(","):
             if part == "honest":
-                honest(args.out, args.runs)
+                honest(args.out, args.runs, args.only)
             elif part == "attacks":
                 attacks(args.out)
             elif part == "hangs":

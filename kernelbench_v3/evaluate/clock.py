@@ -69,7 +69,7 @@ class ClockPlan:
     @classmethod
     def for_device(cls, device: str, cap_s: float) -> ClockPlan:
         if device == "cuda":
-            return cls(device, cap_s, 0.005, 3, 0.05, MAX_SETS, 60, 2.0, 0.005)
+            return cls(device, cap_s, 0.0025, 3, 0.05, MAX_SETS, 60, 2.0, 0.005)
         # CPU: interpreted kernels; the figure tests the machinery, it is no performance figure.
         return cls(device, cap_s, 0.02, 3, 0.05, 2, 5, 2.0, 1.0)
 
