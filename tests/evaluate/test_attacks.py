@@ -53,10 +53,10 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "stack_walk_getframe": ("correctness", set()),
     "stack_walk_inspect": ("correctness", set()),
     "gc_mutate_evaluator": ("correctness", set()),
-    "json_rewrite": ("correctness", {"supervisor_clock"}),
+    "json_rewrite": ("correctness", set()),
     "patch_torch_compare": ("global_state", set()),  # and correctness: see ALSO_FAILED
-    "clock_frozen": ("global_state", {"supervisor_clock"}),
-    "clock_slowed": ("global_state", {"supervisor_clock"}),
+    "clock_frozen": ("global_state", set()),
+    "clock_slowed": ("global_state", set()),
     "cuda_event_patch": ("global_state", set()),
     "constants_overwrite": ("process", set()),
     "fd_spray_fake_result": ("process", set()),
@@ -186,15 +186,6 @@ def test_the_attack_ends_in_the_named_verdict(records, name):
     limit = HANG_LIMIT_S + 30 if name in HANGS else 120
     assert seconds < limit, f"{name} took {seconds:.0f} s"
     assert record.sandbox == "landlock" or not record.sandbox_details.get("landlock_abi"), record.sandbox_details
-
-
-def test_a_forged_clock_is_scored_by_the_supervisors_clock(records):
-    for name in ("clock_frozen", "clock_slowed", "json_rewrite"):
-        record, _ = records[name]
-        details = record.timing_details
-        assert details["supervisor_ms"] > details["reported_ms"], name
-        if record.sol_ms is not None:
-            assert record.sol_ms == pytest.approx(details["supervisor_ms"], rel=1e-6), name
 
 
 def test_no_file_a_later_evaluation_trusts_was_changed(records, targets):

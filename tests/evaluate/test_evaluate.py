@@ -77,9 +77,9 @@ CHEATING = {
     "returns_buffer": ("level1/23_Softmax", "returns_buffer.py", {"sizes": SOFTMAX}, "output_aliasing"),
     "pointer_cache": ("level1/23_Softmax", "pointer_cache.py", {"sizes": SOFTMAX}, "recompute"),
     # Caches keyed on input values: a weak key (sampled elements + sum) collides on a near-duplicate
-    # input; an exact key (hash of the bytes) is only fast on the repeated timing sets.
+    # input; an exact key (hash of the bytes) never hits on timed calls, whose inputs are all new.
     "content_cache": ("level1/23_Softmax", "content_cache.py", CONTENT_CACHE_OPTIONS, "input_reuse"),
-    "content_hash_cache": ("level1/23_Softmax", "content_hash_cache.py", CONTENT_CACHE_OPTIONS, "input_reuse"),
+    "content_hash_cache": ("level1/23_Softmax", "content_hash_cache.py", CONTENT_CACHE_OPTIONS, "correct"),
     "pure_torch": ("level1/23_Softmax", "pure_torch.py", {"sizes": SOFTMAX}, "custom_kernel"),
     "monkeypatch": ("level1/23_Softmax", "monkeypatch_torch.py", {"sizes": SOFTMAX}, "source_scan"),
     # Without the static scan the patches are still seen at run time, and judged in the supervisor.
@@ -167,10 +167,10 @@ def test_fp32_problems_report_error_against_float64(records):
     assert tile.precision_used == "fp16"  # the published rule: the first input's dtype
 
 
-def test_cpu_timing_is_wall_clock_and_marked(records):
+def test_cpu_timing_is_the_supervisors_windows_and_marked(records):
     record, _ = records["softmax"]
-    assert record.timing_method == "cpu_wall_clock"
-    assert record.sol_ms > 0 and record.sol_p10_ms <= record.sol_ms <= record.sol_p90_ms
+    assert record.timing_method == "supervisor_windows_cpu" and record.timing_meaningful is False
+    assert record.sol_ms > 0 and record.event_ms > 0 and record.timing_details["fit"]["rounds"] >= 2
     assert record.sol_reps >= 2 and record.checks["timed_outputs"] == "pass"
     assert record.speedup is None  # no baseline was requested
     assert "REDUCED_SIZES" in record.sizes_note and record.sizes == {"batch_size": 16, "dim": 1024}
@@ -187,6 +187,9 @@ def test_cpu_timing_is_wall_clock_and_marked(records):
 def test_cheat_is_rejected_by_the_right_check(records, key):
     record, _ = records[key]
     expected = CHEATING[key][3]
+    if expected == "correct":  # the harm was prevented (see its own test)
+        assert record.correct, (record.failed_check, record.error)
+        return
     assert not record.correct and record.speedup is None
     assert record.failed_check == expected, (record.failed_check, record.error, record.checks)
     if expected != "process":
@@ -214,16 +217,11 @@ def test_content_caches_are_caught_and_timed_on_fresh_inputs(records):
     # Its key misses the swapped pair, so the near-duplicate set gets the stale answer.
     assert "near_duplicate_seed42" in weak.check_details["input_reuse"]
     exact, _ = records["content_hash_cache"]
-    for check in ("correctness", "stress", "recompute", "custom_kernel", "timed_outputs"):
-        assert exact.checks[check] == "pass", check  # every checked output is right...
-    reuse = exact.timing_details["input_reuse"]  # ...but repeats are answered from the cache
-    assert reuse["faster_on_repeated_inputs"] and reuse["fresh_over_repeated"] > 5
-    assert "faster on repeated input sets" in exact.check_details["input_reuse"]
-    assert "faster_on_repeated_inputs" in exact.timing_flags
-    assert exact.sol_ms == reuse["fresh_median_ms"]  # the reported time is the honest one
+    # Every checked output is right, and every timed input was new: the cache never answered.
+    assert exact.correct and exact.checks["timed_outputs"] == "pass", exact.check_details
+    assert exact.timing_method == "supervisor_windows_cpu"
     honest, _ = records["softmax"]
     assert honest.checks["input_reuse"] == "pass"
-    assert not honest.timing_details["input_reuse"]["faster_on_repeated_inputs"]
 
 
 def test_pure_torch_names_the_library_kernels_it_ran(records):
