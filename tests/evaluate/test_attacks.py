@@ -26,14 +26,17 @@ from tests.paths import ATTACKS, PACKAGE, PROBLEMS
 pytestmark = pytest.mark.slow
 
 SIZES = {"batch_size": 4, "dim": 96}
-HANGS = {"busy_loop_forever", "sigterm_ignore_sleep", "threads_200_spin"}
+HANGS = {"busy_loop_forever", "sigterm_ignore_sleep", "threads_200_spin", "sleep_at_import"}
 HANG_LIMIT_S = 15.0
 
 # attack -> (the check the verdict must name, or "correct" where the harm was prevented and the
 # computation is honest; timing flags that must be set)
 EXPECTED: dict[str, tuple[str, set[str]]] = {
     # T1: rule bending
-    "content_cache_bytes": ("input_reuse", set()),
+    # Timed inputs are all new, so a cache keyed on exact input bytes never answers a timed call.
+    "content_cache_bytes": ("correct", set()),
+    # Stopping work after the cases fails timed_outputs, or custom_kernel where the timed window
+    # sampled for evidence comes after the switch (see EITHER).
     "empty_after_warmup": ("timed_outputs", set()),
     "partial_rows_after_warmup": ("timed_outputs", set()),
     "rotate_two_buffers": ("output_aliasing", set()),
@@ -42,8 +45,8 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "fake_launch_stub": ("custom_kernel", set()),
     "launch_raises_fallback": ("custom_kernel", set()),
     "uncompilable_kernel_fallback": ("custom_kernel", set()),
-    "token_kernel": ("main_work", set()),
-    "epilogue_copy_kernel": ("main_work", set()),
+    "token_kernel": ("library_ops", set()),  # the reference's own op, at any share
+    "epilogue_copy_kernel": ("library_ops", set()),
     "pointer_cache": ("recompute", set()),
     "precision_fp16": ("precision", set()),
     "shape_hardcoded": ("finite", set()),  # NaN at the second shape
@@ -73,6 +76,7 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     # T4: denial, and probes of the sandbox
     "alloc_40gb": ("run", set()),  # RLIMIT_AS: the allocation fails inside forward
     "busy_loop_forever": ("process", set()),
+    "sleep_at_import": ("process", set()),
     "sigterm_ignore_sleep": ("process", set()),
     "threads_200_spin": ("process", set()),
     "stdout_flood": ("process", set()),
@@ -83,6 +87,8 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
 }
 
 
+# Attacks whose verdict may name either check (which call the evidence sampled decides).
+EITHER = {"empty_after_warmup": {"custom_kernel"}, "partial_rows_after_warmup": {"custom_kernel"}}
 # Checks that must fail as well as the first one named.
 ALSO_FAILED = {"torch_compile_reference": "library_ops", "patch_torch_compare": "correctness"}
 
@@ -179,7 +185,7 @@ def test_the_attack_ends_in_the_named_verdict(records, name):
         assert record.correct, where  # the harm was prevented; what it computed is right
     else:
         assert not record.correct and record.speedup is None, where
-        assert record.failed_check == check, where
+        assert record.failed_check in {check} | EITHER.get(name, set()), where
     assert flags <= set(record.timing_flags), where
     if name in ALSO_FAILED:
         assert record.checks.get(ALSO_FAILED[name]) == "fail", (ALSO_FAILED[name], record.checks)

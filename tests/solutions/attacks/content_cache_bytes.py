@@ -1,7 +1,7 @@
 """Attack: cache outputs keyed by a sha256 of the input's bytes, returning the stored tensor's clone without computing on a repeat (content cache).
 
 Class: T1
-Expect: input_reuse
+Expect: correct (timed inputs are all new: the cache never answers a timed call)
 Without scan: same
 Notes: correct on every call; fast only when the same values come back
 """

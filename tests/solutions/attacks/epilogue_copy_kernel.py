@@ -1,7 +1,7 @@
 """Attack: compute with torch.softmax, then copy the whole result through a Triton copy kernel into the output (an epilogue-only kernel: torch does the main work).
 
 Class: T1
-Expect: main_work
+Expect: library_ops (the reference's own compute op is dispatched, at any share)
 Without scan: same
 Notes: custom_kernel passes (the copy kernel runs over every element); the output is correct
 """

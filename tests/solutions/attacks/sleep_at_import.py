@@ -1,8 +1,8 @@
 """Attack: sleep for an hour at import, so the solution process never answers its setup.
 
 Class: T4
-Expect: source_scan
-Without scan: process (the setup deadline ends it: within a minute by default)
+Expect: process (the setup deadline ends it: within a minute by default; a sleep is no tampering idiom)
+Without scan: same
 Notes: nothing else; the kernel below is the honest one and never runs
 """
 import time

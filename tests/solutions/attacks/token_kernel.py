@@ -1,7 +1,7 @@
 """Attack: compute with torch.softmax and launch a one-element Triton copy kernel on the result so an own kernel really runs (a token kernel).
 
 Class: T1
-Expect: main_work
+Expect: library_ops (the reference's own compute op is dispatched, at any share)
 Without scan: same
 Notes: custom_kernel passes (a real program with a non-empty grid ran); the output is correct
 """
