@@ -55,7 +55,12 @@ Status = Literal["correct", "incorrect", "failed", "incomplete", "error"]
 CheckOutcome = Literal["pass", "fail", "skip", "not run"]
 BaselineType = Literal["eager", "compile"]
 TimingMethod = Literal[
-    "supervisor_windows_cuda_graphs", "supervisor_windows_eager", "supervisor_windows_cpu", "cuda_events", "cpu_wall_clock", ""
+    "supervisor_windows_cuda_graphs",
+    "supervisor_windows_eager",
+    "supervisor_windows_cpu",
+    "cuda_events",
+    "cpu_wall_clock",
+    "",
 ]
 # The precision keys of the GPUs' peak tables (fp32 is plain FP32, tf32 the tensor-core mode).
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]

@@ -119,7 +119,7 @@ def wing_of(module: str) -> str:
 
 def test_the_graph_sees_the_package():
     graph = import_graph()
-    assert f"{PACKAGE}.evaluate.supervisor" in graph
+    assert f"{PACKAGE}.evaluate.supervisor.evaluation" in graph
     assert f"{PACKAGE}.catalog.problem" in graph[f"{PACKAGE}.batch.run"]  # module level
     assert f"{PACKAGE}.evaluate" in graph[f"{PACKAGE}.batch.executors"]  # inside a function
 
@@ -167,3 +167,43 @@ def test_the_forbidden_directions_are_caught():
 def test_find_cycle_reports_the_path():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+# Inside evaluate/: the trust boundary in the layout. The supervisor side may import the solution
+# side only to start it (the zygote); the solution side never imports the supervisor's; the
+# protocol between them imports neither.
+EVALUATE = f"{PACKAGE}.evaluate"
+SIDES = {"supervisor", "solution", "protocol"}
+MAY_REACH = {"supervisor": {"protocol", "solution.zygote"}, "solution": {"protocol"}, "protocol": set()}
+
+
+def side_of(module: str) -> str | None:
+    if not module.startswith(EVALUATE + "."):
+        return None
+    side = module[len(EVALUATE) + 1 :].split(".")[0]
+    return side if side in SIDES else None
+
+
+def test_the_trust_boundary_is_in_the_layout():
+    graph = import_graph()
+    assert {side_of(m) for m in graph} >= SIDES
+    offenders = []
+    for name, targets in graph.items():
+        side = side_of(name)
+        if side is None:
+            continue
+        for target in targets:
+            other = side_of(target)
+            if other is None or other == side:
+                continue
+            inner = target[len(EVALUATE) + 1 :]
+            if other not in MAY_REACH[side] and inner not in MAY_REACH[side]:
+                offenders.append(f"{name} -> {target}")
+    assert not offenders, "imports across the trust boundary: " + ", ".join(sorted(offenders))
+
+
+def test_shared_evaluator_modules_import_neither_side_but_the_protocol():
+    graph = import_graph()
+    shared = [m for m in graph if m.startswith(EVALUATE + ".") and side_of(m) is None and m != EVALUATE]
+    offenders = [f"{m} -> {t}" for m in shared for t in graph[m] if side_of(t) in ("supervisor", "solution")]
+    assert not offenders, "shared evaluator modules reaching into a side: " + ", ".join(sorted(offenders))

@@ -46,8 +46,11 @@ ATTACKS = [  # (file, what must happen)
     (f"{TA}/dispatch_probe_switch.py", "correct, Triton time"),
     (f"{TA}/copy_kernel_beside_op.py", "library_ops"),
 ]
-HANGS = ["tests/solutions/attacks/busy_loop_forever.py", "tests/solutions/attacks/sigterm_ignore_sleep.py",
-         "tests/solutions/attacks/sleep_at_import.py"]
+HANGS = [
+    "tests/solutions/attacks/busy_loop_forever.py",
+    "tests/solutions/attacks/sigterm_ignore_sleep.py",
+    "tests/solutions/attacks/sleep_at_import.py",
+]
 JOURNAL = "windows_gpu.jsonl"
 
 
@@ -81,8 +84,28 @@ def _summary(rec, **extra) -> dict:
 def _journal(out: Path, entry: dict) -> None:
     with open(out / JOURNAL, "a") as f:
         f.write(json.dumps(entry, default=str) + "\n")
-    print(json.dumps({k: entry.get(k) for k in ("part", "problem", "run", "file", "correct", "failed", "sol_ms",
-                                                   "event_ms", "speedup", "duration_s", "seconds")}, default=str), flush=True)
+    print(
+        json.dumps(
+            {
+                k: entry.get(k)
+                for k in (
+                    "part",
+                    "problem",
+                    "run",
+                    "file",
+                    "correct",
+                    "failed",
+                    "sol_ms",
+                    "event_ms",
+                    "speedup",
+                    "duration_s",
+                    "seconds",
+                )
+            },
+            default=str,
+        ),
+        flush=True,
+    )
 
 
 def _done(out: Path) -> list[dict]:
@@ -92,7 +115,7 @@ def _done(out: Path) -> list[dict]:
 
 def honest(out: Path, runs: int, only: str = "") -> None:
     from kernelbench_v3.evaluate import evaluate
-    from kernelbench_v3.evaluate.supervisor import keep_zygotes_warm
+    from kernelbench_v3.evaluate.supervisor.evaluation import keep_zygotes_warm
 
     keep_zygotes_warm()
     seen = {(e["problem"], e["run"]) for e in _done(out) if e["part"] == "honest"}
@@ -104,7 +127,7 @@ def honest(out: Path, runs: int, only: str = "") -> None:
 
 def attacks(out: Path) -> None:
     from kernelbench_v3.evaluate import evaluate
-    from kernelbench_v3.evaluate.supervisor import keep_zygotes_warm
+    from kernelbench_v3.evaluate.supervisor.evaluation import keep_zygotes_warm
 
     keep_zygotes_warm()
     seen = {e["file"] for e in _done(out) if e["part"] == "attacks"}
@@ -135,19 +158,44 @@ def old(out: Path, old_root: Path, seconds: float) -> None:
         if problem in seen:
             continue
         started = time.monotonic()
-        cmd = [sys.executable, "-m", "kernelbench_v3", "eval", "--problem", problem, "--solution", str(ROOT / solution),
-               "--device", "cuda", "--json", "--timing-seconds", str(seconds)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kernelbench_v3",
+            "eval",
+            "--problem",
+            problem,
+            "--solution",
+            str(ROOT / solution),
+            "--device",
+            "cuda",
+            "--json",
+            "--timing-seconds",
+            str(seconds),
+        ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=old_root)
         try:
             rec = json.loads(proc.stdout)
         except ValueError:
             rec = {"error": (proc.stderr or proc.stdout)[-500:]}
-        _journal(out, {"part": "old", "problem": problem, "correct": rec.get("correct"), "sol_ms": rec.get("sol_ms"),
-                       "speedup": rec.get("speedup"), "baseline_ms": rec.get("baseline_ms"),
-                       "eager_ms": rec.get("eager_ms"), "compiled_ms": rec.get("compiled_ms"),
-                       "flags": rec.get("timing_flags"), "phase_s": rec.get("phase_s"),
-                       "duration_s": rec.get("duration_s"), "seconds": round(time.monotonic() - started, 1),
-                       "error": rec.get("error")})
+        _journal(
+            out,
+            {
+                "part": "old",
+                "problem": problem,
+                "correct": rec.get("correct"),
+                "sol_ms": rec.get("sol_ms"),
+                "speedup": rec.get("speedup"),
+                "baseline_ms": rec.get("baseline_ms"),
+                "eager_ms": rec.get("eager_ms"),
+                "compiled_ms": rec.get("compiled_ms"),
+                "flags": rec.get("timing_flags"),
+                "phase_s": rec.get("phase_s"),
+                "duration_s": rec.get("duration_s"),
+                "seconds": round(time.monotonic() - started, 1),
+                "error": rec.get("error"),
+            },
+        )
 
 
 def _pct(a: float, b: float) -> str:
@@ -156,10 +204,13 @@ def _pct(a: float, b: float) -> str:
 
 def report(out: Path) -> str:
     entries = _done(out)
-    lines = ["## Honest solutions: scored time (supervisor's window slope) against the solution process's events", "",
-             "| problem | runs | scored ms (median) | event ms (median) | scored vs event | spread of scored (max/min-1) | "
-             "rel. s.e. (median) | baseline ms | speedup (median) | previous evaluator: sol ms / speedup | flags |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Honest solutions: scored time (supervisor's window slope) against the solution process's events",
+        "",
+        "| problem | runs | scored ms (median) | event ms (median) | scored vs event | spread of scored (max/min-1) | "
+        "rel. s.e. (median) | baseline ms | speedup (median) | previous evaluator: sol ms / speedup | flags |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     old_by = {e["problem"]: e for e in entries if e["part"] == "old"}
     for problem, _ in HONEST:
         runs = [e for e in entries if e["part"] == "honest" and e["problem"] == problem and e["sol_ms"]]
@@ -177,28 +228,52 @@ def report(out: Path) -> str:
             f"{statistics.median(se) * 100 if se else float('nan'):.2f}% | {runs[0]['baseline_ms'] or 0:.5f} | "
             f"{statistics.median(sp) if sp else float('nan'):.3f} | {o.get('sol_ms') or 0:.5f} / {o.get('speedup') or 0:.3f} | {flags} |"
         )
-    lines += ["", "## Attacks (level1/23_Softmax, static scan off)", "",
-              "| file | expected | verdict | failed check | scored ms | vs honest softmax | event ms |", "|---|---|---|---|---|---|---|"]
-    soft = [e["sol_ms"] for e in entries if e["part"] == "honest" and e["problem"] == "level1/23_Softmax" and e["sol_ms"]]
+    lines += [
+        "",
+        "## Attacks (level1/23_Softmax, static scan off)",
+        "",
+        "| file | expected | verdict | failed check | scored ms | vs honest softmax | event ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    soft = [
+        e["sol_ms"] for e in entries if e["part"] == "honest" and e["problem"] == "level1/23_Softmax" and e["sol_ms"]
+    ]
     ref = statistics.median(soft) if soft else None
     for e in entries:
         if e["part"] == "attacks":
-            lines.append(f"| {Path(e['file']).name} | {e['expect']} | {'correct' if e['correct'] else 'failed'} | "
-                         f"{e['failed'] or '-'} | {e['sol_ms'] or '-'} | {_pct(e['sol_ms'], ref)} | {e['event_ms'] or '-'} |")
-    lines += ["", "## Hangs, default step limits", "", "| file | verdict | failed check | seconds to the verdict |", "|---|---|---|---|"]
+            lines.append(
+                f"| {Path(e['file']).name} | {e['expect']} | {'correct' if e['correct'] else 'failed'} | "
+                f"{e['failed'] or '-'} | {e['sol_ms'] or '-'} | {_pct(e['sol_ms'], ref)} | {e['event_ms'] or '-'} |"
+            )
+    lines += [
+        "",
+        "## Hangs, default step limits",
+        "",
+        "| file | verdict | failed check | seconds to the verdict |",
+        "|---|---|---|---|",
+    ]
     for e in entries:
         if e["part"] == "hangs":
-            lines.append(f"| {Path(e['file']).name} | {'correct' if e['correct'] else 'failed'} | {e['failed']} | {e['seconds']} |")
-    lines += ["", "## Cost per evaluation, seconds (median over the honest runs after the first; the previous evaluator: one run)", "",
-              "| phase | this evaluator | previous evaluator |", "|---|---|---|"]
+            lines.append(
+                f"| {Path(e['file']).name} | {'correct' if e['correct'] else 'failed'} | {e['failed']} | {e['seconds']} |"
+            )
+    lines += [
+        "",
+        "## Cost per evaluation, seconds (median over the honest runs after the first; the previous evaluator: one run)",
+        "",
+        "| phase | this evaluator | previous evaluator |",
+        "|---|---|---|",
+    ]
     warm = [e for e in entries if e["part"] == "honest" and e["run"] > 0]
     olds = [e for e in entries if e["part"] == "old" and e.get("phase_s")]
     phases = sorted({p for e in warm + olds for p in (e.get("phase_s") or {})})
     for phase in phases + ["duration_s"]:
+
         def med(es, key=phase):
             vals = [(e.get("phase_s") or {}).get(key) if key != "duration_s" else e.get("duration_s") for e in es]
             vals = [v for v in vals if v is not None]
             return f"{statistics.median(vals):.2f}" if vals else "-"
+
         lines.append(f"| {phase} | {med(warm)} | {med(olds)} |")
     return "\n".join(lines)
 

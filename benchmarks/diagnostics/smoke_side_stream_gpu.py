@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kernelbench_v3.evaluate import EvalRequest, evaluate  # noqa: E402
-from kernelbench_v3.evaluate.fingerprint import device_name, software  # noqa: E402
+from kernelbench_v3.evaluate.supervisor.fingerprint import device_name, software  # noqa: E402
 
 PROBLEM = "level1/23_Softmax"
 SOLUTIONS = [ROOT / "examples/solutions/level1/23_Softmax.py", ROOT / "tests/solutions/gpu/side_stream_softmax.py"]

@@ -1,6 +1,6 @@
 """Smoke check of the supervisor's window timing on a GPU: a few evaluations, one line each.
 
-    PYTHONPATH=. python3 benchmarks/diagnostics/smoke_windows_gpu.py [PROBLEM=SOLUTION ...]
+PYTHONPATH=. python3 benchmarks/diagnostics/smoke_windows_gpu.py [PROBLEM=SOLUTION ...]
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ def main() -> None:
                     "method": rec.timing_method,
                     "flags": rec.timing_flags,
                     "fit": d.get("fit"),
-                    "sizes": d.get("window_sizes"), "echo_ms": d.get("echo_window_ms"), "windows": d.get("windows", [])[:60],
+                    "sizes": d.get("window_sizes"),
+                    "echo_ms": d.get("echo_window_ms"),
+                    "windows": d.get("windows", [])[:60],
                     "sets": d.get("timed_sets"),
                     "single": d.get("single_call_ms"),
                     "graph_error": d.get("graph_error"),

@@ -138,8 +138,8 @@ def _worker_main(conn, env: dict[str, str], evaluate_fn: EvaluateFn, parent_pid:
         os._exit(1)
 
     threading.Thread(target=exit_when_orphaned, daemon=True).start()
-    from ..evaluate.supervisor import keep_zygotes_warm
-    from ..evaluate.warm_references import keep_references_warm
+    from ..evaluate.supervisor.evaluation import keep_zygotes_warm
+    from ..evaluate.supervisor.warm_references import keep_references_warm
 
     keep_zygotes_warm()  # one zygote per worker, a fresh solution process per item
     keep_references_warm()  # the last problem's reference, for the next solution of that problem

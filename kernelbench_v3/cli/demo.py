@@ -53,7 +53,7 @@ def run_demo(
     from ..catalog.problem import get_problem
     from ..dataset.hub import build, instantiate_row, load_problems
     from ..evaluate import EvalRequest, evaluate
-    from ..evaluate.report import speedup_text
+    from ..evaluate.supervisor.report import speedup_text
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

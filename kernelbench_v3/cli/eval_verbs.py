@@ -64,7 +64,7 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..evaluate import evaluate
-    from ..evaluate.report import describe
+    from ..evaluate.supervisor.report import describe
 
     if not args.solution.is_file():
         raise CliError(f"argument --solution: file {args.solution} does not exist")

@@ -64,7 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def eval_on_server(args: argparse.Namespace, sizes: dict) -> int:
     """`kbv3 eval --server SOCKET`: the same evaluation, run by the service; the same output."""
-    from ..evaluate.report import describe
+    from ..evaluate.supervisor.report import describe
     from ..serve.client import Evaluator, RequestError, ServiceError, ServiceUnavailable
     from .options import eval_options_from
 

@@ -47,7 +47,7 @@ def evaluate(
         evaluate(rows[0], "sol.py", device="cpu")   # the row's code, verified by its sha256
 
     `cache_dir` holds the baseline cache (default `$KBV3_CACHE_DIR` or `~/.cache/kbv3`)."""
-    from .supervisor import run_evaluation
+    from .supervisor.evaluation import run_evaluation
 
     if isinstance(request, EvalRequest):
         if solution is not None or options:

@@ -27,7 +27,7 @@ class TimedOutputError(Exception):
 
 def view(region: torch.Tensor, ref: dict[str, Any]) -> torch.Tensor:
     """The tensor a layout entry ({offset, shape, dtype}) names inside a uint8 region."""
-    from .channel import DTYPES
+    from .protocol.channel import DTYPES
 
     dtype = DTYPES[ref["dtype"]]
     shape = tuple(int(s) for s in ref["shape"])

@@ -34,16 +34,17 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 
 def warm_up(device: str) -> None:
     """Pay the start-up now, not in the first request: torch, the evaluator, the zygote."""
-    from ..evaluate import supervisor
 
-    supervisor.keep_zygotes_warm()
+    from ..evaluate.supervisor import evaluation
+
+    evaluation.keep_zygotes_warm()
     try:  # the last problem's reference stays in memory, as in a batch worker
-        from ..evaluate.warm_references import keep_references_warm
+        from ..evaluate.supervisor.warm_references import keep_references_warm
 
         keep_references_warm()
     except ImportError:
         pass
-    start_zygote = getattr(supervisor, "_warm_zygote", None)
+    start_zygote = getattr(evaluation, "_warm_zygote", None)
     if start_zygote is not None:
         try:
             start_zygote(device)

@@ -389,7 +389,7 @@ def _command(solutions: Path, out: Path) -> list[str]:
     ]  # the batch is under test
 
 
-EVALUATOR_CHILD = "kernelbench_v3.evaluate.zygote"  # the zygote and the solution processes it forks
+EVALUATOR_CHILD = "kernelbench_v3.evaluate.solution.zygote"  # the zygote and the solution processes it forks
 
 
 def _batch_processes(cache_dir: str) -> dict[int, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from kernelbench_v3.catalog.problem import get_problem
-from kernelbench_v3.evaluate import baseline
+from kernelbench_v3.evaluate.supervisor import baseline
 
 
 def test_baseline_choice_and_cache(tmp_path):
@@ -43,7 +43,7 @@ def test_baseline_child_times_eager_and_is_cached(tmp_path):
 
 
 def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_path, monkeypatch):
-    from kernelbench_v3.evaluate import isolate
+    from kernelbench_v3.evaluate.supervisor import isolate
 
     calls = []
 
@@ -70,7 +70,7 @@ def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_p
 
 
 def test_a_cpu_baseline_is_keyed_by_its_environment_and_expires(tmp_path, monkeypatch):
-    from kernelbench_v3.evaluate import isolate
+    from kernelbench_v3.evaluate.supervisor import isolate
 
     calls = []
 

@@ -15,8 +15,8 @@ import threading
 import pytest
 import torch
 
-from kernelbench_v3.evaluate import messages as M
-from kernelbench_v3.evaluate.channel import (
+from kernelbench_v3.evaluate.protocol import messages as M
+from kernelbench_v3.evaluate.protocol.channel import (
     ALIGN,
     MAX_FRAME_BYTES,
     Arena,
@@ -26,7 +26,7 @@ from kernelbench_v3.evaluate.channel import (
     ProtocolError,
     TensorRef,
 )
-from kernelbench_v3.evaluate.session import Session, SessionLost
+from kernelbench_v3.evaluate.supervisor.session import Session, SessionLost
 
 
 def _pair():

@@ -320,7 +320,7 @@ def _solution_processes(parent: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        stats[int(entry.name)] = (int(fields[1]), "kernelbench_v3.evaluate.zygote" in cmdline)
+        stats[int(entry.name)] = (int(fields[1]), "kernelbench_v3.evaluate.solution.zygote" in cmdline)
     zygotes = [pid for pid, (ppid, is_zygote) in stats.items() if ppid == parent and is_zygote]
     return [pid for pid, (ppid, _) in stats.items() if ppid in zygotes]
 

@@ -6,7 +6,7 @@ import copy
 
 import torch
 
-from kernelbench_v3.evaluate import guard
+from kernelbench_v3.evaluate.solution import guard
 
 
 def test_guard_restores_flags_and_detects_replaced_functions():

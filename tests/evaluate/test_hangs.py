@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, evaluate
-from kernelbench_v3.evaluate.supervisor import step_limits
+from kernelbench_v3.evaluate.supervisor.evaluation import step_limits
 from tests.paths import ATTACKS
 
 HANGS = ("busy_loop_forever", "sigterm_ignore_sleep", "sleep_at_import")
@@ -19,8 +19,12 @@ HANGS = ("busy_loop_forever", "sigterm_ignore_sleep", "sleep_at_import")
 def test_hangs_end_in_a_failure_within_a_minute_by_default(tmp_path):
     def run(name):
         request = EvalRequest(
-            "level1/23_Softmax", ATTACKS / f"{name}.py", device="cpu", sizes={"batch_size": 4, "dim": 96},
-            baseline=False, scan_source=False,
+            "level1/23_Softmax",
+            ATTACKS / f"{name}.py",
+            device="cpu",
+            sizes={"batch_size": 4, "dim": 96},
+            baseline=False,
+            scan_source=False,
         )
         started = time.monotonic()
         return name, evaluate(request, cache_dir=tmp_path), time.monotonic() - started

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernelbench_v3.evaluate import kernel_rule
 from kernelbench_v3.evaluate.evidence import OpRecorder
+from kernelbench_v3.evaluate.supervisor import kernel_rule
 
 CUBLAS = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
 SOFTMAX_REF_OPS = {"_softmax": [1, 0.004]}
@@ -138,7 +138,11 @@ def _cpu_timed(outside_s, program_s=0.01, dot_flops=0.0, reference_ops=SOFTMAX_R
         "calls": calls,
     }
     return kernel_rule.judge_kernel_evidence(
-        evidence, device="cpu", rule="strict", reference_ops=reference_ops, reference_kernels=[],
+        evidence,
+        device="cpu",
+        rule="strict",
+        reference_ops=reference_ops,
+        reference_kernels=[],
         reference_matmul_flops=flops,
     )
 

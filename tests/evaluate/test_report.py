@@ -6,7 +6,7 @@ from kernelbench_v3.evaluate import Record
 
 
 def test_the_readable_report_gives_the_scored_method_its_precision_the_evidence_and_phases():
-    from kernelbench_v3.evaluate.report import describe
+    from kernelbench_v3.evaluate.supervisor.report import describe
 
     record = Record(
         problem_id="level1/23_Softmax",

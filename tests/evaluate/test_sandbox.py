@@ -23,7 +23,7 @@ import pytest
 if sys.platform != "linux":
     pytest.skip("the sandbox is Linux-only", allow_module_level=True)
 
-from kernelbench_v3.evaluate import sandbox
+from kernelbench_v3.evaluate.solution import sandbox
 
 ABI = sandbox.landlock_abi()
 needs_landlock = pytest.mark.skipif(ABI == 0, reason="this kernel has no Landlock (too old, or disabled at boot: lsm=)")

@@ -7,20 +7,28 @@ import pytest
 
 from kernelbench_v3.catalog.problem import get_problem
 from kernelbench_v3.evaluate import EvalRequest, Record
-from kernelbench_v3.evaluate.scoring import problem_speed_of_light_ms
+from kernelbench_v3.evaluate.supervisor.scoring import problem_speed_of_light_ms
 from kernelbench_v3.hardware.gpus import get_gpu
 from kernelbench_v3.hardware.roofline import DEFAULT_ROOFLINE, speed_of_light_ms
 
 
 def _timed_record(flags: list[str], per_call_ms: float, event_ms: float, single_ms: float | None = None) -> Record:
-    from kernelbench_v3.evaluate.clock import TimingOutcome
-    from kernelbench_v3.evaluate.scoring import fill_timing
-    from kernelbench_v3.evaluate.verdict import SolutionFacts
+    from kernelbench_v3.evaluate.supervisor.clock import TimingOutcome
+    from kernelbench_v3.evaluate.supervisor.scoring import fill_timing
+    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts
 
     rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, sizes={"dim": 8})
     scored = max(per_call_ms, single_ms or 0.0) if flags else per_call_ms
-    stats = {"method": "supervisor_windows_cuda_graphs", "median_ms": scored, "p10_ms": scored, "p90_ms": scored,
-             "cv": 0.002, "reps": 100, "flags": [], "details": {}}
+    stats = {
+        "method": "supervisor_windows_cuda_graphs",
+        "median_ms": scored,
+        "p10_ms": scored,
+        "p90_ms": scored,
+        "cv": 0.002,
+        "reps": 100,
+        "flags": [],
+        "details": {},
+    }
     details = {"event_ms_per_call": event_ms, "fit": {"per_call_ms": per_call_ms}, "single_call_ms": single_ms}
     facts = SolutionFacts(timing=TimingOutcome(stats=stats, flags=flags, details=details))
     base = {"eager_ms": 1.0, "compiled_ms": 2.0, "baseline_ms": 1.0, "baseline_type": "eager"}
@@ -57,13 +65,20 @@ def test_an_unknown_problem_or_gpu_has_no_speed_of_light():
 
 
 def test_a_cpu_time_is_no_speedup_and_the_record_says_why():
-    from kernelbench_v3.evaluate.clock import TimingOutcome
-    from kernelbench_v3.evaluate.report import describe
-    from kernelbench_v3.evaluate.scoring import fill_timing
-    from kernelbench_v3.evaluate.verdict import SolutionFacts
+    from kernelbench_v3.evaluate.supervisor.clock import TimingOutcome
+    from kernelbench_v3.evaluate.supervisor.report import describe
+    from kernelbench_v3.evaluate.supervisor.scoring import fill_timing
+    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts
 
     rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, device="cpu", sizes={"dim": 8})
-    stats = {"method": "supervisor_windows_cpu", "median_ms": 40.0, "p10_ms": 39.0, "p90_ms": 41.0, "cv": 0.1, "reps": 4}
+    stats = {
+        "method": "supervisor_windows_cpu",
+        "median_ms": 40.0,
+        "p10_ms": 39.0,
+        "p90_ms": 41.0,
+        "cv": 0.1,
+        "reps": 4,
+    }
     facts = SolutionFacts(timing=TimingOutcome(stats=stats, flags=[], details={}))
     base = {"eager_ms": 0.02, "compiled_ms": 0.04, "baseline_ms": 0.02, "baseline_type": "eager"}
     fill_timing(rec, facts, base, EvalRequest("level1/23_Softmax", "x.py", device="cpu"))

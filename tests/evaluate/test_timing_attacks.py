@@ -46,7 +46,13 @@ def _problem(path) -> str:
 def _request(problem: str, path) -> EvalRequest:
     sizes = SOFTMAX_SIZES if problem == "level1/23_Softmax" else {}
     return EvalRequest(
-        problem, path, device="cpu", sizes=sizes, baseline=False, seeds=(42, 123, 456), timing_seconds=1.0,
+        problem,
+        path,
+        device="cpu",
+        sizes=sizes,
+        baseline=False,
+        seeds=(42, 123, 456),
+        timing_seconds=1.0,
         scan_source=False,
     )
 

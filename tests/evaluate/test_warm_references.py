@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelbench_v3.evaluate import reference, warm_references
+from kernelbench_v3.evaluate.supervisor import reference, warm_references
 from tests.paths import REPO
 
 
@@ -43,11 +43,13 @@ def _request(**sizes):
 
 @pytest.mark.slow
 def test_a_kept_reference_is_computed_once_and_judges_alike(tmp_path, monkeypatch):
-    from kernelbench_v3.evaluate import evaluate, supervisor
+    from kernelbench_v3.evaluate import evaluate
 
     monkeypatch.setenv("KBV3_NO_REFERENCE_CACHE", "1")  # only the memory is in play
     spy = _Spy(reference.compute)
-    monkeypatch.setattr(supervisor, "compute", spy)
+    from kernelbench_v3.evaluate.supervisor import evaluation
+
+    monkeypatch.setattr(evaluation, "compute", spy)
     off = evaluate(_request(), cache_dir=tmp_path)
     again = evaluate(_request(), cache_dir=tmp_path)
     assert spy.calls == 2 and off.reference_cached is None  # not kept outside a batch worker

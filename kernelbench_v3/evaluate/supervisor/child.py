@@ -1,4 +1,4 @@
-"""Entry point of the evaluator's reference-only child processes: `python -m kernelbench_v3.evaluate.child ROLE DIR`.
+"""Entry point of the evaluator's reference-only child processes: `python -m kernelbench_v3.evaluate.supervisor.child ROLE DIR`.
 
 Only trusted code runs here (today the `baseline` role: the reference timed eager and compiled);
 solutions run in the sandboxed solution process instead (`worker`). Reads `DIR/spec.json`, runs
@@ -15,55 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
-import threading
-import time
 import traceback
 from pathlib import Path
 
-from ..paths import write_atomically
-
-PARENT_PID_ENV = "KBV3_PARENT_PID"  # set by isolate.run_child: the pid the child must not outlive
-PR_SET_PDEATHSIG = 1
-
-
-def _set_parent_death_signal() -> bool:
-    """Ask the Linux kernel to SIGKILL this process when its parent exits (False elsewhere)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _kill_own_group() -> None:
-    try:
-        os.killpg(os.getpgrp(), signal.SIGKILL)
-    finally:
-        os._exit(1)
-
-
-def _watch_parent(parent_pid: int, interval_s: float) -> None:
-    while True:
-        if os.getppid() != parent_pid:  # reparented: the parent is gone
-            _kill_own_group()
-        time.sleep(interval_s)
-
-
-def die_with_parent(parent_pid: int | None, interval_s: float = 0.5) -> None:
-    """Make this process (and, through the watch thread, its process group) exit when
-    `parent_pid` dies. Called first thing, before any problem or solution code runs."""
-    if not parent_pid:
-        return
-    _set_parent_death_signal()
-    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
-        _kill_own_group()
-    threading.Thread(target=_watch_parent, args=(parent_pid, interval_s), daemon=True, name="kbv3-parent-watch").start()
+from ...paths import write_atomically
+from ..lifetime import PARENT_PID_ENV, die_with_parent
 
 
 def _write(path: Path, payload: dict) -> None:

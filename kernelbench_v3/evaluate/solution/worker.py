@@ -18,12 +18,12 @@ from typing import Any
 
 import torch
 
-from ..catalog.specs import dtype_name
+from ...catalog.specs import dtype_name
+from ..cases import PARAM_SEED, single_output
+from ..evidence import ProgramLog, collect, install_program_counter
+from ..protocol.channel import DTYPES, Arena, Link, PeerGone, TensorRef, tensor_nbytes
+from ..window_calls import WindowCalls, resolve, view
 from . import guard
-from .cases import PARAM_SEED, single_output
-from .channel import DTYPES, Arena, Link, PeerGone, TensorRef, tensor_nbytes
-from .evidence import ProgramLog, collect, install_program_counter
-from .window_calls import WindowCalls, resolve, view
 
 HELD_OUTPUTS = 8  # a new output may not share memory with any of the last this-many outputs
 
@@ -107,7 +107,7 @@ class Worker:
     # --- requests ---------------------------------------------------------------------------
 
     def setup(self, msg: dict[str, Any]) -> dict[str, Any]:
-        from ..catalog.materialize import import_file, seed_everything
+        from ...catalog.materialize import import_file, seed_everything
 
         if self.device == "cuda":
             torch.cuda.set_per_process_memory_fraction(float(msg["memory_fraction"]))
@@ -196,7 +196,7 @@ class Worker:
         """Map the supervisor's timing region; the model runs every timed call from it."""
         region = msg["region"]
         if "cuda_ipc" in region:
-            from .cuda_ipc import open_shared
+            from ..protocol.cuda_ipc import open_shared
 
             self.region = open_shared(region["cuda_ipc"])
         else:

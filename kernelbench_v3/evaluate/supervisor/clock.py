@@ -39,8 +39,8 @@ from typing import Any
 
 import torch
 
+from ..protocol.messages import Capture, Failed, PrepareTiming, TimingReady, Window, WindowDone
 from .checks import compare_case
-from .messages import Capture, Failed, PrepareTiming, TimingReady, Window, WindowDone
 from .session import Session, SessionLost
 from .timed_memory import TimedMemory, fresh_inputs
 from .windows import WindowPlan, choose_sets, fit, known, measure, probe_per_call, window_sizes

@@ -25,22 +25,23 @@ from typing import Any
 
 import torch
 
-from ..catalog.specs import dtype_name
-from ..vocab import runs_gpu_name
-from . import clock, cuda_ipc, warm_references
-from .cases import CORRECTNESS, RECOMPUTE, plan_cases
-from .channel import ALIGN, Arena, Layout, Link, TensorRef, round_up, tensor_nbytes
+from ...catalog.specs import dtype_name
+from ...vocab import runs_gpu_name
+from ..cases import CORRECTNESS, RECOMPUTE, plan_cases
+from ..protocol import cuda_ipc
+from ..protocol.channel import ALIGN, Arena, Layout, Link, TensorRef, round_up, tensor_nbytes
+from ..protocol.messages import Capture, Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
+from ..record import SCHEMA_VERSION, Record
+from ..request import EvalRequest
+from ..solution.zygote import LOG_NAME, Zygote
+from . import clock, warm_references
 from .fingerprint import device_name, software
-from .messages import Capture, Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
-from .record import SCHEMA_VERSION, Record
 from .reference import ReferenceRun, compute, expected_for
 from .reference_cache import for_evaluation, key_fields
-from .request import EvalRequest
 from .scoring import fill_timing, request_baseline
 from .session import CaseResult, Session, SessionLost
 from .timed_memory import TimedMemory, set_bytes
 from .verdict import SolutionFacts, judge
-from .zygote import LOG_NAME, Zygote
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
 EVIDENCE_CASES = 2  # correctness cases (never the first, which compiles) picked at random for kernel evidence
@@ -70,7 +71,7 @@ def _phase(rec: Record, name: str) -> Iterator[None]:
 
 
 def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -> Record:
-    from ..catalog.problem import default_problems_dir, get_problem
+    from ...catalog.problem import default_problems_dir, get_problem
 
     started = time.monotonic()
     root = Path(problems_dir) if problems_dir is not None else default_problems_dir()

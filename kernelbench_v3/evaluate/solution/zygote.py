@@ -185,7 +185,7 @@ def _child(msg: dict[str, Any], fds: list[int]) -> None:
 
 
 def main(ctl_fd: int, device: str) -> None:
-    from .child import die_with_parent
+    from ..lifetime import die_with_parent
 
     die_with_parent(int(os.environ.get("KBV3_PARENT_PID") or 0))
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -254,7 +254,7 @@ class Zygote:
         }
         child_env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, child_env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelbench_v3.evaluate.zygote", str(theirs.fileno()), device],
+            [sys.executable, "-m", "kernelbench_v3.evaluate.solution.zygote", str(theirs.fileno()), device],
             pass_fds=[theirs.fileno()],
             env=child_env,
             start_new_session=True,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .record import Record
+from ..record import Record
 
 
 def _ms(value: float | None) -> str:

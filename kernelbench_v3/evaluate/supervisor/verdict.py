@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cases import INPUT_REUSE, STRESS
+from ..record import FAIL, NOT_RUN, PASS, SKIP, Record
 from . import kernel_rule
-from .cases import INPUT_REUSE, STRESS
 from .checks import calibrate_strict, compare_case, merge, ordered_outcomes, tolerance_for
 from .clock import TimingOutcome
-from .record import FAIL, NOT_RUN, PASS, SKIP, Record
 from .reference import ReferenceRun
 from .session import CaseResult, SessionLost
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .cases import PARAM_SEED, Case, build_inputs, input_precision, other_shape_candidates, rerandomize, single_output
+from ..cases import PARAM_SEED, Case, build_inputs, input_precision, other_shape_candidates, rerandomize, single_output
 
 
 def _round_tf32(x: torch.Tensor) -> torch.Tensor:
@@ -75,7 +75,7 @@ def float64_reference(model: torch.nn.Module, inputs: list[Any], out: torch.Tens
 
 
 def _build(module_source: str, stem: str, sizes: dict[str, Any], device: str, seed: int):
-    from ..catalog.materialize import load_module, make_model
+    from ...catalog.materialize import load_module, make_model
 
     module = load_module(module_source, sizes, stem=stem)
     model = make_model(module, device, seed)
@@ -125,7 +125,7 @@ def compute(
     (`reference_cache.ReferenceCache`), what it holds for this key replaces the profiled pass,
     the second-shape search and the float64 runs of the cases it verifies, and what was
     computed is stored; `run.cached` says whether everything came from it."""
-    from .evidence import OpRecorder
+    from ..evidence import OpRecorder
     from .fingerprint import device_info
     from .reference_cache import digest, state_digest
 
@@ -143,7 +143,7 @@ def compute(
             recorder = OpRecorder()
             with recorder:
                 if device == "cuda":  # what the reference launches is library code, whatever its name
-                    from .kernels import profile_cuda_kernels
+                    from ..kernels import profile_cuda_kernels
 
                     raw_out, names = profile_cuda_kernels(lambda: model(*main_inputs))
                     run.kernel_names = names or []

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..paths import cache_root, write_atomically
+from ...paths import cache_root, write_atomically
 
 # Bump when the timing method changes, so old cache entries are not reused (2: L2 flushed by a
 # read; 3: two flush passes; 4: the supervisor's windows, slope over k).
@@ -104,8 +104,8 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     compilation (the first calls of the compiled model) happens outside the timing lock."""
     import torch
 
-    from ..catalog.materialize import load_module, make_model
-    from .cases import CORRECTNESS, PARAM_SEED, Case, build_inputs, input_precision
+    from ...catalog.materialize import load_module, make_model
+    from ..cases import CORRECTNESS, PARAM_SEED, Case, build_inputs, input_precision
 
     device = spec["device"]
     module = load_module(Path(spec["problem_path"]), spec["sizes"])
@@ -143,10 +143,10 @@ def time_windows(
 
     import torch
 
-    from .cases import single_output
+    from ..cases import single_output
+    from ..window_calls import WindowCalls
     from .clock import ClockPlan
     from .timed_memory import TimedMemory, fresh_inputs, set_bytes
-    from .window_calls import WindowCalls
     from .windows import WindowPlan, choose_sets, measure, probe_per_call, window_sizes
 
     plan = ClockPlan.for_device(device, seconds)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .record import FAIL, PASS, SKIP
+from ..record import FAIL, PASS, SKIP
 
 # Reported in this order; the first failure becomes Record.failed_check.
 CHECK_ORDER: tuple[str, ...] = (

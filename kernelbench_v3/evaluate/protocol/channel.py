@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from ..catalog.specs import dtype_name
+from ...catalog.specs import dtype_name
 
 MAX_FRAME_BYTES = 16 << 20  # a message larger than this is a protocol violation
 ALIGN = 128

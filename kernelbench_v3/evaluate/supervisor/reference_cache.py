@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from ..paths import cache_root, write_atomically
+from ...paths import cache_root, write_atomically
 
 CACHE_VERSION = 1  # bump when what is cached, or how the reference computes it, changes
 DISABLE_ENV = "KBV3_NO_REFERENCE_CACHE"

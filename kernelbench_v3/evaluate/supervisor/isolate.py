@@ -1,6 +1,6 @@
 """Reference-only child processes (the baseline) with a wall-clock limit and a bounded log.
 
-A child is `python -m kernelbench_v3.evaluate.child ROLE DIR` in its own session (process
+A child is `python -m kernelbench_v3.evaluate.supervisor.child ROLE DIR` in its own session (process
 group), so a timeout kills it and everything it spawned. Its stdout and stderr are drained by a
 thread that keeps only the last `max_log_bytes` and kills the child when it writes more than
 `flood_bytes` in total. The result is the JSON file the child writes into DIR, a private
@@ -107,7 +107,7 @@ def run_child(
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_PARENT), child_env.get("PYTHONPATH", "")) if p)
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelbench_v3.evaluate.child", role, str(workdir)],
+        [sys.executable, "-m", "kernelbench_v3.evaluate.supervisor.child", role, str(workdir)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

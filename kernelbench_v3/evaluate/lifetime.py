@@ -1,0 +1,56 @@
+"""A process that must not outlive the one that started it: the evaluator's reference-only children
+(`supervisor.child`) and the zygote (`solution.zygote`) both call `die_with_parent` first thing.
+
+Such a process runs in its own session, so a SIGKILL of its parent (a batch killed midway) would
+otherwise leave it running. On Linux the kernel kills it (PR_SET_PDEATHSIG); everywhere, a watch
+thread kills its process group once the parent pid changes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+PARENT_PID_ENV = "KBV3_PARENT_PID"  # set by isolate.run_child: the pid the child must not outlive
+PR_SET_PDEATHSIG = 1
+
+
+def _set_parent_death_signal() -> bool:
+    """Ask the Linux kernel to SIGKILL this process when its parent exits (False elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _kill_own_group() -> None:
+    try:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    finally:
+        os._exit(1)
+
+
+def _watch_parent(parent_pid: int, interval_s: float) -> None:
+    while True:
+        if os.getppid() != parent_pid:  # reparented: the parent is gone
+            _kill_own_group()
+        time.sleep(interval_s)
+
+
+def die_with_parent(parent_pid: int | None, interval_s: float = 0.5) -> None:
+    """Make this process (and, through the watch thread, its process group) exit when
+    `parent_pid` dies. Called first thing, before any problem or solution code runs."""
+    if not parent_pid:
+        return
+    _set_parent_death_signal()
+    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
+        _kill_own_group()
+    threading.Thread(target=_watch_parent, args=(parent_pid, interval_s), daemon=True, name="kbv3-parent-watch").start()
