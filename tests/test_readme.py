@@ -26,7 +26,7 @@ def _block(word: str) -> str:
 
 
 def test_every_python_block_is_covered_below():
-    covered = {"instantiate_row": 1, "EvalOptions": 1, "flag_anomalies": 1}
+    covered = {"instantiate_row": 1, "EvalOptions": 1, "flag_anomalies": 1, "Evaluator": 1}
     assert len(PYTHON_BLOCKS) == len(covered)
     for word in covered:
         _block(word)
@@ -93,3 +93,34 @@ def test_every_kbv3_command_names_a_verb_and_flags_that_exist(line, capsys):
     help_text = capsys.readouterr().out
     for flag in {w.split("=")[0] for w in words if w.startswith("--")}:
         assert flag in help_text, f"{line}: {flag} is not an option of kbv3 {words[0]}"
+
+
+@pytest.mark.slow  # starts `kbv3 serve --device cpu` and evaluates through it
+def test_the_service_snippet_runs(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import time
+
+    from kernelbench_v3.serve import Evaluator
+
+    socket_path = tmp_path / "s.sock"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelbench_v3", "serve", "--socket", str(socket_path), "--device", "cpu"], cwd=REPO
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not socket_path.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        client = Evaluator(socket_path, timeout_s=300)
+        while not client.status()["workers"][0]["ready"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        monkeypatch.chdir(REPO)
+        block = _block("Evaluator").replace("/run/user/1000/kbv3/serve.sock", str(socket_path))
+        namespace: dict = {}
+        exec(compile(block, "README.md (service)", "exec"), namespace)
+        assert namespace["record"].correct, namespace["record"].error
+        proc.wait(timeout=60)  # the snippet's shutdown() stops the service
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
