@@ -9,12 +9,12 @@ Public API:
 back as a Record with `correct=False` and the reason. It raises only for bad requests (unknown
 problem, missing solution file).
 
-Trust lives in one process. The supervisor (`supervisor`, in the caller's process) never
-imports the solution; it computes the reference (`reference`), gets the baseline (`baseline`,
-in a child that runs only reference code), and has a zygote (`zygote`) fork a fresh solution
-process (`worker`) that enters a sandbox (`sandbox`) before it imports the solution. The two talk
-over a data-only channel (`channel`, `messages`, `session`); the supervisor judges
-(`verdict`, `checks`, `kernel_rule`) and times (`clock` over `timing`) with its own clock.
+Trust lives in one process, and the layout shows where. The supervisor (`supervisor/`, in the
+caller's process) never imports the solution; it computes the reference, gets the baseline (in a
+child that runs only reference code), and has a zygote (`solution.zygote`) fork a fresh solution
+process (`solution.worker`) that enters a sandbox before it imports the solution. The two talk
+over a data-only protocol (`protocol/`); the supervisor judges (`supervisor.verdict`) and times
+the solution by windows it opens and closes (`supervisor.clock`), in memory it owns.
 """
 
 from __future__ import annotations
