@@ -36,7 +36,7 @@ from ..request import EvalRequest
 from ..solution.zygote import LOG_NAME, Zygote
 from . import clock, warm_references
 from .fingerprint import device_name, software
-from .reference import ReferenceRun, compute, expected_for
+from .reference import ReferenceRun, compute, expected_on_device
 from .reference_cache import for_evaluation, key_fields
 from .scoring import fill_timing, request_baseline
 from .session import CaseResult, Session, SessionLost
@@ -470,7 +470,7 @@ class _Run:
         request, ref = self.request, self.ref
         memory, region = self._memory()
         verifier = clock.Verifier(
-            lambda inputs: expected_for(ref, inputs, request.device),
+            lambda inputs: expected_on_device(ref, inputs, request.device),
             ref.cases[self.correctness[0]].entry,
             request.tolerance,
             ref.precision,

@@ -243,11 +243,11 @@ def compute(
     return run
 
 
-def expected_for(run: ReferenceRun, inputs: list[Any], device: str) -> torch.Tensor:
-    """The main-shape reference's output on `inputs` (CPU tensors), on the CPU."""
+def expected_on_device(run: ReferenceRun, inputs: list[Any], device: str) -> torch.Tensor:
+    """The main-shape reference's output on `inputs`, left on `device`."""
     moved = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
     with torch.no_grad():
-        return _as_tensor(run.shapes["main"].model(*moved), "reference").detach().cpu()
+        return _as_tensor(run.shapes["main"].model(*moved), "reference").detach()
 
 
 def _choose_other_shape(problem, source, sizes, device, main_shape, cases):
