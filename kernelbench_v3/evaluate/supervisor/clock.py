@@ -72,7 +72,7 @@ class ClockPlan:
             # At least 8 rounds: the standard error comes from the spread of the round slopes.
             return cls(device, cap_s, 0.0025, 8, 0.05, MAX_SETS, 60, 2.0, 0.005)
         # CPU: interpreted kernels; the figure tests the machinery, it is no performance figure.
-        return cls(device, cap_s, 0.02, 3, 0.05, 2, 5, 2.0, 1.0)
+        return cls(device, cap_s, 0.05, 2, 0.05, 2, 3, 2.0, 1.0)
 
 
 @dataclass

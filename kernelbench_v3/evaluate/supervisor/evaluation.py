@@ -151,7 +151,7 @@ def _evaluate(
         if not ref.cases[f"seed{request.seeds[0]}"].entry["finite"]:
             rec.fail("error", "the reference output has NaN/Inf at these sizes")
             return
-        timing_seconds = request.timing_seconds or (3.0 if request.device == "cpu" else 6.0)
+        timing_seconds = request.timing_seconds or (1.5 if request.device == "cpu" else 6.0)
         base: dict[str, Any] = {}
         if request.time_solution and request.baseline:
             with _phase(rec, "baseline"):
