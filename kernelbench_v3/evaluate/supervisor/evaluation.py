@@ -44,7 +44,7 @@ from .timed_memory import TimedMemory, set_bytes
 from .verdict import SolutionFacts, judge
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
-EVIDENCE_CASES = 2  # correctness cases (never the first, which compiles) picked at random for kernel evidence
+EVIDENCE_CASES = 2  # cases (never the first, which compiles) picked at random for kernel evidence
 CPU_TIMED_SETS = 2  # input sets and output slots of the CPU timing region (in the arena)
 CUDA_TIMING_BYTES = 12 << 30  # the CUDA timing region, at most (and at most this share of the device:)
 CUDA_TIMING_SHARE = 0.1
@@ -361,7 +361,9 @@ class _Run:
         facts.import_flag_changes, facts.tampered = reply.import_flag_changes, list(reply.tampered)
         if any(v for report in facts.state_dict.values() for v in (report or {}).values()):
             return  # the reference's weights do not load: nothing else is meaningful
-        later = self.correctness[1:] or self.correctness
+        # Never the first call (it compiles, or on CPU prepares the interpreter) nor the second
+        # shape (it compiles again): a sample must show the forward as it runs from then on.
+        later = [n for n in ref.order[1:] if ref.cases[n].case.shape == "main"] or ref.order[:1]
         sampled = set(self.rng.sample(later, min(EVIDENCE_CASES, len(later))))
         for i, name in enumerate(ref.order):
             run = ref.cases[name]
