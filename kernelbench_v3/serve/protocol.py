@@ -1,7 +1,7 @@
 """What the service and its clients say to each other: length-prefixed JSON, never pickle.
 
 A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON, an object with a
-string `kind` (the framing of `evaluate.channel.Link`, without torch, so a client need not import
+string `kind` (`evaluate.protocol.frames`, which needs no torch, so a client need not import
 it). Frames are bounded (`MAX_FRAME_BYTES`); JSON parsing runs no code.
 
 Client to service:
@@ -26,96 +26,32 @@ The service and its worker processes use the same frames over a socket pair: `ev
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import socket
 import struct
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-MAX_FRAME_BYTES = 16 << 20  # a request (its source text) or a reply larger than this is refused
+# The framing is the evaluator's (it needs no torch); a request (its source text) or a reply larger
+# than MAX_FRAME_BYTES is refused.
+from ..evaluate.protocol.frames import MAX_FRAME_BYTES, Deadline, Link, PeerGone, ProtocolError  # noqa: F401 (the serve wing takes them from here)
+
 MAX_SOCKET_PATH = 107  # bytes: sun_path holds 108 with its NUL
-_HEADER = struct.Struct("!I")
 SOURCE_LABEL = "<source>"  # the record's solution_path when the client sent the text, not a path
 # What a request's options may name: EvalOptions' fields plus where and for whom it runs.
 PLACEMENT = ("gpu", "device", "sizes", "model")
-
-
-class ProtocolError(Exception):
-    """The other side sent something that is not a frame of this protocol."""
-
-
-class PeerGone(Exception):
-    """The other side closed the connection."""
-
-
-class Deadline(Exception):
-    """No complete frame arrived in time."""
 
 
 class BadRequest(ValueError):
     """A request the service refuses before evaluating (unknown problem, wrong option, ...)."""
 
 
-class Conn:
-    """Frames over a connected stream socket; a partly received frame stays buffered."""
+class Conn(Link):
+    """The service's frames: those of the evaluator's channel, strict JSON (no NaN) for clients in
+    any language."""
 
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self._buffer = bytearray()
-
-    def send(self, message: Mapping[str, Any]) -> None:
-        blob = json.dumps(message, allow_nan=False, separators=(",", ":")).encode()
-        if len(blob) > MAX_FRAME_BYTES:
-            raise ProtocolError(f"message of {len(blob)} bytes exceeds {MAX_FRAME_BYTES}")
-        try:
-            self.sock.sendall(_HEADER.pack(len(blob)) + blob)
-        except OSError as exc:  # BrokenPipe, ConnectionReset, a closed socket
-            raise PeerGone(str(exc)) from None
-
-    def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        self._fill(_HEADER.size, deadline)
-        (length,) = _HEADER.unpack(bytes(self._buffer[: _HEADER.size]))
-        if length > MAX_FRAME_BYTES:
-            raise ProtocolError(f"announced message of {length} bytes exceeds {MAX_FRAME_BYTES}")
-        self._fill(_HEADER.size + length, deadline)
-        blob = bytes(self._buffer[_HEADER.size : _HEADER.size + length])
-        del self._buffer[: _HEADER.size + length]
-        try:
-            message = json.loads(blob)
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise ProtocolError(f"message is not JSON: {type(exc).__name__}") from None
-        if not isinstance(message, dict) or not isinstance(message.get("kind"), str):
-            raise ProtocolError(f"message without a kind: {str(message)[:200]}")
-        return message
-
-    def _fill(self, n: int, deadline: float | None) -> None:
-        while len(self._buffer) < n:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise Deadline(f"no message within the time limit ({len(self._buffer)} of {n} bytes)")
-                self.sock.settimeout(left)
-            else:
-                self.sock.settimeout(None)
-            try:
-                chunk = self.sock.recv(max(65536, n - len(self._buffer)))
-            except TimeoutError:
-                continue
-            except OSError as exc:
-                raise PeerGone(str(exc)) from None
-            if not chunk:
-                raise PeerGone("the other side closed the connection")
-            self._buffer += chunk
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+    allow_nan = False
 
 
 def peer_uid(sock: socket.socket) -> int | None:

@@ -2,9 +2,9 @@
 
 Two parts, both plain data:
 
-- `Link`: length-prefixed JSON messages over a Unix socket. The supervisor never unpickles
-  anything the solution process sent; JSON parsing runs no code. Frames are bounded in size, and
-  every receive has a deadline measured by the receiver's own clock.
+- `Link` (from `frames`, which needs no torch): length-prefixed JSON messages over a Unix socket.
+  The supervisor never unpickles anything the solution process sent; JSON parsing runs no code.
+  Frames are bounded in size, and every receive has a deadline measured by the receiver's own clock.
 - `Arena`: one shared-memory file (memfd) mapped by both processes. Tensors travel as raw bytes
   at an offset, described by a `TensorRef` (offset, shape, dtype) that the reader validates
   against the arena's bounds and a fixed list of dtypes before it makes a view.
@@ -16,23 +16,31 @@ own inputs back from the arena (it keeps private copies).
 
 from __future__ import annotations
 
-import json
 import math
 import mmap
 import os
-import socket
-import struct
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ...catalog.specs import dtype_name
+from .frames import MAX_FRAME_BYTES, Deadline, Link, PeerGone, ProtocolError
 
-MAX_FRAME_BYTES = 16 << 20  # a message larger than this is a protocol violation
+__all__ = [
+    "ALIGN",
+    "DTYPES",
+    "MAX_FRAME_BYTES",
+    "Arena",
+    "Deadline",
+    "Layout",
+    "Link",
+    "PeerGone",
+    "ProtocolError",
+    "TensorRef",
+]
+
 ALIGN = 128
-_HEADER = struct.Struct("!I")
 
 # The dtypes a tensor may declare on the channel; anything else is refused.
 DTYPES: dict[str, torch.dtype] = {
@@ -54,18 +62,6 @@ DTYPES: dict[str, torch.dtype] = {
     )
     if hasattr(torch, name)
 }
-
-
-class ProtocolError(Exception):
-    """The other side broke the protocol: a malformed, oversized or unexpected message."""
-
-
-class PeerGone(Exception):
-    """The other side closed the connection (it exited or was killed)."""
-
-
-class Deadline(Exception):
-    """No complete message arrived before the deadline."""
 
 
 @dataclass(frozen=True)
@@ -170,64 +166,3 @@ class Layout:
 
 def tensor_nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
-
-
-class Link:
-    """JSON messages over a connected stream socket, each at most `MAX_FRAME_BYTES`."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self._buffer = bytearray()
-
-    def send(self, message: dict[str, Any]) -> None:
-        blob = json.dumps(message, allow_nan=True, separators=(",", ":")).encode()
-        if len(blob) > MAX_FRAME_BYTES:
-            raise ProtocolError(f"message of {len(blob)} bytes exceeds {MAX_FRAME_BYTES}")
-        try:
-            self.sock.sendall(_HEADER.pack(len(blob)) + blob)
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            raise PeerGone(str(exc)) from None
-
-    def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
-        """The next message; `Deadline` after `timeout_s` seconds of this process's clock (a
-        message that was only partly there stays buffered for the next call)."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        self._fill(_HEADER.size, deadline)
-        (length,) = _HEADER.unpack(bytes(self._buffer[: _HEADER.size]))
-        if length > MAX_FRAME_BYTES:
-            raise ProtocolError(f"announced message of {length} bytes exceeds {MAX_FRAME_BYTES}")
-        self._fill(_HEADER.size + length, deadline)
-        blob = bytes(self._buffer[_HEADER.size : _HEADER.size + length])
-        del self._buffer[: _HEADER.size + length]
-        try:
-            message = json.loads(blob)
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise ProtocolError(f"message is not JSON (or nested too deep): {type(exc).__name__}") from None
-        if not isinstance(message, dict) or not isinstance(message.get("kind"), str):
-            raise ProtocolError(f"message without a kind: {str(message)[:200]}")
-        return message
-
-    def _fill(self, n: int, deadline: float | None) -> None:
-        while len(self._buffer) < n:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise Deadline(f"no message within the time limit ({len(self._buffer)} of {n} bytes)")
-                self.sock.settimeout(left)
-            else:
-                self.sock.settimeout(None)
-            try:
-                chunk = self.sock.recv(max(65536, n - len(self._buffer)))
-            except TimeoutError:
-                continue
-            except (ConnectionResetError, OSError) as exc:
-                raise PeerGone(str(exc)) from None
-            if not chunk:
-                raise PeerGone("the other side closed the channel")
-            self._buffer += chunk
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
