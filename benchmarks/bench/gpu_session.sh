@@ -18,8 +18,7 @@
 #      (wall budget MULTI_BUDGET seconds, default 900).
 #   3. (two GPUs or more) bench_batch_gpu.py --runs single: the whole split on GPU 0 alone
 #      (SINGLE_BUDGET, default 1300). Both with --timing-seconds TIMING_SECONDS (default 1).
-# `start fidelity` runs only the timing-fidelity part of step 1, on GPU 0 (fidelity.md), then
-# smoke_side_stream_gpu.py (side_stream_gpu.md).
+# `start fidelity` runs only the timing-fidelity part of step 1, on GPU 0 (fidelity.md).
 set -u
 KB=${KB:-/tmp/kbv3-session}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -61,15 +60,11 @@ evaluator_step() {
 
 fidelity_step() {
   # Only the timing-fidelity runs (one GPU is enough): FIDELITY_RUNS runs of each solution,
-  # run-major, within FIDELITY_BUDGET seconds; the journal resumes a cut session. Then the
-  # stream-escape smoke (side_stream_gpu.md).
+  # run-major, within FIDELITY_BUDGET seconds; the journal resumes a cut session.
   CUDA_VISIBLE_DEVICES=0 python3 benchmarks/bench/bench_evaluator_gpu.py --part fidelity --out "$KB/fidelity.md" \
     --cache "$KB/cache" --runs "${FIDELITY_RUNS:-5}" --budget "${FIDELITY_BUDGET:-1200}" --cap 200 \
     >>"$KB/fidelity.log" 2>&1
   echo "fidelity done $(date -u +%T)"
-  [ -f "$KB/side_stream_gpu.md" ] || CUDA_VISIBLE_DEVICES=0 python3 benchmarks/diagnostics/smoke_side_stream_gpu.py \
-    --out "$KB/side_stream_gpu.md" >>"$KB/fidelity.log" 2>&1
-  echo "side-stream smoke done $(date -u +%T)"
 }
 
 batch_step() {
@@ -96,7 +91,7 @@ collect() {
     PYTHONPATH=$REPO python3 benchmarks/bench/bench_evaluator_gpu.py --part report --out "$KB/evaluator_gpu.md" >/dev/null 2>&1
   fi
   tar -czf "$KB/logs.tar.gz" -C "$KB" $(cd "$KB" && ls *.log 2>/dev/null) 2>/dev/null
-  for f in evaluator_gpu.md evaluator_gpu.md.jsonl fidelity.md fidelity.md.jsonl side_stream_gpu.md bench_batch_gpu.md logs.tar.gz session.log; do
+  for f in evaluator_gpu.md evaluator_gpu.md.jsonl fidelity.md fidelity.md.jsonl bench_batch_gpu.md logs.tar.gz session.log; do
     [ -f "$KB/$f" ] && cp "$KB/$f" "${OUT:-.}/"
   done
   [ -d "$KB/batch" ] && tar -czf "${OUT:-.}/batch_summaries.tar.gz" -C "$KB" $(cd "$KB" && ls -d batch/gpus_*/summary.json batch/gpus_*/results.parquet.journal.jsonl 2>/dev/null)
