@@ -102,7 +102,7 @@ class Record:
     sol_p90_ms: float | None = None
     sol_cv: float | None = None
     sol_reps: int | None = None
-    sol_wall_ms: float | None = None  # device-synchronized wall clock per call over the timed loop
+    sol_wall_ms: float | None = None  # the event-method evaluator's back-to-back wall clock (no longer set)
     timing_flags: list[str] = field(default_factory=list)
     timing_details: dict[str, Any] = field(default_factory=dict)
     # False where the time is no performance figure (CPU: the Triton interpreter's wall clock tests

@@ -45,7 +45,7 @@ RULE_PHRASES = (
     "No library GEMM, convolution or attention",
     "at least 50% of your forward's device time",
     "outputs of randomly chosen timed calls are compared with the reference",
-    "bounds the reported time with its own wall clock",
+    "times your forward with its own clock",
     "runs in a sandboxed process",
     "no monkeypatching of modules",
     "No precision downcast",
