@@ -40,7 +40,7 @@ from .reference import ReferenceRun, compute, expected_on_device
 from .reference_cache import for_evaluation, key_fields
 from .scoring import fill_timing, request_baseline
 from .session import CaseResult, Session, SessionLost
-from .timed_memory import TimedMemory, set_bytes
+from .timed_memory import TimedMemory, TimingUnavailable, set_bytes
 from .verdict import SolutionFacts, judge
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
@@ -395,8 +395,11 @@ class _Run:
             else:
                 facts.lost_during = "timing"
                 with _phase(rec, "solution_timing"):
-                    facts.timing = self._time()
-                if facts.timing.evidence:
+                    try:
+                        facts.timing = self._time()
+                    except TimingUnavailable as exc:
+                        facts.timing_skipped = f"not timed: {exc}"
+                if facts.timing is not None and facts.timing.evidence:
                     facts.evidence_samples.append(("a timed window", facts.timing.evidence))
         facts.lost_during = "finishing"
         reply, _ = session.request(Finish(), self.limits.finish, ("finished",))

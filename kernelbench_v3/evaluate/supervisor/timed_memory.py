@@ -21,6 +21,11 @@ from ...catalog.specs import dtype_name
 from ..protocol.channel import ALIGN, round_up, tensor_nbytes
 
 
+class TimingUnavailable(Exception):
+    """The problem itself cannot be timed this way (its inputs change shape between draws, say):
+    the evaluation keeps its verdict and says why it was not timed."""
+
+
 def set_bytes(template: Sequence[Any], out_nbytes: int) -> int:
     """Bytes one call takes in the region: its input tensors and its output slot, aligned."""
     tensors = [x for x in template if isinstance(x, torch.Tensor)]
@@ -89,7 +94,7 @@ class TimedMemory:
         for j, (dst, src) in enumerate(zip(self.sets[i], inputs)):
             if isinstance(dst, torch.Tensor):
                 if not isinstance(src, torch.Tensor) or src.shape != dst.shape or src.dtype != dst.dtype:
-                    raise ValueError(f"get_inputs() input {j} changed shape or dtype between draws")
+                    raise TimingUnavailable(f"get_inputs() input {j} changed shape or dtype between draws")
                 dst.copy_(src)
 
     def snapshot(self, i: int) -> torch.Tensor:
