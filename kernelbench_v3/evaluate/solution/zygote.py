@@ -70,6 +70,9 @@ def descendants(root: int) -> list[int]:
     return found
 
 
+REAP_GRACE_S = 0.5  # how long finished solution processes get to exit before a reap kills them
+
+
 def _reap() -> None:
     while True:
         try:
@@ -221,6 +224,12 @@ def main(ctl_fd: int, device: str) -> None:
                 json.dumps({"kind": "status", "status": _exit_status(int(msg["pid"]), float(msg["wait_s"]))}).encode()
             )
         elif msg["kind"] == "reap":
+            # A solution process that answered `finish` is on its way out: give it (and the
+            # echo) a moment to exit, so only what was really left behind is killed and counted.
+            deadline = time.monotonic() + REAP_GRACE_S
+            while descendants(os.getpid()) and time.monotonic() < deadline:
+                _reap()
+                time.sleep(0.01)
             ctl.send(json.dumps({"kind": "reaped", "killed": kill_descendants(os.getpid())}).encode())
         else:
             break
