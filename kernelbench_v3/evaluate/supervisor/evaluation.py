@@ -48,6 +48,7 @@ EVIDENCE_CASES = 2  # cases (never the first, which compiles) picked at random f
 CPU_TIMED_SETS = 2  # input sets and output slots of the CPU timing region (in the arena)
 CUDA_TIMING_BYTES = 12 << 30  # the CUDA timing region, at most (and at most this share of the device:)
 CUDA_TIMING_SHARE = 0.1
+CUDA_ALLOCATION_ROUND = 2 << 20  # torch's caching allocator rounds large blocks to this
 # Step limits when the request gives none (`step_limits`).
 START_LIMIT_S = 60.0
 SETUP_LIMIT_S = 30.0
@@ -434,7 +435,10 @@ class _Run:
             free, total = torch.cuda.mem_get_info()
             budget = min(CUDA_TIMING_BYTES, int(CUDA_TIMING_SHARE * total), free // 4)
             count = int(max(2, min(clock.MAX_SETS, budget // per_set)))
-            region = torch.empty(count * per_set, dtype=torch.uint8, device="cuda")
+            # A whole number of the allocator's 2 MiB pages: the IPC handle exports the whole
+            # allocation, so no other tensor of the supervisor's may ever share it.
+            nbytes = -(-count * per_set // CUDA_ALLOCATION_ROUND) * CUDA_ALLOCATION_ROUND
+            region = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
             self._region = region  # stays allocated while the solution process maps it
             description = {"cuda_ipc": cuda_ipc.export(region)}
         else:
