@@ -260,7 +260,7 @@ def time_solution(
         "flags": [],  # how well the estimate is known is in details: fit.rel_se, known
         "details": {},
     }
-    _verify(outcome, windows, verifier, rng)
+    _verify(outcome, windows, verifier)
     return outcome
 
 
@@ -308,7 +308,8 @@ def _median_se(samples: list[float]) -> float:
     return 1.2533 * 1.4826 * mad / math.sqrt(len(samples))
 
 
-def _verify(outcome: TimingOutcome, windows: Windows, verifier: Verifier, rng: random.Random) -> None:
+def _verify(outcome: TimingOutcome, windows: Windows, verifier: Verifier) -> None:
+    """Check every kept pick (already a uniform sample of at most MAX_VERIFIED)."""
     for pick in windows.picks:
         outcome.verified += 1
         why = verifier.check(pick)
