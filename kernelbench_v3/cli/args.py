@@ -2,9 +2,10 @@
 
 Owns the argparse value types (each error names its flag and the accepted form), the parser
 class whose errors are one line, `CliError` (a user's mistake found after parsing, with its exit
-code), and the up-front checks a verb runs before it creates anything: is CUDA there when it is
-asked for, is the output's folder writable, is the problem known, in the split, and are the
-size overrides its own size variables with sensible values.
+code), `ignore_further_interrupts` (a reported Ctrl-C keeps its 130), and the up-front checks a
+verb runs before it creates anything: is CUDA there when it is asked for, is the output's folder
+writable, is the problem known, in the split, and are the size overrides its own size variables
+with sensible values.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,18 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = 2):
         super().__init__(message)
         self.code = code
+
+
+def ignore_further_interrupts() -> None:
+    """Once an interrupt is being reported, the exit code must stay 130.
+
+    A second Ctrl-C, or a SIGINT still pending from a blocking call that was woken by the first,
+    would otherwise raise KeyboardInterrupt again on the way out, and Python would then end the
+    process by the signal (-2) instead of with the code the CLI promises."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread (main() called from a thread): nothing to guard
+        pass
 
 
 class KbParser(argparse.ArgumentParser):

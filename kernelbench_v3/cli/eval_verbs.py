@@ -19,6 +19,7 @@ from .args import (
     check_writable_parent,
     default_device,
     gpu_indices,
+    ignore_further_interrupts,
     positive_int,
     problems_dir,
     sizes_text,
@@ -177,6 +178,7 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
         print(f"kbv3 eval-batch: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        ignore_further_interrupts()
         print("kbv3 eval-batch: interrupted; rerun the same command to finish", file=sys.stderr)
         return 130
     print(describe_batch(result))

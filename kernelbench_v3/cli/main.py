@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from . import eval_verbs, problem_verbs, runs_verbs, serve_verbs
-from .args import CliError, KbParser
+from .args import CliError, KbParser, ignore_further_interrupts
 
 # What `kbv3` exits with (README "Exit codes").
 EXIT_CODES = {
@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{verb}: {exc}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
+        ignore_further_interrupts()
         print(f"{verb}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
