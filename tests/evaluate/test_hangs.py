@@ -44,4 +44,3 @@ def test_step_limits_follow_the_reference_unless_a_timeout_is_given():
     assert cuda.first_case > cuda.case  # the first call compiles
     given = step_limits(EvalRequest("p", "s", device="cpu", timeout_s=90.0), reference_s=1.0, cases=10)
     assert (given.setup, given.case, given.first_case, given.window) == (90.0, 90.0, 90.0, 90.0)
-
