@@ -29,8 +29,9 @@ from typing import Any
 from ...paths import cache_root, write_atomically
 
 # Bump when the timing method changes, so old cache entries are not reused (2: L2 flushed by a
-# read; 3: two flush passes; 4: the supervisor's windows, slope over k).
-TIMING_VERSION = 4
+# read; 3: two flush passes; 4: the supervisor's windows, slope over k; 5: the solution's
+# stopping rule, at least 8 rounds on CUDA).
+TIMING_VERSION = 5
 CUDA_REGION_BYTES = 12 << 30  # the baseline's timing region, at most
 RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
 CPU_MAX_AGE_S = 24 * 3600.0  # a cached CPU baseline older than this is timed again
@@ -145,9 +146,9 @@ def time_windows(
 
     from ..cases import single_output
     from ..window_calls import WindowCalls
-    from .clock import ClockPlan
+    from .clock import EAGER_METHOD, METHOD, ClockPlan
     from .timed_memory import TimedMemory, fresh_inputs, set_bytes
-    from .windows import WindowPlan, choose_sets, measure, probe_per_call, window_sizes
+    from .windows import measure, size_windows
 
     plan = ClockPlan.for_device(device, seconds)
     out = single_output(fn(*template))
@@ -174,23 +175,21 @@ def time_windows(
         sync()
         return time.perf_counter() - started
 
-    probe = probe_per_call(window, capacity)
-    sets, unit = choose_sets(probe, capacity, plan.max_sets, plan.largest_window_s)
-    captured = device == "cuda" and graphs and calls.capture(sets, unit)
-    if device == "cuda" and not captured:
-        unit = 1
-    sizes = window_sizes(sets, unit) if device == "cuda" else (1, 2)
-    estimate, rounds, elapsed = measure(
-        window, sizes, WindowPlan(sizes, target_rel=plan.target_rel, cap_s=plan.cap_s), rng
+    sizing = size_windows(
+        window,
+        capacity,
+        device=device,
+        max_sets=plan.max_sets,
+        largest_window_s=plan.largest_window_s,
+        capture=calls.capture if graphs else None,
     )
+    estimate, rounds, elapsed = measure(window, sizing.sizes, plan.window_plan(sizing.sizes), rng)
     per_call_ms = estimate.per_call_s * 1e3
     return {
-        "method": "supervisor_windows_cuda_graphs"
-        if captured
-        else ("supervisor_windows_cpu" if device == "cpu" else "supervisor_windows_eager"),
+        "method": METHOD[device] if sizing.graphs or device == "cpu" else EAGER_METHOD,
         "median_ms": per_call_ms,
         "fit": estimate.to_dict(),
-        "window_sizes": list(sizes),
+        "window_sizes": list(sizing.sizes),
         "windows_s": round(elapsed, 3),
         "graph_error": calls.graph_error,
     }

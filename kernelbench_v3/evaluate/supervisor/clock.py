@@ -43,7 +43,7 @@ from ..protocol.messages import Capture, Failed, PrepareTiming, TimingReady, Win
 from .checks import compare_case
 from .session import Session, SessionLost
 from .timed_memory import TimedMemory, fresh_inputs
-from .windows import WindowPlan, choose_sets, fit, known, measure, probe_per_call, window_sizes
+from .windows import WindowPlan, fit, known, measure, size_windows
 
 METHOD = {"cuda": "supervisor_windows_cuda_graphs", "cpu": "supervisor_windows_cpu"}
 EAGER_METHOD = "supervisor_windows_eager"  # CUDA, when the forward could not be captured
@@ -73,6 +73,10 @@ class ClockPlan:
             return cls(device, cap_s, 0.0025, 8, 0.05, MAX_SETS, 60, 2.0, 0.005)
         # CPU: interpreted kernels; the figure tests the machinery, it is no performance figure.
         return cls(device, cap_s, 0.05, 2, 0.05, 2, 3, 2.0, 1.0)
+
+    def window_plan(self, sizes: tuple[int, ...]) -> WindowPlan:
+        """The stopping rule both the solution's windows and the baseline's run under."""
+        return WindowPlan(sizes, min_rounds=self.min_rounds, target_rel=self.target_rel, cap_s=self.cap_s)
 
 
 @dataclass
@@ -194,19 +198,25 @@ def time_solution(
     outcome = TimingOutcome()
     prepare(session, region, memory, timeout_s)
     windows = Windows(session, memory, module, plan.device, rng, timeout_s)
-    probe = probe_per_call(lambda k: windows.run(k)[0], memory.count)
-    sets, unit = choose_sets(probe, memory.count, plan.max_sets, plan.largest_window_s)
-    graphs = False
-    if plan.device == "cuda":
+
+    def capture(sets: int, unit: int) -> bool:
         ready = _request(session, Capture(sets, unit), timeout_s + 60.0)
-        graphs = ready.graphs
         if ready.evidence:
             outcome.observed.append(ready.evidence)
-        if not graphs:
-            unit = 1
+        if not ready.graphs:
             outcome.details["graph_error"] = ready.detail
-    sizes = window_sizes(sets, unit) if plan.device == "cuda" else (1, 2)
-    wplan = WindowPlan(sizes, min_rounds=plan.min_rounds, target_rel=plan.target_rel, cap_s=plan.cap_s)
+        return ready.graphs
+
+    sizing = size_windows(
+        lambda k: windows.run(k)[0],
+        memory.count,
+        device=plan.device,
+        max_sets=plan.max_sets,
+        largest_window_s=plan.largest_window_s,
+        capture=capture,
+    )
+    sizes = sizing.sizes
+    wplan = plan.window_plan(sizes)
     events: list[list[tuple[int, float]]] = []
     raw: list[list[float]] = []  # per scored window: k, supervisor ms, event ms, solution-process host ms
     evidence_round = rng.randrange(1, 3)
@@ -232,12 +242,12 @@ def time_solution(
     windows.run(sizes[-1], label="last (not scored)")
     per_call_ms = estimate.per_call_s * 1e3
     outcome.details.update(
-        timing_method=METHOD[plan.device] if graphs or plan.device == "cpu" else EAGER_METHOD,
-        cuda_graphs=graphs,
+        timing_method=METHOD[plan.device] if sizing.graphs or plan.device == "cpu" else EAGER_METHOD,
+        cuda_graphs=sizing.graphs,
         window_sizes=list(sizes),
-        timed_sets=sets,
-        rotation_bytes=memory.bytes_for(sets),
-        probe_ms=round(probe * 1e3, 4),
+        timed_sets=sizing.sets,
+        rotation_bytes=memory.bytes_for(sizing.sets),
+        probe_ms=round(sizing.probe_s * 1e3, 4),
         fit=estimate.to_dict(),
         known=known(estimate, wplan),
         windows_s=round(elapsed, 3),

@@ -5,7 +5,7 @@ to the moment their outputs are where the timer owns them. Its time is a fixed c
 its reply, a synchronization, a snapshot) plus k per-call costs, so the slope of window time over
 k is the per-call time with the fixed cost removed (Criterion.rs's linear sampling). Pure
 arithmetic: the supervisor (`clock`) and the baseline child (`baseline`) time their windows and
-hand the (k, seconds) points here.
+hand the (k, seconds) points here, after one shared sizing sequence (`size_windows`).
 
 A round is one window of each size, in a random order. Each round gives a slope of its own; the
 estimate is the slope through the per-size lower quartiles of all rounds: what delays a window
@@ -133,6 +133,40 @@ def choose_sets(probe_s: float, capacity: int, max_sets: int, largest_window_s: 
         return 2, 1
     sets = sets // 4 * 4
     return sets, sets // 4
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How one timing's windows are laid out, chosen before any window is scored."""
+
+    probe_s: float  # an upper bound of one call's cost, from eager windows
+    sets: int  # input sets and output slots the calls rotate over
+    unit: int  # calls per captured graph (1 when the calls run eagerly)
+    sizes: tuple[int, ...]  # the window sizes of one round
+    graphs: bool  # the calls are replayed from CUDA graphs
+
+
+def size_windows(
+    run: Callable[[int], float],
+    capacity: int,
+    *,
+    device: str,
+    max_sets: int,
+    largest_window_s: float,
+    capture: Callable[[int, int], bool] | None = None,
+) -> Sizing:
+    """The one sizing sequence the solution's clock and the baseline share: probe one call's cost
+    with eager windows (`run(k)` times k calls), choose the sets, capture graphs of `unit` calls
+    where `capture(sets, unit)` can (CUDA), and derive the window sizes. On CPU the windows are
+    one and two calls: interpreted kernels are slow, and the figure is no performance figure."""
+    probe = probe_per_call(run, capacity)
+    sets, unit = choose_sets(probe, capacity, max_sets, largest_window_s)
+    graphs = device == "cuda" and capture is not None and capture(sets, unit)
+    if device != "cuda":
+        return Sizing(probe, sets, unit, (1, 2), False)
+    if not graphs:
+        unit = 1
+    return Sizing(probe, sets, unit, window_sizes(sets, unit), graphs)
 
 
 def measure(
