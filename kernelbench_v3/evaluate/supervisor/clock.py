@@ -7,6 +7,9 @@ The scored time never comes from a figure the solution process reports. The supe
 - opens a window of k calls (`messages.Window`) and closes it when the reply has come and it has
   copied the outputs it will verify out of the region: its clock runs from the request to that
   copy, so work the solution defers past its reply is timed (or its output is stale);
+- stops the solution process from its reply until the next request (`Session.pause`), so no
+  thread of it runs while the next window's inputs are written: host-side work outside the
+  windows cannot compute on them ahead of the clock;
 - runs windows of several sizes back to back, in rounds, and takes the slope of window time over
   k as the per-call time (`windows`): the request, the reply and the copy are a fixed cost per
   window and fall out; on CUDA the calls are replayed from CUDA graphs, so host launch overhead
@@ -154,6 +157,7 @@ class Windows:
         self.sync()
         started = time.perf_counter()
         reply, _ = self.session.request(Window(k, evidence), self.timeout_s, ("window_done",))
+        self.session.pause()  # until the next request: it gets no CPU while the next inputs are written
         if isinstance(reply, Failed):
             raise SessionLost(f"a timed window failed: {reply.error[:500]}")
         if reply.calls != k:
