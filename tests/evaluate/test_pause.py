@@ -1,5 +1,6 @@
-"""The solution process is stopped between timed windows (`Session.pause`), so nothing it runs
-on the host can compute on the next window's inputs while the supervisor writes them."""
+"""The solution's side is stopped between timed windows (`pause.ProcessPause`): the solution
+process, what it started however it left its group, and the echo, so nothing of it runs on the
+host while the supervisor writes the next window's inputs."""
 
 from __future__ import annotations
 
@@ -11,8 +12,23 @@ from pathlib import Path
 import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, evaluate
+from kernelbench_v3.evaluate.supervisor.pause import ProcessPause, descendants
 from kernelbench_v3.evaluate.supervisor.session import Session
-from tests.paths import EXAMPLES
+from tests.paths import ATTACKS, EXAMPLES
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+
+# A parent that starts a child in a session of its own, then spins; the child spins too.
+FAMILY = """
+import os, sys
+if os.fork() == 0:
+    os.setsid()
+    while True:
+        pass
+print("forked", flush=True)
+while True:
+    pass
+"""
 
 
 def _state(pid: int) -> str:
@@ -28,30 +44,57 @@ def _wait_for(pid: int, states: str) -> str:
 
 
 class _Link:
-    def __init__(self):
-        self.sent = []
-
     def send(self, message):
-        self.sent.append(message)
+        pass
 
     def receive(self, timeout_s):
         return {"kind": "finished", "tampered": []}
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
-def test_a_paused_process_is_stopped_until_the_next_request():
+@pytest.fixture
+def family():
     proc = subprocess.Popen(
-        [sys.executable, "-c", "while True: pass"], start_new_session=True, stdin=subprocess.DEVNULL
+        [sys.executable, "-c", FAMILY], start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
     )
+    assert proc.stdout.readline() == b"forked\n"
+    (child,) = descendants(proc.pid)
+    yield proc.pid, child
+    for pid in (child, proc.pid):
+        try:
+            import os
+            import signal
+
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
+def test_a_paused_process_and_what_it_started_stop_until_the_next_request(family):
+    parent, child = family
+    session = Session(_Link(), None, 0, 0, 0, pid=parent)
+    session.pause()
+    assert session.paused
+    # The child left the parent's session and group; it is stopped as a descendant.
+    assert _wait_for(parent, "Tt") in "Tt" and _wait_for(child, "Tt") in "Tt"
+    session.request({"kind": "finish"}, 5.0, ("finished",))  # any request resumes first
+    assert not session.paused
+    assert _wait_for(parent, "R") == "R" and _wait_for(child, "R") == "R"
+
+
+def test_resuming_one_member_leaves_the_others_stopped(family):
+    parent, child = family
+    other = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
     try:
-        session = Session(_Link(), None, 0, 0, 0, pid=proc.pid)
-        session.pause()
-        assert session.paused and _wait_for(proc.pid, "Tt") in "Tt"
-        session.request({"kind": "finish"}, 5.0, ("finished",))  # any request resumes it first
-        assert not session.paused and _wait_for(proc.pid, "R") == "R"
+        pause = ProcessPause(root=parent, members=[parent, other.pid])
+        pause.stop()
+        assert all(_wait_for(p, "Tt") in "Tt" for p in (parent, child, other.pid))
+        pause.resume(other.pid)
+        assert _wait_for(other.pid, "R") == "R"
+        assert _state(parent) in "Tt" and _state(child) in "Tt"  # not the other member's
     finally:
-        proc.kill()
-        proc.wait()
+        other.kill()
+        other.wait()
 
 
 def test_pausing_a_process_that_is_gone_is_harmless():
@@ -59,35 +102,45 @@ def test_pausing_a_process_that_is_gone_is_harmless():
     proc.wait()
     session = Session(_Link(), None, 0, 0, 0, pid=proc.pid)
     session.pause()
+    session.resume()
     assert not session.paused
     assert not Session(_Link(), None, 0, 0, 0).paused  # no pid: nothing to pause
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
-def test_every_window_after_the_first_finds_the_process_stopped(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "solution",
+    [EXAMPLES / "level1" / "23_Softmax.py", ATTACKS / "fork_setsid_sleeper.py"],
+    ids=["honest", "forks_a_setsid_child"],
+)
+def test_every_window_after_the_first_finds_the_solutions_side_stopped(tmp_path, monkeypatch, solution):
     from kernelbench_v3.evaluate.supervisor import clock
 
-    seen: dict[int, list[str]] = {}  # solution (or echo) pid -> its state as each window opens
+    seen: list[dict[int, str]] = []  # at each window's opening: the state of everything below the zygote
     real_run = clock.Windows.run
 
     def run(self, k, **kwargs):
-        # The inputs of this window are about to be written: the last window's reply stopped it.
-        seen.setdefault(self.session.pid, []).append(_wait_for(self.session.pid, "Tt"))
+        pauser = self.session.pauser
+        if self.session.paused:  # not the first window of this process (the solution's, the echo's)
+            fresh = pauser.members - pauser.stopped  # the echo, started since the last window
+            seen.append({pid: _wait_for(pid, "TtZ") for pid in descendants(pauser.root) - fresh})
         return real_run(self, k, **kwargs)
 
     monkeypatch.setattr(clock.Windows, "run", run)
     request = EvalRequest(
         "level1/23_Softmax",
-        EXAMPLES / "level1" / "23_Softmax.py",
+        solution,
         device="cpu",
         sizes={"batch_size": 4, "dim": 96},
         baseline=False,
         seeds=(42,),
         timing_seconds=1.0,
+        scan_source=False,
     )
     record = evaluate(request, cache_dir=tmp_path)
     assert record.correct, (record.failed_check, record.error)
-    assert len(seen) == 2  # the solution and the trusted echo
-    for states in seen.values():
-        assert len(states) >= 3 and all(state in "Tt" for state in states[1:]), seen
+    assert len(seen) > 5
+    running = [(i, pid, state) for i, states in enumerate(seen) for pid, state in states.items() if state not in "TtZ"]
+    assert not running, (running, len(seen))
+    processes = max(len(states) for states in seen)
+    assert processes >= (3 if "fork" in solution.name else 2), seen  # the solution, the echo (and its child)

@@ -36,6 +36,7 @@ from ..request import EvalRequest
 from ..solution.zygote import LOG_NAME, Zygote
 from . import clock, warm_references
 from .fingerprint import device_name, software
+from .pause import ProcessPause
 from .reference import ReferenceRun, compute, expected_on_device
 from .reference_cache import for_evaluation, key_fields
 from .scoring import fill_timing, request_baseline
@@ -283,9 +284,11 @@ def _run_solution(
         "file_size_bytes": FILE_SIZE_LIMIT,
     }
     links: list[Link] = []
+    pauser = ProcessPause(zygote.proc.pid)  # the solution's side, stopped between timed windows
 
     def open_session(folder: Path) -> Session:
         spawned = zygote.spawn(scratch=folder, arena_fd=arena.fd, arena_size=arena.size, limits=limits)
+        pauser.add_member(spawned.pid)
         log = folder / LOG_NAME
 
         def flooded() -> str | None:
@@ -294,7 +297,7 @@ def _run_solution(
 
         link = Link(spawned.sock)
         links.append(link)
-        return Session(link, arena, 0, input_region, output_region, pid=spawned.pid, watch=flooded)
+        return Session(link, arena, 0, input_region, output_region, pid=spawned.pid, watch=flooded, pauser=pauser)
 
     try:
         session = open_session(scratch)

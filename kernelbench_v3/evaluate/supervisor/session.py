@@ -3,10 +3,11 @@
 A `Session` owns the solution process's channel and arena: it writes inputs and state into
 the arena, sends typed requests, waits for each reply under a deadline of the supervisor's own
 clock, parses the reply (`messages.parse_reply`) and copies any output out of the arena at once.
-Between timed windows the supervisor may `pause` the process (SIGSTOP to its process group, of
-which the solution process is the session leader); the next request resumes it first, so a
-paused process can never miss a request. While paused, none of its threads runs: nothing it
-starts on the host can compute on the inputs the supervisor is writing for the next window.
+Between timed windows the supervisor may `pause` the solution's side (`pause.ProcessPause`: this
+process, the others forked from the same zygote, and everything they started); the next request
+resumes this process first, so a paused process can never miss a request. While paused, nothing
+the solution started on the host runs: it cannot compute on the inputs the supervisor is writing
+for the next window.
 Whatever goes wrong on the other side - a crash, a hang, a malformed or unexpected message - ends
 the session with `SessionLost`; the caller turns that into a verdict. It never raises for what
 the solution does otherwise.
@@ -14,8 +15,6 @@ the solution does otherwise.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ import torch
 
 from ..protocol.channel import Arena, Deadline, Layout, Link, PeerGone, ProtocolError, TensorRef, tensor_nbytes
 from ..protocol.messages import OutputInfo, Reply, Slot, parse_reply, to_json
+from .pause import ProcessPause
 
 WATCH_INTERVAL_S = 1.0
 
@@ -54,17 +54,24 @@ class Session:
     pid: int = 0
     sandbox: dict[str, Any] = field(default_factory=dict)
     watch: Callable[[], str | None] | None = None  # a reason to give up while waiting, or None
-    paused: bool = False
+    pauser: ProcessPause | None = None  # stops the solution's side between windows
+
+    def __post_init__(self) -> None:
+        if self.pauser is None and self.pid > 0:
+            self.pauser = ProcessPause(self.pid, [self.pid])
+
+    @property
+    def paused(self) -> bool:
+        return self.pauser is not None and self.pauser.is_stopped(self.pid)
 
     def pause(self) -> None:
-        """Stop the solution process's group until the next request (a no-op without a pid)."""
-        if self.pid > 0 and not self.paused and _signal_group(self.pid, signal.SIGSTOP):
-            self.paused = True
+        """Stop this process and everything of the solution's side until the next request."""
+        if self.pauser is not None:
+            self.pauser.stop()
 
     def resume(self) -> None:
-        if self.paused:
-            self.paused = False
-            _signal_group(self.pid, signal.SIGCONT)
+        if self.pauser is not None:
+            self.pauser.resume(self.pid)
 
     def request(self, message: Any, timeout_s: float, expect: tuple[str, ...]) -> tuple[Reply, float]:
         """Send `message`, wait for its reply; (reply, seconds by the supervisor's clock, which
@@ -136,15 +143,6 @@ class Session:
 
     def slot(self) -> Slot:
         return Slot(self.output_offset, self.output_capacity)
-
-
-def _signal_group(pid: int, sig: int) -> bool:
-    """Signal process group `pid` (the solution process leads its own); False when it is gone."""
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
 
 
 def _json_value(x: Any) -> Any:

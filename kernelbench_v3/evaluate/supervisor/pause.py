@@ -1,0 +1,102 @@
+"""Stopping the solution's side between timed windows: every process the zygote forked, and
+everything those processes started, however they left their session or process group.
+
+Between a window's reply and the next request nothing of the solution may run on the host: the
+supervisor is writing the next window's inputs then, and a thread, a forked helper or a
+double-forked daemon that computed on them would do its work off the clock. The zygote is a
+child subreaper, so everything a solution process starts stays in the zygote's tree (orphans are
+re-parented to it); `ProcessPause.stop` walks that tree through /proc and stops every process in
+it but the zygote, until a walk finds nothing new (a stopped process cannot fork), and `resume`
+continues them. One zygote serves one evaluation at a time (its `reap` already assumes so), so
+the tree holds nothing of anybody else's. Linux only: elsewhere there is no /proc to walk and
+only the given process groups are stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterable
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def children(pid: int) -> set[int]:
+    """The direct children of `pid`, from every one of its threads (a thread that forks is the
+    child's parent); empty when the process is gone."""
+    found: set[int] = set()
+    try:
+        tasks = list((PROC / str(pid) / "task").iterdir())
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            found.update(int(c) for c in (task / "children").read_text().split())
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below `root` in the process tree (not `root` itself)."""
+    seen: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children(todo.pop()):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return seen
+
+
+def _signal(pid: int, sig: int, group: bool = False) -> bool:
+    try:
+        (os.killpg if group else os.kill)(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+class ProcessPause:
+    """Stops the solution's side of one evaluation and continues it one process at a time.
+
+    `members` are the processes the supervisor talks to (the solution process, the echo), each
+    the leader of its own process group; `root` is the zygote they were forked from. `stop`
+    stops every member's group and every process below the root; `resume(pid)` continues one
+    member with its group and what it started, and leaves everything else stopped: a member's
+    window never runs beside another member's processes, nor beside an orphan."""
+
+    def __init__(self, root: int, members: Iterable[int] = ()):
+        self.root = root
+        self.members = set(members)
+        self.stopped: set[int] = set()
+        self.walk = (PROC / str(root) / "task").is_dir()
+
+    def add_member(self, pid: int) -> None:
+        self.members.add(pid)
+
+    def is_stopped(self, pid: int) -> bool:
+        return pid in self.stopped
+
+    def stop(self) -> None:
+        for pid in self.members - self.stopped:
+            _signal(pid, signal.SIGSTOP, group=True)
+            self.stopped.add(pid)
+        while self.walk:
+            found = descendants(self.root) - self.stopped - {self.root}
+            if not found:
+                return
+            for pid in found:  # one gone between the walk and the signal is not looked for again
+                _signal(pid, signal.SIGSTOP)
+                self.stopped.add(pid)
+
+    def resume(self, pid: int) -> None:
+        """Continue member `pid`, its process group and every process below it."""
+        if pid not in self.stopped:
+            return
+        below = descendants(pid) & self.stopped if self.walk else set()
+        _signal(pid, signal.SIGCONT, group=True)
+        for child in below:
+            _signal(child, signal.SIGCONT)
+        self.stopped -= below | {pid}
