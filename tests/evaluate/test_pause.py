@@ -97,6 +97,57 @@ def test_resuming_one_member_leaves_the_others_stopped(family):
         other.wait()
 
 
+# A subreaper (as the zygote is) that starts a member; the member double-forks a daemon in a
+# session of its own, which is re-parented to the subreaper, and then spins.
+SUBREAPER = """
+import ctypes, os, subprocess, sys, time
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+member = subprocess.Popen([sys.executable, "-c", sys.argv[1]], start_new_session=True, stdout=subprocess.PIPE)
+daemon = member.stdout.readline().decode().strip()
+print(member.pid, daemon, flush=True)
+time.sleep(120)
+"""
+MEMBER = """
+import os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.setsid()  # out of the member's group too
+        os.write(w, str(os.getpid()).encode() + b"\\n")
+        while True:
+            pass
+    os._exit(0)
+os.wait()
+print(os.read(r, 64).decode().strip(), flush=True)
+while True:
+    pass
+"""
+
+
+def test_an_orphan_stays_stopped_when_its_member_resumes():
+    root = subprocess.Popen([sys.executable, "-c", SUBREAPER, MEMBER], start_new_session=True, stdout=subprocess.PIPE)
+    try:
+        member, daemon = (int(x) for x in root.stdout.readline().split())
+        assert _wait_for(daemon, "R") == "R" and daemon in descendants(root.pid)
+        assert daemon not in descendants(member)  # re-parented to the subreaper
+        pause = ProcessPause(root=root.pid, members=[member])
+        pause.stop()
+        assert _wait_for(member, "Tt") in "Tt" and _wait_for(daemon, "Tt") in "Tt"
+        pause.resume(member)
+        assert _wait_for(member, "R") == "R"
+        time.sleep(0.2)
+        assert _state(daemon) in "Tt"  # nobody's: it never runs again before the reap
+        # (one that stays in the member's process group is resumed with it, and runs only in its windows)
+    finally:
+        import os
+        import signal
+
+        for pid in descendants(root.pid):
+            os.kill(pid, signal.SIGKILL)
+        root.kill()
+        root.wait()
+
+
 def test_pausing_a_process_that_is_gone_is_harmless():
     proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     proc.wait()
@@ -122,7 +173,7 @@ def test_every_window_after_the_first_finds_the_solutions_side_stopped(tmp_path,
     def run(self, k, **kwargs):
         pauser = self.session.pauser
         if self.session.paused:  # not the first window of this process (the solution's, the echo's)
-            fresh = pauser.members - pauser.stopped  # the echo, started since the last window
+            fresh = pauser.members - pauser.stopped.keys()  # the echo, started since the last window
             seen.append({pid: _wait_for(pid, "TtZ") for pid in descendants(pauser.root) - fresh})
         return real_run(self, k, **kwargs)
 

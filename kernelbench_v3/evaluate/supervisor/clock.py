@@ -157,7 +157,6 @@ class Windows:
         self.sync()
         started = time.perf_counter()
         reply, _ = self.session.request(Window(k, evidence), self.timeout_s, ("window_done",))
-        self.session.pause()  # until the next request: it gets no CPU while the next inputs are written
         if isinstance(reply, Failed):
             raise SessionLost(f"a timed window failed: {reply.error[:500]}")
         if reply.calls != k:
@@ -165,6 +164,7 @@ class Windows:
         output = self.memory.snapshot(picked) if picked is not None else None
         self.sync()
         seconds = time.perf_counter() - started
+        self.session.pause()  # until the next request: it gets no CPU while the next inputs are written
         if output is not None:  # a uniform sample of MAX_VERIFIED of all picked calls (reservoir)
             self.seen += 1
             pick_ = Pick(f"{label} call {picked} of {k}", kept, output)

@@ -6,9 +6,10 @@ supervisor is writing the next window's inputs then, and a thread, a forked help
 double-forked daemon that computed on them would do its work off the clock. The zygote is a
 child subreaper, so everything a solution process starts stays in the zygote's tree (orphans are
 re-parented to it); `ProcessPause.stop` walks that tree through /proc and stops every process in
-it but the zygote, until a walk finds nothing new (a stopped process cannot fork), and `resume`
-continues them. One zygote serves one evaluation at a time (its `reap` already assumes so), so
-the tree holds nothing of anybody else's. Linux only: elsewhere there is no /proc to walk and
+it but the zygote, until a walk finds nothing new (a stopped process cannot fork), and
+`resume(pid)` continues one member and what it started; an orphan stays stopped until the
+zygote's reap kills it. One zygote serves one evaluation at a time (its `reap` already assumes
+so), so the tree holds nothing of anybody else's. Linux only: elsewhere there is no /proc to walk and
 only the given process groups are stopped.
 """
 
@@ -38,16 +39,22 @@ def children(pid: int) -> set[int]:
     return found
 
 
-def descendants(root: int) -> set[int]:
-    """Every process below `root` in the process tree (not `root` itself)."""
-    seen: set[int] = set()
+def tree(root: int) -> dict[int, int]:
+    """Every process below `root` in the process tree, each with its parent."""
+    parents: dict[int, int] = {}
     todo = [root]
     while todo:
-        for child in children(todo.pop()):
-            if child not in seen:
-                seen.add(child)
+        pid = todo.pop()
+        for child in children(pid):
+            if child not in parents and child != root:
+                parents[child] = pid
                 todo.append(child)
-    return seen
+    return parents
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below `root` (not `root` itself)."""
+    return set(tree(root))
 
 
 def _signal(pid: int, sig: int, group: bool = False) -> bool:
@@ -70,7 +77,7 @@ class ProcessPause:
     def __init__(self, root: int, members: Iterable[int] = ()):
         self.root = root
         self.members = set(members)
-        self.stopped: set[int] = set()
+        self.stopped: dict[int, int | None] = {}  # stopped pid -> the member it belongs to (None: an orphan)
         self.walk = (PROC / str(root) / "task").is_dir()
 
     def add_member(self, pid: int) -> None:
@@ -80,23 +87,31 @@ class ProcessPause:
         return pid in self.stopped
 
     def stop(self) -> None:
-        for pid in self.members - self.stopped:
+        for pid in self.members - self.stopped.keys():
             _signal(pid, signal.SIGSTOP, group=True)
-            self.stopped.add(pid)
+            self.stopped[pid] = pid
         while self.walk:
-            found = descendants(self.root) - self.stopped - {self.root}
+            parents = tree(self.root)
+            found = parents.keys() - self.stopped.keys()
             if not found:
                 return
             for pid in found:  # one gone between the walk and the signal is not looked for again
                 _signal(pid, signal.SIGSTOP)
-                self.stopped.add(pid)
+                self.stopped[pid] = self._member_above(pid, parents)
 
     def resume(self, pid: int) -> None:
-        """Continue member `pid`, its process group and every process below it."""
+        """Continue member `pid`, its process group and every process it started (found when
+        they were stopped, so nothing is read from /proc on the way into a window)."""
         if pid not in self.stopped:
             return
-        below = descendants(pid) & self.stopped if self.walk else set()
         _signal(pid, signal.SIGCONT, group=True)
-        for child in below:
-            _signal(child, signal.SIGCONT)
-        self.stopped -= below | {pid}
+        mine = [p for p, member in self.stopped.items() if member == pid]
+        for p in mine:
+            if p != pid:
+                _signal(p, signal.SIGCONT)
+            del self.stopped[p]
+
+    def _member_above(self, pid: int, parents: dict[int, int]) -> int | None:
+        while pid in parents and pid not in self.members:
+            pid = parents[pid]
+        return pid if pid in self.members else None
