@@ -14,29 +14,47 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
+def _tensor_bytes(values: Any) -> int:
+    """Bytes of the tensors among `values` (nested in lists, tuples and dicts)."""
+    if isinstance(values, torch.Tensor):
+        return values.numel() * values.element_size()
+    if isinstance(values, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in values)
+    if isinstance(values, dict):
+        return sum(_tensor_bytes(v) for v in values.values())
+    return 0
+
+
 class OpRecorder(TorchDispatchMode):
-    """Every aten op dispatched inside the `with` block: its count and its exclusive host time."""
+    """Every aten op dispatched inside the `with` block: its count, its exclusive host time and
+    the bytes of the tensors it read and wrote (its arguments and its results)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.counts: dict[str, int] = {}
         self.seconds: dict[str, float] = {}
+        self.bytes: dict[str, int] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         name = func.overloadpacket.__name__
         started = time.perf_counter()
+        result = None
         try:
-            return func(*args, **(kwargs or {}))
+            result = func(*args, **(kwargs or {}))
+            return result
         finally:
             self.counts[name] = self.counts.get(name, 0) + 1
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+            moved = _tensor_bytes(args) + _tensor_bytes(kwargs or {}) + _tensor_bytes(result)
+            self.bytes[name] = self.bytes.get(name, 0) + moved
 
     def summary(self) -> dict[str, list[float]]:
-        """op name -> [count, seconds]."""
-        return {name: [self.counts[name], self.seconds[name]] for name in self.counts}
+        """op name -> [count, seconds, bytes]."""
+        return {name: [self.counts[name], self.seconds[name], self.bytes[name]] for name in self.counts}
 
 
 @dataclass
@@ -48,6 +66,7 @@ class ProgramLog:
     failed: list[str] = field(default_factory=list)
     seconds: float = 0.0  # wall time spent inside completed launches' programs
     dot_flops: float = 0.0  # multiply-adds x 2 done by tl.dot in those programs
+    bytes_moved: float = 0.0  # bytes the programs loaded and stored (masked-off lanes excluded)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def note(self, name: str, programs: int, completed: bool, seconds: float = 0.0) -> None:
@@ -64,6 +83,7 @@ class ProgramLog:
             self.failed.clear()
             self.seconds = 0.0
             self.dot_flops = 0.0
+            self.bytes_moved = 0.0
 
 
 def install_program_counter(log: ProgramLog) -> bool:
@@ -101,6 +121,25 @@ def install_program_counter(log: ProgramLog) -> bool:
         return dot(self, a, b, d, *args, **kwargs)
 
     builder.create_dot = counted_dot
+    load, store = builder.create_masked_load, builder.create_masked_store
+
+    def lanes(ptrs, mask) -> int:  # noqa: ANN001
+        import numpy as np
+
+        return int(np.count_nonzero(np.broadcast_to(mask.data, np.shape(ptrs.data))))
+
+    def counted_load(self, ptrs, mask, *args, **kwargs):  # noqa: ANN001
+        loaded = load(self, ptrs, mask, *args, **kwargs)
+        if log.recording:
+            log.bytes_moved += lanes(ptrs, mask) * loaded.data.itemsize
+        return loaded
+
+    def counted_store(self, ptrs, value, mask, *args, **kwargs):  # noqa: ANN001
+        if log.recording:
+            log.bytes_moved += lanes(ptrs, mask) * value.data.itemsize
+        return store(self, ptrs, value, mask, *args, **kwargs)
+
+    builder.create_masked_load, builder.create_masked_store = counted_load, counted_store
     return True
 
 
@@ -144,6 +183,7 @@ def collect(fn: Any, device: str, programs: ProgramLog, profile: bool = True) ->
         "failed_launches": list(programs.failed),
         "program_seconds": programs.seconds,
         "dot_flops": programs.dot_flops,
+        "program_bytes": programs.bytes_moved,
         "forward_seconds": forward_s,
         "device_kernels": kernels,
         "profiler": device != "cuda" or kernels is not None,  # on CUDA: the device kernels were seen

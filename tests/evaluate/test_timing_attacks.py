@@ -31,6 +31,7 @@ EXPECTED = {
     "evidence_switch_profiler": "custom_kernel",
     "dispatch_probe_switch": "correct",
     "copy_kernel_beside_op": "library_ops",
+    "elementwise_torch_softmax": "main_work",
     "numpy_gemm_token_kernel": "main_work",
     "broadcast_gemm_token_kernel": "main_work",
     "linear_from_stored": "timed_outputs",

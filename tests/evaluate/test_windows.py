@@ -4,6 +4,7 @@ clock and the baseline share, on synthetic windows: no process, no device."""
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
@@ -136,5 +137,9 @@ def test_the_baseline_stops_by_the_solutions_rule(monkeypatch):
         def get_inputs():
             return [torch.randn(64)]
 
-    result = baseline.time_windows(torch.relu, Problem, Problem.get_inputs(), "cpu", 30.0, graphs=False)
+    def slow_relu(x):  # a call that costs far more than the noise, so the slope is always positive
+        time.sleep(0.002)
+        return torch.relu(x)
+
+    result = baseline.time_windows(slow_relu, Problem, Problem.get_inputs(), "cpu", 30.0, graphs=False)
     assert result["fit"]["rounds"] == 5 and result["window_sizes"] == [1, 2]

@@ -293,7 +293,7 @@ def _evidence(where: str, value: Any) -> dict[str, Any]:
         raise ProtocolError(f"{where} must be a mapping")
     if not value:
         return {}
-    ops = _mapping(f"{where}.ops", value.get("ops", {}), lambda w, v: [_number(w, x) for x in _two(w, v)])
+    ops = _mapping(f"{where}.ops", value.get("ops", {}), lambda w, v: [_number(w, x) for x in _op_entry(w, v)])
     kernels = value.get("device_kernels")
     return {
         "ops": ops,
@@ -302,6 +302,7 @@ def _evidence(where: str, value: Any) -> dict[str, Any]:
         "program_seconds": _number(f"{where}.program_seconds", value.get("program_seconds", 0.0)),
         "forward_seconds": _number(f"{where}.forward_seconds", value.get("forward_seconds", 0.0)),
         "dot_flops": _number(f"{where}.dot_flops", value.get("dot_flops", 0.0)),
+        "program_bytes": _number(f"{where}.program_bytes", value.get("program_bytes", 0.0)),
         "device_kernels": None if kernels is None else _pairs(f"{where}.device_kernels", kernels, _number),
         "profiler": value.get("profiler") is True,
         "compiled_frames": _int(f"{where}.compiled_frames", value.get("compiled_frames", 0)),
@@ -309,9 +310,9 @@ def _evidence(where: str, value: Any) -> dict[str, Any]:
     }
 
 
-def _two(where: str, value: Any) -> list[Any]:
-    if not isinstance(value, list) or len(value) != 2:
-        raise ProtocolError(f"{where} must be a [count, seconds] pair")
+def _op_entry(where: str, value: Any) -> list[Any]:
+    if not isinstance(value, list) or len(value) not in (2, 3):
+        raise ProtocolError(f"{where} must be [count, seconds] or [count, seconds, bytes]")
     return value
 
 

@@ -12,9 +12,13 @@ dispatched, the Triton interpreter programs that ran (CPU), the device kernels t
   `mm`, `addmm`, `convolution`, `_scaled_dot_product_*`; on CUDA also cuBLAS/cuDNN/flash
   device kernels), and no torch.compile.
 - `main_work`: the solution's own kernels do the problem's main work: on CUDA they take at least
-  `MAIN_WORK_SHARE` of the forward's device time; on CPU the reference's compute ops (not
-  allocation, views or copies) that the solution also dispatches from PyTorch account for less
-  than `MAIN_WORK_SHARE` of the reference's own op time.
+  `MAIN_WORK_SHARE` of the forward's device time; on CPU, where interpreted programs are far
+  slower than PyTorch and device shares mean nothing, the forward's time outside its programs
+  (numpy, ctypes, anything not dispatched through PyTorch) may not exceed the reference's own
+  compute time, its programs must move at least `MAIN_WORK_SHARE` of the bytes that they and the
+  PyTorch compute ops it dispatches (anything but allocation, views, copies and fills) load and
+  store, and for a matrix product the programs' `tl.dot` must do at least that share of the
+  reference's matmul FLOPs.
 
 `v3` applies only `custom_kernel`, the published rule. `relaxed` (`--relax-kernel-check`) reports
 what was seen and fails nothing.
@@ -183,8 +187,16 @@ def judge_kernel_evidence(
         outside = max(0.0, forward_s - program_s - data_s) / calls
         reference_s = sum(float(v[1]) for n, v in reference_ops.items() if n not in DATA_OPS)
         dot_flops = float(evidence.get("dot_flops") or 0.0) / calls
+        # What the memory traffic says (the CUDA rule's device-time share, for memory-bound work):
+        # the bytes the programs loaded and stored against those PyTorch compute ops read and wrote.
+        torch_ops = {n: float(v[2]) for n, v in ops.items() if len(v) > 2 and n not in DATA_OPS}
+        torch_bytes = sum(torch_ops.values()) / calls
+        program_bytes = float(evidence.get("program_bytes") or 0.0) / calls
+        own_share = program_bytes / (program_bytes + torch_bytes) if program_bytes + torch_bytes > 0 else 1.0
         facts.update(
             outside_programs_s=round(outside, 6),
+            program_bytes=program_bytes,
+            torch_compute_bytes=torch_bytes,
             reference_compute_s=round(reference_s, 6),
             dot_flops=dot_flops,
             reference_matmul_flops=reference_matmul_flops,
@@ -194,6 +206,12 @@ def judge_kernel_evidence(
             reasons.append(
                 f"{outside * 1e3:.3g} ms of the forward ran outside its Triton programs, more than the "
                 f"reference's own compute ({reference_s * 1e3:.3g} ms): the work is done elsewhere"
+            )
+        if own_share < MAIN_WORK_SHARE:
+            reasons.append(
+                f"PyTorch compute ops ({', '.join(sorted(torch_ops))}) moved {torch_bytes:.3g} bytes against the "
+                f"programs' {program_bytes:.3g}: own kernels do {own_share:.0%} of the memory traffic "
+                f"(at least {MAIN_WORK_SHARE:.0%} required)"
             )
         if reference_matmul_flops and dot_flops < MAIN_WORK_SHARE * reference_matmul_flops:
             reasons.append(
