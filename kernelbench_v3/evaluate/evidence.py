@@ -29,15 +29,85 @@ def _tensor_bytes(values: Any) -> int:
     return 0
 
 
+SMALL_BYTES = 1024  # tensors this small (scalars, tiny constants) are never counted as foreign
+
+
+def _storages(values: Any) -> list[tuple[int, int]]:
+    """(data pointer, bytes) of the storages of the tensors among `values` (nested)."""
+    if isinstance(values, torch.Tensor):
+        try:
+            storage = values.untyped_storage()
+            return [(storage.data_ptr(), storage.nbytes())]
+        except (RuntimeError, NotImplementedError):  # tensors without storage (meta, sparse...)
+            return []
+    if isinstance(values, (list, tuple)):
+        return [x for v in values for x in _storages(v)]
+    if isinstance(values, dict):
+        return [x for v in values.values() for x in _storages(v)]
+    return []
+
+
+class Provenance:
+    """Where the memory of one forward came from, by storage (CPU).
+
+    Known: the forward's inputs, the model's and the solution module's tensors as the forward
+    starts, and whatever PyTorch ops or the solution's programs made from known memory alone.
+    Foreign: memory that appeared without passing through PyTorch or the programs (numpy, ctypes)
+    and anything made from it, including what a program stored after loading from it. A forward
+    whose output is foreign did its work outside its kernels, however its kernels were spent."""
+
+    def __init__(self) -> None:
+        self.known: set[int] = set()
+        self.foreign: set[int] = set()
+        # Every tensor it has judged stays alive until the forward ends: freed memory that numpy
+        # reused would otherwise carry a known address.
+        self.kept: list[Any] = []
+
+    def keep(self, values: Any) -> None:
+        self.kept.append(values)
+
+    def seed(self, values: Any) -> None:
+        for ptr, _ in _storages(values):
+            self.known.add(ptr)
+
+    def is_foreign(self, ptr: int, nbytes: int) -> bool:
+        if ptr in self.foreign:
+            return True
+        return ptr not in self.known and nbytes > SMALL_BYTES
+
+    def _mark(self, storages: list[tuple[int, int]], foreign: bool) -> None:
+        for ptr, _ in storages:
+            (self.foreign.add if foreign else self.foreign.discard)(ptr)
+            (self.known.discard if foreign else self.known.add)(ptr)
+
+    def after_op(self, args: Any, kwargs: Any, result: Any) -> None:
+        """An op's results (and the tensors it wrote in place, which are among them or its
+        arguments) are foreign when any tensor it read is."""
+        self.keep((args, kwargs, result))
+        read = _storages(args) + _storages(kwargs)
+        tainted = any(self.is_foreign(ptr, n) for ptr, n in read)
+        made = _storages(result)
+        self._mark(made, tainted)
+        if tainted:  # an in-place op or an out= argument took the foreign values
+            written = {ptr for ptr, _ in made}
+            self._mark([(ptr, n) for ptr, n in read if ptr in written], True)
+
+    def after_launch(self, loaded: dict[int, tuple[int, float]], stored: dict[int, int]) -> None:
+        """A program launch: what it stored is foreign when it loaded any foreign bytes."""
+        tainted = any(b > 0 and self.is_foreign(ptr, n) for ptr, (n, b) in loaded.items())
+        self._mark(list(stored.items()), tainted)
+
+
 class OpRecorder(TorchDispatchMode):
     """Every aten op dispatched inside the `with` block: its count, its exclusive host time and
     the bytes of the tensors it read and wrote (its arguments and its results)."""
 
-    def __init__(self) -> None:
+    def __init__(self, provenance: Provenance | None = None) -> None:
         super().__init__()
         self.counts: dict[str, int] = {}
         self.seconds: dict[str, float] = {}
         self.bytes: dict[str, int] = {}
+        self.provenance = provenance
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         name = func.overloadpacket.__name__
@@ -51,6 +121,8 @@ class OpRecorder(TorchDispatchMode):
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
             moved = _tensor_bytes(args) + _tensor_bytes(kwargs or {}) + _tensor_bytes(result)
             self.bytes[name] = self.bytes.get(name, 0) + moved
+            if self.provenance is not None:
+                self.provenance.after_op(args, kwargs or {}, result)
 
     def summary(self) -> dict[str, list[float]]:
         """op name -> [count, seconds, bytes]."""
@@ -67,6 +139,11 @@ class ProgramLog:
     seconds: float = 0.0  # wall time spent inside completed launches' programs
     dot_flops: float = 0.0  # multiply-adds x 2 done by tl.dot in those programs
     bytes_moved: float = 0.0  # bytes the programs loaded and stored (masked-off lanes excluded)
+    provenance: Provenance | None = None  # when set (CPU), launches update it
+    # During one launch: its tensor arguments' storages (ptr -> (bytes, bytes loaded from it)), and
+    # which of them it stored into.
+    _loaded: dict[int, tuple[int, float]] = field(default_factory=dict, repr=False)
+    _stored: dict[int, int] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def note(self, name: str, programs: int, completed: bool, seconds: float = 0.0) -> None:
@@ -101,12 +178,21 @@ def install_program_counter(log: ProgramLog) -> bool:
     def call(self, *args, **kwargs):  # noqa: ANN001
         name = str(getattr(self.fn, "__name__", "kernel"))
         interpreter.interpreter_builder.grid_dim = (0, 0, 0)
+        tracking = log.recording and log.provenance is not None
+        if tracking and log.provenance is not None:
+            log.provenance.keep((args, kwargs))
+            log._loaded = {ptr: (n, 0.0) for ptr, n in _storages([list(args), kwargs])}
+            log._stored = {}
         started = time.perf_counter()
         try:
             result = original(self, *args, **kwargs)
         except BaseException:
             log.note(name, 0, False)
             raise
+        finally:
+            if tracking and log.provenance is not None:
+                log.provenance.after_launch(log._loaded, log._stored)
+                log._loaded, log._stored = {}, {}
         log.note(name, math.prod(interpreter.interpreter_builder.grid_dim), True, time.perf_counter() - started)
         return result
 
@@ -123,20 +209,36 @@ def install_program_counter(log: ProgramLog) -> bool:
     builder.create_dot = counted_dot
     load, store = builder.create_masked_load, builder.create_masked_store
 
-    def lanes(ptrs, mask) -> int:  # noqa: ANN001
-        import numpy as np
+    import numpy as np
 
-        return int(np.count_nonzero(np.broadcast_to(mask.data, np.shape(ptrs.data))))
+    def lanes(ptrs, mask):  # noqa: ANN001
+        return np.broadcast_to(mask.data, np.shape(ptrs.data))
+
+    def per_storage(ptrs, active, itemsize: int, loading: bool) -> None:  # noqa: ANN001
+        """Attribute a load's or store's bytes to the launch's argument storages."""
+        addresses = np.asarray(ptrs.data).astype(np.uint64, copy=False)
+        for ptr, (n, loaded) in list(log._loaded.items()):
+            inside = int(np.count_nonzero(active & (addresses >= ptr) & (addresses < ptr + n)))
+            if inside and loading:
+                log._loaded[ptr] = (n, loaded + inside * itemsize)
+            elif inside:
+                log._stored[ptr] = n
 
     def counted_load(self, ptrs, mask, *args, **kwargs):  # noqa: ANN001
         loaded = load(self, ptrs, mask, *args, **kwargs)
         if log.recording:
-            log.bytes_moved += lanes(ptrs, mask) * loaded.data.itemsize
+            active = lanes(ptrs, mask)
+            log.bytes_moved += int(np.count_nonzero(active)) * loaded.data.itemsize
+            if log._loaded:
+                per_storage(ptrs, active, loaded.data.itemsize, True)
         return loaded
 
     def counted_store(self, ptrs, value, mask, *args, **kwargs):  # noqa: ANN001
         if log.recording:
-            log.bytes_moved += lanes(ptrs, mask) * value.data.itemsize
+            active = lanes(ptrs, mask)
+            log.bytes_moved += int(np.count_nonzero(active)) * value.data.itemsize
+            if log._loaded:
+                per_storage(ptrs, active, value.data.itemsize, False)
         return store(self, ptrs, value, mask, *args, **kwargs)
 
     builder.create_masked_load, builder.create_masked_store = counted_load, counted_store
@@ -161,11 +263,20 @@ def dynamo_frames() -> int:
     return int(sum(counters["frames"].values())) if "frames" in counters else 0
 
 
-def collect(fn: Any, device: str, programs: ProgramLog, profile: bool = True) -> tuple[Any, dict[str, Any]]:
+def collect(
+    fn: Any, device: str, programs: ProgramLog, profile: bool = True, sources: Any = None
+) -> tuple[Any, dict[str, Any]]:
     """Run `fn()` once with the collectors on (the CUDA profiler only when `profile`: it is slow
-    to start); returns its result and the evidence."""
-    recorder = OpRecorder()
+    to start); returns its result and the evidence. On CPU, with `sources` (the tensors the
+    forward may start from: its inputs, the model's and the module's tensors), the provenance of
+    its output is traced too (`output_foreign`)."""
+    provenance = None
+    if device == "cpu" and sources is not None:
+        provenance = Provenance()
+        provenance.seed(sources)
+    recorder = OpRecorder(provenance)
     programs.reset()
+    programs.provenance = provenance
     programs.recording = True
     started = time.perf_counter()
     try:
@@ -176,7 +287,11 @@ def collect(fn: Any, device: str, programs: ProgramLog, profile: bool = True) ->
                 result, kernels = fn(), None
     finally:
         programs.recording = False
+        programs.provenance = None
         forward_s = time.perf_counter() - started
+    output_foreign = None
+    if provenance is not None and isinstance(result, torch.Tensor):
+        output_foreign = any(provenance.is_foreign(ptr, n) for ptr, n in _storages(result))
     evidence = {
         "ops": recorder.summary(),
         "programs": [[name, n] for name, n in programs.launches],
@@ -184,6 +299,7 @@ def collect(fn: Any, device: str, programs: ProgramLog, profile: bool = True) ->
         "program_seconds": programs.seconds,
         "dot_flops": programs.dot_flops,
         "program_bytes": programs.bytes_moved,
+        "output_foreign": output_foreign,
         "forward_seconds": forward_s,
         "device_kernels": kernels,
         "profiler": device != "cuda" or kernels is not None,  # on CUDA: the device kernels were seen

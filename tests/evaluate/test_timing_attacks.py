@@ -33,10 +33,13 @@ EXPECTED = {
     "copy_kernel_beside_op": "library_ops",
     "elementwise_torch_softmax": "main_work",
     "numpy_gemm_token_kernel": "main_work",
+    "numpy_softmax_copy_kernel": "main_work",
     "broadcast_gemm_token_kernel": "main_work",
-    "linear_from_stored": "timed_outputs",
+    # Its least-squares answers are PyTorch work (main_work, on the timed calls that use them)
+    # and they are wrong on new random inputs (timed_outputs).
+    "linear_from_stored": "main_work",
 }
-ALSO_FAILED = {"evidence_switch_profiler": "library_ops"}
+ALSO_FAILED = {"evidence_switch_profiler": "library_ops", "linear_from_stored": "timed_outputs"}
 TIMER_FACTORS = {"timer_scaled_fast": 0.7, "timer_scaled_slow": 1.5, "timer_divided_30": 1 / 30}
 
 

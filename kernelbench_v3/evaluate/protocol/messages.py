@@ -303,6 +303,7 @@ def _evidence(where: str, value: Any) -> dict[str, Any]:
         "forward_seconds": _number(f"{where}.forward_seconds", value.get("forward_seconds", 0.0)),
         "dot_flops": _number(f"{where}.dot_flops", value.get("dot_flops", 0.0)),
         "program_bytes": _number(f"{where}.program_bytes", value.get("program_bytes", 0.0)),
+        "output_foreign": value.get("output_foreign") is True,
         "device_kernels": None if kernels is None else _pairs(f"{where}.device_kernels", kernels, _number),
         "profiler": value.get("profiler") is True,
         "compiled_frames": _int(f"{where}.compiled_frames", value.get("compiled_frames", 0)),

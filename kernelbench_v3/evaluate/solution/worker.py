@@ -103,6 +103,7 @@ class Worker:
         self.namespaces = guard.snapshot_namespaces()
         self.region: torch.Tensor | None = None
         self.calls: WindowCalls | None = None
+        self.solution: Any = None  # the imported solution module
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -114,6 +115,7 @@ class Worker:
         rng = guard.save_rng()
         try:
             module = import_file(msg["solution_path"], "kbv3_solution")
+            self.solution = module
         except BaseException as exc:  # SystemExit and KeyboardInterrupt included
             raise SolutionFailed("import", _error_text(exc)) from None
         import_changes = guard.restore_flags(self.flags)
@@ -166,7 +168,13 @@ class Worker:
         ev: dict[str, Any] = {}
         try:
             with torch.no_grad():  # every case is observed; the profiler runs on the sampled ones
-                out, ev = collect(lambda: model(*args), self.device, self.programs, bool(msg.get("evidence")))
+                out, ev = collect(
+                    lambda: model(*args),
+                    self.device,
+                    self.programs,
+                    bool(msg.get("evidence")),
+                    sources=_sources(args, model, self.solution),
+                )
             if self.device == "cuda":
                 torch.cuda.synchronize()
         except BaseException as exc:
@@ -276,6 +284,29 @@ HANDLERS = {
     "window": Worker.window,
     "finish": Worker.finish,
 }
+
+
+def _sources(args: list[Any], model: torch.nn.Module, solution: Any) -> list[Any] | None:
+    """What a forward may start from: its inputs, the model's parameters, buffers and plain tensor
+    attributes (through nn.Module's own methods: a solution may shadow them, `self.buffers = [...]`),
+    and the tensors among the solution module's globals (one level into containers). None when
+    the model cannot be walked: then no provenance is traced, rather than a wrong one."""
+    module = torch.nn.Module
+    found: list[Any] = [args]
+    try:
+        found += [*module.parameters(model), *module.buffers(model)]
+        for sub in module.modules(model):
+            found += [v for v in vars(sub).values() if isinstance(v, torch.Tensor)]
+        for value in list(vars(solution).values()) if solution is not None else []:
+            if isinstance(value, torch.Tensor):
+                found.append(value)
+            elif isinstance(value, dict):
+                found += [v for v in value.values() if isinstance(v, torch.Tensor)]
+            elif isinstance(value, (list, tuple)):
+                found += [v for v in value if isinstance(v, torch.Tensor)]
+    except Exception:  # noqa: BLE001
+        return None
+    return found
 
 
 def serve(link: Link, arena_fd: int, arena_size: int, device: str) -> None:

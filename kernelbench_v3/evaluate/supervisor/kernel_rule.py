@@ -15,7 +15,8 @@ dispatched, the Triton interpreter programs that ran (CPU), the device kernels t
   `MAIN_WORK_SHARE` of the forward's device time; on CPU, where interpreted programs are far
   slower than PyTorch and device shares mean nothing, the forward's time outside its programs
   (numpy, ctypes, anything not dispatched through PyTorch) may not exceed the reference's own
-  compute time, its programs must move at least `MAIN_WORK_SHARE` of the bytes that they and the
+  compute time, its output may not come from memory made outside PyTorch and the programs
+  (`evidence.Provenance`), its programs must move at least `MAIN_WORK_SHARE` of the bytes that they and the
   PyTorch compute ops it dispatches (anything but allocation, views, copies and fills) load and
   store, and for a matrix product the programs' `tl.dot` must do at least that share of the
   reference's matmul FLOPs.
@@ -128,8 +129,11 @@ def judge_kernel_evidence(
     reference_ops: dict[str, list[float]],
     reference_kernels: list[str],
     reference_matmul_flops: float = 0.0,
+    outside_s: float | None = None,
 ) -> tuple[dict[str, tuple[str, str]], dict[str, Any]]:
-    """(check -> (outcome, detail), facts for the record) from one forward's evidence."""
+    """(check -> (outcome, detail), facts for the record) from one forward's evidence; on CPU
+    `outside_s` replaces the time this forward spent outside its programs (`judge_samples`
+    passes the least over all samples)."""
     out: dict[str, tuple[str, str]] = {}
     facts: dict[str, Any] = {"kernel_rule": rule}
     ops = evidence.get("ops") or {}
@@ -184,7 +188,7 @@ def judge_kernel_evidence(
             float(evidence.get("forward_seconds") or 0.0),
             float(evidence.get("program_seconds") or 0.0),
         )
-        outside = max(0.0, forward_s - program_s - data_s) / calls
+        outside = max(0.0, forward_s - program_s - data_s) / calls if outside_s is None else outside_s
         reference_s = sum(float(v[1]) for n, v in reference_ops.items() if n not in DATA_OPS)
         dot_flops = float(evidence.get("dot_flops") or 0.0) / calls
         # What the memory traffic says (the CUDA rule's device-time share, for memory-bound work):
@@ -206,6 +210,11 @@ def judge_kernel_evidence(
             reasons.append(
                 f"{outside * 1e3:.3g} ms of the forward ran outside its Triton programs, more than the "
                 f"reference's own compute ({reference_s * 1e3:.3g} ms): the work is done elsewhere"
+            )
+        if evidence.get("output_foreign"):
+            reasons.append(
+                "the output was made from memory that appeared outside PyTorch and the solution's "
+                "programs (numpy, ctypes, ...): the work was done there, and the kernels only moved it"
             )
         if own_share < MAIN_WORK_SHARE:
             reasons.append(
@@ -252,13 +261,12 @@ def judge_samples(
     and facts are those of the first sample that fails (else the first), and a check whose
     outcome differs between samples fails, naming them."""
     judged = [(label, *judge_kernel_evidence(ev, **context)) for label, ev in samples]
-    if context.get("device") == "cpu":
-        # CPU main_work compares wall times that a loaded machine stretches: the sample that ran
-        # least outside its programs speaks for the forward (an outside GEMM is there in every one).
-        best = min(judged, key=lambda j: j[2].get("outside_programs_s", 0.0))
-        for _, c, _ in judged:
-            if "main_work" in c and "main_work" in best[1]:
-                c["main_work"] = best[1]["main_work"]
+    if context.get("device") == "cpu" and judged:
+        # CPU main_work compares wall times that a loaded machine stretches: the least time any
+        # sample spent outside its programs speaks for the forward (an outside GEMM is there in
+        # every one). Its other criteria (traffic, provenance, FLOPs) stay each sample's own.
+        least = min(j[2].get("outside_programs_s", 0.0) for j in judged)
+        judged = [(label, *judge_kernel_evidence(ev, **context, outside_s=least)) for label, ev in samples]
     label, checks, facts = next(((lb, c, f) for lb, c, f in judged if any(o == FAIL for o, _ in c.values())), judged[0])
     checks = dict(checks)
     for name in checks:

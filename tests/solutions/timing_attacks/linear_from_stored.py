@@ -4,7 +4,8 @@ inputs and answered with the same combination of their outputs, plus a token ker
 
 Problem: level1/47_Sum_reduction_over_a_dimension
 Class: T1
-Expect: timed_outputs (timed inputs are new random draws, not blends of anything seen)
+Expect: timed_outputs (timed inputs are new random draws, not blends of anything seen); on CPU
+main_work fails first (the least-squares answer is PyTorch work)
 """
 import torch
 import torch.nn as nn
