@@ -30,6 +30,8 @@ def _tensor_bytes(values: Any) -> int:
 
 
 SMALL_BYTES = 1024  # tensors this small (scalars, tiny constants) are never counted as foreign
+# In-place ops whose result does not depend on what the memory they write held before.
+OVERWRITING_OPS = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_"})
 
 
 def _storages(values: Any) -> list[tuple[int, int]]:
@@ -80,10 +82,13 @@ class Provenance:
             (self.foreign.add if foreign else self.foreign.discard)(ptr)
             (self.known.discard if foreign else self.known.add)(ptr)
 
-    def after_op(self, args: Any, kwargs: Any, result: Any) -> None:
+    def after_op(self, name: str, args: Any, kwargs: Any, result: Any) -> None:
         """An op's results (and the tensors it wrote in place, which are among them or its
-        arguments) are foreign when any tensor it read is."""
+        arguments) are foreign when any tensor it read is. A fill reads no tensor, and a copy
+        only its source: the old contents of the memory they write do not matter."""
         self.keep((args, kwargs, result))
+        if name in OVERWRITING_OPS:
+            args = args[1:] if args else args
         read = _storages(args) + _storages(kwargs)
         tainted = any(self.is_foreign(ptr, n) for ptr, n in read)
         made = _storages(result)
@@ -122,7 +127,7 @@ class OpRecorder(TorchDispatchMode):
             moved = _tensor_bytes(args) + _tensor_bytes(kwargs or {}) + _tensor_bytes(result)
             self.bytes[name] = self.bytes.get(name, 0) + moved
             if self.provenance is not None:
-                self.provenance.after_op(args, kwargs or {}, result)
+                self.provenance.after_op(name, args, kwargs or {}, result)
 
     def summary(self) -> dict[str, list[float]]:
         """op name -> [count, seconds, bytes]."""

@@ -97,6 +97,22 @@ def test_provenance_follows_pytorch_and_marks_what_came_from_elsewhere():
     assert foreign(z) and foreign(w) and foreign(out)
 
 
+def test_a_workspace_kept_outside_the_sources_is_known_once_overwritten():
+    from kernelbench_v3.evaluate.evidence import OpRecorder, Provenance
+
+    x = torch.randn(BIG)
+    zeroed, copied, stale = torch.empty(BIG), torch.empty(BIG), torch.empty(BIG)  # a cache's buffers
+    prov = Provenance()
+    prov.seed([x])
+    with OpRecorder(prov):
+        zeroed.zero_()  # a fill: what the memory held before does not matter
+        copied.copy_(x)  # a copy: only its source does
+        stale.add_(x)  # reads what it held, which no source accounts for
+    assert not prov.is_foreign(zeroed.data_ptr(), zeroed.nbytes)
+    assert not prov.is_foreign(copied.data_ptr(), copied.nbytes)
+    assert prov.is_foreign(stale.data_ptr(), stale.nbytes)
+
+
 def test_a_program_that_loads_foreign_memory_stores_foreign_memory():
     pytest.importorskip("triton")
     from triton.runtime.interpreter import InterpretedFunction

@@ -287,23 +287,26 @@ HANDLERS = {
 
 
 def _sources(args: list[Any], model: torch.nn.Module, solution: Any) -> list[Any] | None:
-    """What a forward may start from: its inputs, the model's parameters, buffers and plain tensor
-    attributes (through nn.Module's own methods: a solution may shadow them, `self.buffers = [...]`),
-    and the tensors among the solution module's globals (one level into containers). None when
-    the model cannot be walked: then no provenance is traced, rather than a wrong one."""
+    """What a forward may start from: its inputs, the model's parameters and buffers (through
+    nn.Module's own methods: a solution may shadow them, `self.buffers = [...]`), and the tensors
+    among the attributes of every submodule and its class and among the solution module's
+    globals (one level into containers: a cache of workspaces). None when the model cannot be
+    walked: then no provenance is traced, rather than a wrong one."""
     module = torch.nn.Module
     found: list[Any] = [args]
     try:
         found += [*module.parameters(model), *module.buffers(model)]
+        namespaces = [vars(solution)] if solution is not None else []
         for sub in module.modules(model):
-            found += [v for v in vars(sub).values() if isinstance(v, torch.Tensor)]
-        for value in list(vars(solution).values()) if solution is not None else []:
-            if isinstance(value, torch.Tensor):
-                found.append(value)
-            elif isinstance(value, dict):
-                found += [v for v in value.values() if isinstance(v, torch.Tensor)]
-            elif isinstance(value, (list, tuple)):
-                found += [v for v in value if isinstance(v, torch.Tensor)]
+            namespaces += [vars(sub), vars(type(sub))]  # instance and class attributes
+        for namespace in namespaces:
+            for value in list(namespace.values()):
+                if isinstance(value, torch.Tensor):
+                    found.append(value)
+                elif isinstance(value, dict):
+                    found += [v for v in value.values() if isinstance(v, torch.Tensor)]
+                elif isinstance(value, (list, tuple)):
+                    found += [v for v in value if isinstance(v, torch.Tensor)]
     except Exception:  # noqa: BLE001
         return None
     return found
