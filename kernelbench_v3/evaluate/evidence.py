@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,15 +19,21 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
-def _tensor_bytes(values: Any) -> int:
-    """Bytes of the tensors among `values` (nested in lists, tuples and dicts)."""
+def _tensors(values: Any) -> Iterator[torch.Tensor]:
+    """The tensors among `values` (nested in lists, tuples and dicts)."""
     if isinstance(values, torch.Tensor):
-        return values.numel() * values.element_size()
-    if isinstance(values, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in values)
-    if isinstance(values, dict):
-        return sum(_tensor_bytes(v) for v in values.values())
-    return 0
+        yield values
+    elif isinstance(values, (list, tuple)):
+        for v in values:
+            yield from _tensors(v)
+    elif isinstance(values, dict):
+        for v in values.values():
+            yield from _tensors(v)
+
+
+def _tensor_bytes(values: Any) -> int:
+    """Bytes of the tensors among `values`."""
+    return sum(t.numel() * t.element_size() for t in _tensors(values))
 
 
 SMALL_BYTES = 1024  # tensors this small (scalars, tiny constants) are never counted as foreign
@@ -35,18 +42,15 @@ OVERWRITING_OPS = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "
 
 
 def _storages(values: Any) -> list[tuple[int, int]]:
-    """(data pointer, bytes) of the storages of the tensors among `values` (nested)."""
-    if isinstance(values, torch.Tensor):
+    """(data pointer, bytes) of the storages of the tensors among `values`."""
+    found = []
+    for t in _tensors(values):
         try:
-            storage = values.untyped_storage()
-            return [(storage.data_ptr(), storage.nbytes())]
+            storage = t.untyped_storage()
         except (RuntimeError, NotImplementedError):  # tensors without storage (meta, sparse...)
-            return []
-    if isinstance(values, (list, tuple)):
-        return [x for v in values for x in _storages(v)]
-    if isinstance(values, dict):
-        return [x for v in values.values() for x in _storages(v)]
-    return []
+            continue
+        found.append((storage.data_ptr(), storage.nbytes()))
+    return found
 
 
 class Provenance:
