@@ -148,6 +148,16 @@ def test_an_orphan_stays_stopped_when_its_member_resumes():
         root.wait()
 
 
+def test_a_side_of_too_many_processes_ends_the_session(family):
+    from kernelbench_v3.evaluate.supervisor.session import SessionLost
+
+    parent, child = family
+    session = Session(_Link(), None, 0, 0, 0, pid=parent, pauser=ProcessPause(parent, [parent], max_processes=1))
+    with pytest.raises(SessionLost, match="holds 2 processes"):
+        session.pause()
+    assert _wait_for(parent, "Tt") in "Tt" and _wait_for(child, "Tt") in "Tt"  # stopped all the same
+
+
 def test_pausing_a_process_that_is_gone_is_harmless():
     proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     proc.wait()

@@ -21,6 +21,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 PROC = Path("/proc")
+MAX_PROCESSES = 256  # below the zygote; more is a fork bomb, and every walk would crawl through it
+
+
+class TooManyProcesses(Exception):
+    """The solution's side holds more processes than MAX_PROCESSES (all of them are stopped)."""
 
 
 def children(pid: int) -> set[int]:
@@ -74,9 +79,10 @@ class ProcessPause:
     member with its group and what it started, and leaves everything else stopped: a member's
     window never runs beside another member's processes, nor beside an orphan."""
 
-    def __init__(self, root: int, members: Iterable[int] = ()):
+    def __init__(self, root: int, members: Iterable[int] = (), max_processes: int = MAX_PROCESSES):
         self.root = root
         self.members = set(members)
+        self.max_processes = max_processes
         self.stopped: dict[int, int | None] = {}  # stopped pid -> the member it belongs to (None: an orphan)
         self.walk = (PROC / str(root) / "task").is_dir()
 
@@ -94,10 +100,14 @@ class ProcessPause:
             parents = tree(self.root)
             found = parents.keys() - self.stopped.keys()
             if not found:
-                return
+                break
             for pid in found:  # one gone between the walk and the signal is not looked for again
                 _signal(pid, signal.SIGSTOP)
                 self.stopped[pid] = self._member_above(pid, parents)
+        if len(self.stopped) > self.max_processes:
+            raise TooManyProcesses(
+                f"the solution's side holds {len(self.stopped)} processes (at most {self.max_processes})"
+            )
 
     def resume(self, pid: int) -> None:
         """Continue member `pid`, its process group and every process it started (found when

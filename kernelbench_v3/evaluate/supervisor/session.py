@@ -24,7 +24,7 @@ import torch
 
 from ..protocol.channel import Arena, Deadline, Layout, Link, PeerGone, ProtocolError, TensorRef, tensor_nbytes
 from ..protocol.messages import OutputInfo, Reply, Slot, parse_reply, to_json
-from .pause import ProcessPause
+from .pause import ProcessPause, TooManyProcesses
 
 WATCH_INTERVAL_S = 1.0
 
@@ -67,7 +67,10 @@ class Session:
     def pause(self) -> None:
         """Stop this process and everything of the solution's side until the next request."""
         if self.pauser is not None:
-            self.pauser.stop()
+            try:
+                self.pauser.stop()
+            except TooManyProcesses as exc:  # a fork bomb: everything is stopped; the reap kills it
+                raise SessionLost(str(exc)) from None
 
     def resume(self) -> None:
         if self.pauser is not None:
