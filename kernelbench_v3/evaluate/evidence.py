@@ -11,29 +11,18 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-
-def _tensors(values: Any) -> Iterator[torch.Tensor]:
-    """The tensors among `values` (nested in lists, tuples and dicts)."""
-    if isinstance(values, torch.Tensor):
-        yield values
-    elif isinstance(values, (list, tuple)):
-        for v in values:
-            yield from _tensors(v)
-    elif isinstance(values, dict):
-        for v in values.values():
-            yield from _tensors(v)
+from ..hardware.roofline import iter_tensors
 
 
 def _tensor_bytes(values: Any) -> int:
     """Bytes of the tensors among `values`."""
-    return sum(t.numel() * t.element_size() for t in _tensors(values))
+    return sum(t.numel() * t.element_size() for t in iter_tensors(values))
 
 
 SMALL_BYTES = 1024  # tensors this small (scalars, tiny constants) are never counted as foreign
@@ -44,7 +33,7 @@ OVERWRITING_OPS = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "
 def _storages(values: Any) -> list[tuple[int, int]]:
     """(data pointer, bytes) of the storages of the tensors among `values`."""
     found = []
-    for t in _tensors(values):
+    for t in iter_tensors(values):
         try:
             storage = t.untyped_storage()
         except (RuntimeError, NotImplementedError):  # tensors without storage (meta, sparse...)

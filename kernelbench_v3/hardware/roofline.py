@@ -168,17 +168,18 @@ def speed_of_light_ms(flops: float, bytes_moved: float, gpu: GpuSpec | str, prec
     return max(compute_s, memory_s) * 1e3
 
 
-def _tensors(value: Any) -> Iterable[torch.Tensor]:
+def iter_tensors(value: Any) -> Iterable[torch.Tensor]:
+    """The tensors among `value` (nested in lists, tuples and dicts)."""
     import torch
 
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, (list, tuple)):
         for v in value:
-            yield from _tensors(v)
+            yield from iter_tensors(v)
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _tensors(v)
+            yield from iter_tensors(v)
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -205,8 +206,8 @@ def estimate_roofline(model: nn.Module, inputs: list[Any] | tuple[Any, ...]) -> 
     for t in list(model.parameters()) + list(model.buffers()):
         state[id(t)] = t
     min_bytes = sum(_nbytes(t) for t in state.values())
-    min_bytes += sum(_nbytes(t) for t in _tensors(list(inputs)))
-    min_bytes += sum(_nbytes(t) for t in _tensors(output))
+    min_bytes += sum(_nbytes(t) for t in iter_tensors(list(inputs)))
+    min_bytes += sum(_nbytes(t) for t in iter_tensors(output))
     return flops, int(min_bytes)
 
 
