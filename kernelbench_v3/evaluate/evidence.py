@@ -176,9 +176,9 @@ def install_program_counter(log: ProgramLog) -> bool:
     def call(self, *args, **kwargs):  # noqa: ANN001
         name = str(getattr(self.fn, "__name__", "kernel"))
         interpreter.interpreter_builder.grid_dim = (0, 0, 0)
-        tracking = log.recording and log.provenance is not None
-        if tracking and log.provenance is not None:
-            log.provenance.keep((args, kwargs))
+        provenance = log.provenance if log.recording else None  # this launch's, to the end
+        if provenance is not None:
+            provenance.keep((args, kwargs))
             log._loaded = {ptr: (n, 0.0) for ptr, n in _storages([list(args), kwargs])}
             log._stored = {}
         started = time.perf_counter()
@@ -188,8 +188,8 @@ def install_program_counter(log: ProgramLog) -> bool:
             log.note(name, 0, False)
             raise
         finally:
-            if tracking and log.provenance is not None:
-                log.provenance.after_launch(log._loaded, log._stored)
+            if provenance is not None:
+                provenance.after_launch(log._loaded, log._stored)
                 log._loaded, log._stored = {}, {}
         log.note(name, math.prod(interpreter.interpreter_builder.grid_dim), True, time.perf_counter() - started)
         return result
