@@ -38,6 +38,7 @@ def _driver() -> Any:
         open_fn = getattr(lib, "cuIpcOpenMemHandle_v2", None) or lib.cuIpcOpenMemHandle
         open_fn.argtypes = [ctypes.POINTER(ctypes.c_uint64), _Handle, ctypes.c_uint]
         lib.kbv3_open = open_fn
+        lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
         _LIB = lib
     return _LIB
 
@@ -98,3 +99,48 @@ def open_shared(description: dict[str, Any]) -> torch.Tensor:
     handle = _Handle.from_buffer_copy(raw)
     _check(lib.kbv3_open(ctypes.byref(pointer), handle, LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle")
     return torch.as_tensor(_Interface(pointer.value + offset, nbytes), device="cuda")
+
+
+def open_exported(description: dict[str, Any], shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """Map memory an untrusted process exported, as a tensor of `shape` and `dtype`, after
+    checking that the span it names lies inside the allocation it maps (a span past the end
+    would let the process point the reader at memory that is not there). The mapping stays
+    until the process that exported it is gone; one handle is mapped once per process."""
+    numel = 1
+    for size in shape:
+        numel *= int(size)
+    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    raw = bytes.fromhex(str(description["handle"]))
+    offset = int(description["offset"])
+    if len(raw) != HANDLE_BYTES or offset < 0 or int(description["nbytes"]) != nbytes:
+        raise ValueError(f"an output location must name {nbytes} bytes at a non-negative offset")
+    base = _MAPPED.get(raw)
+    if base is None:
+        torch.zeros(1, device="cuda")
+        lib = _driver()
+        pointer = ctypes.c_uint64()
+        _check(
+            lib.kbv3_open(ctypes.byref(pointer), _Handle.from_buffer_copy(raw), LAZY_ENABLE_PEER_ACCESS),
+            "cuIpcOpenMemHandle",
+        )
+        start, size = ctypes.c_uint64(), ctypes.c_size_t()
+        _check(
+            lib.cuMemGetAddressRange_v2(ctypes.byref(start), ctypes.byref(size), pointer.value), "cuMemGetAddressRange"
+        )
+        base = _MAPPED[raw] = (pointer.value, int(size.value))
+    pointer, size = base
+    if offset + nbytes > size:
+        raise ValueError(f"an output location of {nbytes} bytes at {offset} overruns its allocation ({size} bytes)")
+    flat = torch.as_tensor(_Interface(pointer + offset, nbytes), device="cuda")
+    return flat.view(dtype).view(shape)
+
+
+def close_exported() -> None:
+    """Unmap every handle `open_exported` mapped (after the processes that exported them are gone)."""
+    lib = _driver() if _MAPPED else None
+    for pointer, _ in _MAPPED.values():
+        lib.cuIpcCloseMemHandle(pointer)
+    _MAPPED.clear()
+
+
+_MAPPED: dict[bytes, tuple[int, int]] = {}  # handle -> (mapped base, allocation size)

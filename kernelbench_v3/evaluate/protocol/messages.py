@@ -3,7 +3,7 @@
 Each message is a frozen dataclass with a `kind`; on the wire it is JSON (`to_json`). What the
 supervisor sends is trusted by construction. What the solution process sends is parsed with
 `parse_reply` into one of the reply dataclasses (`Ready`, `SetupDone`, `Failed`, `CaseDone`,
-`TimingReady`, `WindowDone`, `Finished`), every field's type and size checked (`ProtocolError`
+`TimingReady`, `CallsDone`, `Finished`), every field's type and size checked (`ProtocolError`
 otherwise): those replies are evidence to check, never a verdict.
 """
 
@@ -64,25 +64,26 @@ class PrepareTiming:
 
     region: dict[str, Any]  # {"cuda_ipc": cuda_ipc.export(...)} or {"arena": [offset, nbytes]}
     layout: dict[str, Any]  # timed_memory.TimedMemory.layout()
+    doorbell: int  # the arena offset of the doorbell's words
     kind: str = "prepare_timing"
 
 
 @dataclass(frozen=True)
 class Capture:
-    """Capture the calls over sets 0..calls-1 in CUDA graphs of `unit` calls (CUDA only)."""
+    """Capture one CUDA graph of one call per input set (CUDA only), and say where each graph's
+    output lies (CUDA IPC) so the supervisor can read it in place."""
 
-    calls: int
-    unit: int
     kind: str = "capture"
 
 
 @dataclass(frozen=True)
-class Window:
-    """Run calls 0..calls-1 now, outputs into their slots; reply when they are there."""
+class Calls:
+    """Serve one-call windows through the doorbell (`doorbell`) from sequence number `first`
+    until the supervisor writes GO = -(the armed number); then reply `calls_done`."""
 
-    calls: int
-    evidence: bool = False  # collect kernel evidence over this window
-    kind: str = "window"
+    first: int
+    evidence: bool = False  # collect kernel evidence over these calls (not scored)
+    kind: str = "calls"
 
 
 @dataclass(frozen=True)
@@ -159,16 +160,16 @@ class TimingReady:
     graphs: bool  # the calls were captured in CUDA graphs
     detail: str  # why not, when they could not be
     evidence: dict[str, Any]  # what the capture dispatched (the ops the graphs replay)
+    outputs: list[Any]  # per input set, where its graph's output lies (cuda_ipc.export); [] when eager
     kind: ClassVar[str] = "timing_ready"
 
 
 @dataclass(frozen=True)
-class WindowDone:
-    calls: int
-    event_ms: float  # the solution process's own CUDA-event (or wall) time of the window: evidence
-    host_ms: float  # the solution process's own wall clock from the request to its reply: evidence
+class CallsDone:
+    calls: int  # how many calls it served
+    own_ms: list[float]  # the solution process's own figure per call (CUDA events or wall): evidence
     evidence: dict[str, Any]
-    kind: ClassVar[str] = "window_done"
+    kind: ClassVar[str] = "calls_done"
 
 
 @dataclass(frozen=True)
@@ -177,9 +178,9 @@ class Finished:
     kind: ClassVar[str] = "finished"
 
 
-Reply = Union[Ready, SetupDone, Failed, CaseDone, TimingReady, WindowDone, Finished]  # noqa: UP007 (runtime alias)
+Reply = Union[Ready, SetupDone, Failed, CaseDone, TimingReady, CallsDone, Finished]  # noqa: UP007 (runtime alias)
 REPLIES: dict[str, type] = {
-    cls.kind: cls for cls in (Ready, SetupDone, Failed, CaseDone, TimingReady, WindowDone, Finished)
+    cls.kind: cls for cls in (Ready, SetupDone, Failed, CaseDone, TimingReady, CallsDone, Finished)
 }
 # How each reply field is checked, by its annotation.
 _CHECKS: dict[str, Any] = {
@@ -193,12 +194,13 @@ _CHECKS: dict[str, Any] = {
     "OutputInfo": "output",
     "list[OutputInfo]": "outputs",
     "list[float]": "floats",
+    "list[Any]": "ipc_outputs",
 }
 # Nested fields the supervisor reads, checked as deep as it reads them: text -> (kind of value).
 _NESTED: dict[str, Any] = {
     "setup_done.state_dict": lambda where, v: _mapping(where, v, lambda w, r: _mapping(w, r, _texts)),
     "case_done.evidence": lambda where, v: _evidence(where, v),
-    "window_done.evidence": lambda where, v: _evidence(where, v),
+    "calls_done.evidence": lambda where, v: _evidence(where, v),
     "timing_ready.evidence": lambda where, v: _evidence(where, v),
 }
 
@@ -230,6 +232,8 @@ def _check(kind: str, name: str, value: Any, expected: Any) -> Any:
         if not isinstance(value, list) or len(value) > MAX_LIST:
             raise ProtocolError(f"{where} must be a list of at most {MAX_LIST} numbers")
         return [_number(where, v) for v in value]
+    if expected == "ipc_outputs":
+        return _ipc_outputs(where, value)
     if expected == "output":
         return _output(where, value)
     if expected == "outputs":
@@ -335,3 +339,20 @@ def _output(where: str, value: Any) -> OutputInfo:
         raise ProtocolError(f"{where}.dtype must be text")
     ref = value.get("ref")
     return OutputInfo("Tensor", tuple(shape), dtype[:40], None if ref is None else TensorRef.from_json(ref))
+
+
+def _ipc_outputs(where: str, value: Any) -> list[dict[str, Any]]:
+    """Per input set, {handle: 64 bytes as hex, offset, nbytes}: where a graph's output lies."""
+    if not isinstance(value, list) or len(value) > 4096:
+        raise ProtocolError(f"{where} must be a list of at most 4096 output locations")
+    out = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) != {"handle", "offset", "nbytes"}:
+            raise ProtocolError(f"{where} entries need exactly handle, offset and nbytes")
+        handle, offset, nbytes = item["handle"], item["offset"], item["nbytes"]
+        if not isinstance(handle, str) or len(handle) != 128 or any(c not in "0123456789abcdef" for c in handle):
+            raise ProtocolError(f"{where}: a CUDA IPC handle is 64 bytes in lower-case hex")
+        if not (_is_int(offset) and _is_int(nbytes) and 0 <= offset < 1 << 48 and 0 < nbytes < 1 << 48):
+            raise ProtocolError(f"{where}: offset and nbytes must be sizes")
+        out.append({"handle": handle, "offset": offset, "nbytes": nbytes})
+    return out

@@ -4,7 +4,7 @@ It is forked fresh for each solution (by `zygote`), enters the sandbox before th
 imported, and holds no secret: it never sees an expected output, the verification picks or the
 weights of inputs it has not been sent yet. It answers one request at a time (`messages`):
 `setup` (import, construct, load the state dict), `run_case`, `prepare_timing`, `capture`,
-`window` and `finish`. Everything it sends back - outputs, timings, kernels, tampering it noticed - is
+`calls` (one-call windows through the doorbell) and `finish`. Everything it sends back - outputs, timings, kernels, tampering it noticed - is
 evidence that the supervisor checks; nothing here decides a verdict.
 """
 
@@ -22,10 +22,15 @@ from ...catalog.specs import dtype_name
 from ..cases import PARAM_SEED, single_output
 from ..evidence import ProgramLog, collect, install_program_counter
 from ..protocol.channel import DTYPES, Arena, Link, PeerGone, TensorRef, tensor_nbytes
-from ..window_calls import WindowCalls, resolve, view
+from ..protocol.doorbell import ARMED, DONE, GO, SET, Doorbell
+from ..protocol.doorbell import NBYTES as DOORBELL_BYTES
+from ..timed_calls import TimedCalls, resolve, view
 from . import guard
 
 HELD_OUTPUTS = 8  # a new output may not share memory with any of the last this-many outputs
+CALL_WAIT_S = 3600.0  # the supervisor rings or kills; this only bounds a supervisor that vanished
+CPU_SPIN_S, CPU_SLEEP_S = 0.0005, 0.0001  # CPU hosts may be oversubscribed: poll politely
+MAX_OWN = 4096  # per-call figures reported
 
 
 class SolutionFailed(Exception):
@@ -102,7 +107,8 @@ class Worker:
         self.flags = guard.read_flags()
         self.namespaces = guard.snapshot_namespaces()
         self.region: torch.Tensor | None = None
-        self.calls: WindowCalls | None = None
+        self.calls: TimedCalls | None = None
+        self.bell: Doorbell | None = None
         self.solution: Any = None  # the imported solution module
 
     # --- requests ---------------------------------------------------------------------------
@@ -201,7 +207,8 @@ class Worker:
         return reply
 
     def prepare_timing(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Map the supervisor's timing region; the model runs every timed call from it."""
+        """Map the supervisor's timing region and its layout; the model runs every timed call
+        from it, and the doorbell at `msg["doorbell"]` in the arena opens each call."""
         region = msg["region"]
         if "cuda_ipc" in region:
             from ..protocol.cuda_ipc import open_shared
@@ -210,48 +217,70 @@ class Worker:
         else:
             offset, nbytes = (int(v) for v in region["arena"])
             self.region = self.arena.view(TensorRef(offset, (nbytes,), "uint8"))
+        self.bell = Doorbell(self.arena.view(TensorRef(int(msg["doorbell"]), (DOORBELL_BYTES,), "uint8")))
         layout = msg["layout"]
         model = self.models["main"]
         sets = [resolve(self.region, args) for args in layout["sets"]]
         slots = [view(self.region, ref) for ref in layout["slots"]]
-        self.calls = WindowCalls(lambda *args: model(*args), sets, slots)
-        return {"kind": "timing_ready", "graphs": False, "detail": "", "evidence": {}}
+        self.calls = TimedCalls(lambda *args: model(*args), sets, slots)
+        return {"kind": "timing_ready", "graphs": False, "detail": "", "evidence": {}, "outputs": []}
 
     def capture(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Capture a graph per input set and export where each graph's output lies."""
         assert self.calls is not None, "prepare_timing comes first"
         ev: dict[str, Any] = {}
-        ok = False
-        if self.device == "cuda":  # what is captured is what the windows replay: observed as it is captured
+        ok, outputs, detail = False, [], "no CUDA graphs on the CPU"
+        if self.device == "cuda":  # what is captured is what the calls replay: observed as it is captured
             with torch.no_grad():
-                ok, ev = collect(
-                    lambda: self.calls.capture(int(msg["calls"]), int(msg["unit"])), self.device, self.programs, False
-                )
-        detail = self.calls.graph_error if self.device == "cuda" else "no CUDA graphs on the CPU"
-        return {"kind": "timing_ready", "graphs": bool(ok), "detail": "" if ok else detail, "evidence": ev}
+                ok, ev = collect(self.calls.capture, self.device, self.programs, False)
+            detail = self.calls.graph_error
+            if ok:
+                from ..protocol.cuda_ipc import export
 
-    def window(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Run the window's calls; the reply says they are done (the supervisor checks that)."""
-        assert self.calls is not None, "prepare_timing comes first"
-        k = int(msg["calls"])
-        ev: dict[str, Any] = {}
+                try:
+                    outputs = [export(out) for out in self.calls.outputs]
+                except Exception as exc:  # noqa: BLE001 - not exportable: run eagerly, copying
+                    self.calls.graphs, self.calls.outputs, ok, outputs = [], [], False, []
+                    detail = f"the graphs' outputs cannot be shared: {type(exc).__name__}: {exc}"[:300]
+        return {
+            "kind": "timing_ready",
+            "graphs": bool(ok),
+            "detail": "" if ok else detail,
+            "evidence": ev,
+            "outputs": outputs,
+        }
+
+    def calls_(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Serve one-call windows through the doorbell until the supervisor says stop (GO set to
+        minus the armed number). Each call runs on the set the supervisor names and is finished
+        (synchronised) before DONE is written."""
+        assert self.calls is not None and self.bell is not None, "prepare_timing comes first"
+        bell, calls, cuda = self.bell, self.calls, self.device == "cuda"
+        observe = bool(msg.get("evidence")) or not calls.graphs  # eager calls are always observed
+        spin = {"spin_s": float("inf")} if cuda else {"spin_s": CPU_SPIN_S, "sleep_s": CPU_SLEEP_S}
+        seq, own_ms, ev = int(msg["first"]), [], {}
         with torch.no_grad():
-            if self.device == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-            began = time.perf_counter()
-            if msg.get("evidence") or not self.calls.graphs:  # eager windows are always observed
-                _, ev = collect(lambda: self.calls.run(k), self.device, self.programs, bool(msg.get("evidence")))
-                ev["calls"] = k
-            else:
-                self.calls.run(k)
-            if self.device == "cuda":
-                end.record()
-                torch.cuda.synchronize()
-                event_ms = start.elapsed_time(end)
-            else:
-                event_ms = (time.perf_counter() - began) * 1e3
-        host_ms = (time.perf_counter() - began) * 1e3
-        return {"kind": "window_done", "calls": k, "event_ms": event_ms, "host_ms": host_ms, "evidence": ev}
+            while True:
+                bell.write(ARMED, seq)
+                bell.wait_any(GO, (seq, -seq), timeout_s=CALL_WAIT_S, **spin)
+                if bell.read(GO) == -seq:
+                    break
+                s = bell.read(SET)
+                if not 0 <= s < len(calls.sets):
+                    raise SolutionFailed("timing", f"the supervisor named input set {s}")  # never: trusted
+                began = time.perf_counter()
+                if observe:
+                    _, ev = collect(lambda s=s: calls.run(s), self.device, self.programs, bool(msg.get("evidence")))
+                else:
+                    calls.run(s)
+                if cuda:
+                    torch.cuda.current_stream().synchronize()
+                own_ms.append((time.perf_counter() - began) * 1e3)
+                bell.write(DONE, seq)
+                seq += 1
+        if ev:
+            ev["calls"] = 1
+        return {"kind": "calls_done", "calls": len(own_ms), "own_ms": own_ms[:MAX_OWN], "evidence": ev}
 
     def finish(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {"kind": "finished", "tampered": guard.tampered(self.namespaces)}
@@ -281,7 +310,7 @@ HANDLERS = {
     "run_case": Worker.run_case,
     "prepare_timing": Worker.prepare_timing,
     "capture": Worker.capture,
-    "window": Worker.window,
+    "calls": Worker.calls_,
     "finish": Worker.finish,
 }
 

@@ -30,9 +30,11 @@ from ...paths import cache_root, write_atomically
 
 # Bump when the timing method changes, so old cache entries are not reused (2: L2 flushed by a
 # read; 3: two flush passes; 4: the supervisor's windows, slope over k; 5: the solution's
-# stopping rule, at least 8 rounds on CUDA).
-TIMING_VERSION = 5
+# stopping rule, at least 8 rounds on CUDA; 6: one call per window, its inputs written and the
+# L2 cleared just before it, the echo's window subtracted, the median of the net times).
+TIMING_VERSION = 6
 CUDA_REGION_BYTES = 12 << 30  # the baseline's timing region, at most
+CUDA_SETS = 4  # input sets, as the solution's timing region has
 RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
 CPU_MAX_AGE_S = 24 * 3600.0  # a cached CPU baseline older than this is timed again
 
@@ -101,8 +103,9 @@ def timing_lock(path: str | None):
 
 
 def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
-    """Time the reference eager and compiled by the supervisor's window method (`time_windows`);
-    compilation (the first calls of the compiled model) happens outside the timing lock."""
+    """Time the reference eager and compiled by the method solutions are scored by
+    (`time_calls`); compilation (the first calls of the compiled model) happens outside the
+    timing lock."""
     import torch
 
     from ...catalog.materialize import load_module, make_model
@@ -117,80 +120,104 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     lock = spec.get("timing_lock")
     with torch.no_grad(), timing_lock(lock):
         result: dict[str, Any] = {
-            "eager": time_windows(model, module, template, device, seconds, graphs=True),
+            "eager": time_calls(model, module, template, device, seconds, graphs=True),
             "precision": input_precision(template),
         }
     if spec.get("compile", True):
         try:
-            compiled = torch.compile(model, mode="reduce-overhead")
-            with torch.no_grad():
-                for _ in range(3):  # compile and record the CUDA graphs before timing
-                    compiled(*template)
-                with timing_lock(lock):
-                    # reduce-overhead replays its own CUDA graphs; ours cannot hold them
-                    result["compiled"] = time_windows(compiled, module, template, device, seconds, graphs=False)
+            result["compiled"] = _time_compiled(model, module, template, device, seconds, lock)
         except Exception as exc:  # compile failures leave eager as the baseline
             result["compile_error"] = f"{type(exc).__name__}: {exc}"[:500]
     return result
 
 
-def time_windows(
-    fn: Any, module: Any, template: list[Any], device: str, seconds: float, graphs: bool
-) -> dict[str, Any]:
-    """The reference's per-call time by the method solutions are scored by (`clock`): windows of
-    k calls on new inputs, outputs copied into their slots, the slope of window time over k; in
-    this trusted process the window's clock is simply the host's around the calls."""
+def _time_compiled(model: Any, module: Any, template: list[Any], device: str, seconds: float, lock: Any) -> dict:
+    """torch.compile(mode="reduce-overhead") is inductor's kernels replayed from CUDA graphs. On
+    CUDA the same kernels (default mode) are captured in this timer's own graphs, one per input
+    set, exactly as a solution's calls are, so no Python wrapper runs inside a timed call; where
+    that capture fails, reduce-overhead itself is timed, its own graphs replayed call by call."""
+    import torch
+
+    if device == "cuda":
+        compiled = torch.compile(model)
+        with torch.no_grad():
+            for _ in range(3):  # compile before timing
+                compiled(*template)
+            with timing_lock(lock):
+                timed = time_calls(compiled, module, template, device, seconds, graphs=True)
+        if timed.get("cuda_graphs"):
+            return {**timed, "compile_mode": "default, replayed from the timer's CUDA graphs"}
+    compiled = torch.compile(model, mode="reduce-overhead")
+    with torch.no_grad():
+        for _ in range(3):  # compile and record the CUDA graphs before timing
+            compiled(*template)
+        with timing_lock(lock):
+            timed = time_calls(compiled, module, template, device, seconds, graphs=False)
+    return {**timed, "compile_mode": "reduce-overhead"}
+
+
+def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: float, graphs: bool) -> dict[str, Any]:
+    """The reference's per-call time by the method solutions are scored by (`clock`): one call
+    per window on new inputs, the L2 cleared before it, an echo's window (one tiny kernel)
+    subtracted, the median of the net times under the solutions' stopping rule (`call_stats`).
+    In this trusted process a window's clock is simply the host's around the call and its marker."""
     import random
 
     import torch
 
     from ..cases import single_output
-    from ..window_calls import WindowCalls
-    from .clock import EAGER_METHOD, METHOD, ClockPlan
+    from ..timed_calls import TimedCalls
+    from .call_stats import CallPlan, should_stop, summarize
+    from .clock import METHOD, WARM_CALLS
+    from .device_work import DeviceWork
     from .timed_memory import TimedMemory, fresh_inputs, set_bytes
-    from .windows import measure, size_windows
 
-    plan = ClockPlan.for_device(device, seconds)
+    plan = CallPlan.for_device(device, seconds)
     out = single_output(fn(*template))
     per_set = set_bytes(template, out.numel() * out.element_size())
+    count = int(max(1, min(CUDA_SETS if device == "cuda" else 2, CUDA_REGION_BYTES // per_set)))
+    region = torch.empty(count * per_set, dtype=torch.uint8, device=device)
+    memory = TimedMemory(region, template, out.shape, out.dtype, count)
+    calls = TimedCalls(fn, memory.sets, memory.slots, copy_eager=False)
+    tiny = torch.zeros(1, device=device)
+    echo = TimedCalls(lambda: tiny + 1, [[]], [torch.empty(1, device=device)], copy_eager=False)
+    captured = device == "cuda" and graphs and calls.capture()
     if device == "cuda":
-        capacity = int(max(2, min(plan.max_sets, CUDA_REGION_BYTES // per_set)))
-    else:
-        capacity = plan.max_sets
-    region = torch.empty(capacity * per_set, dtype=torch.uint8, device=device)
-    memory = TimedMemory(region, template, out.shape, out.dtype, capacity)
-    calls = WindowCalls(fn, memory.sets, memory.slots)
+        echo.capture()
+    work = DeviceWork(device)
     rng = random.Random()
 
-    def sync() -> None:
-        if device == "cuda":
-            torch.cuda.synchronize()
-
-    def window(k: int, _round: int = 0) -> float:
-        for i in range(k):
-            memory.write(i, fresh_inputs(module, device, rng.getrandbits(62) if i == 0 else None))
-        sync()
+    def window(timed: TimedCalls, s: int) -> float:
         started = time.perf_counter()
-        calls.run(k)
-        sync()
+        timed.run(s)
+        work.marker()
         return time.perf_counter() - started
 
-    sizing = size_windows(
-        window,
-        capacity,
-        device=device,
-        max_sets=plan.max_sets,
-        largest_window_s=plan.largest_window_s,
-        capture=calls.capture if graphs else None,
-    )
-    estimate, rounds, elapsed = measure(window, sizing.sizes, plan.window_plan(sizing.sizes), rng)
-    per_call_ms = estimate.per_call_s * 1e3
+    def one() -> float:
+        s = rng.randrange(count)
+        memory.write(s, fresh_inputs(module, device, rng.getrandbits(62)))
+        work.flush()
+        work.sync()
+        echo_s = window(echo, 0)
+        work.timed_flush()
+        net = window(calls, s) - echo_s + work.echo_kernel_s
+        work.timed_flush()
+        return net
+
+    for _ in range(WARM_CALLS):
+        one()
+    nets: list[float] = []
+    started = time.perf_counter()
+    while not should_stop(nets, time.perf_counter() - started, plan):
+        nets.append(one())
+    summary = summarize(nets)
+    method = METHOD["cpu"] if device == "cpu" else METHOD["graphs" if captured else "eager"]
     return {
-        "method": METHOD[device] if sizing.graphs or device == "cpu" else EAGER_METHOD,
-        "median_ms": per_call_ms,
-        "fit": estimate.to_dict(),
-        "window_sizes": list(sizing.sizes),
-        "windows_s": round(elapsed, 3),
+        "method": method,
+        "median_ms": summary.median_s * 1e3,
+        "calls": summary.to_dict(),
+        "cuda_graphs": bool(captured),
+        "calls_s": round(time.perf_counter() - started, 3),
         "graph_error": calls.graph_error,
     }
 

@@ -41,6 +41,8 @@ CHECK_ORDER: tuple[str, ...] = (
     "library_ops",
     "main_work",
     "timed_outputs",
+    "timing_gap",
+    "impossible_time",
     "completeness",
 )
 V3_TOLERANCE = (1e-2, 1e-2)

@@ -1,40 +1,32 @@
-"""Timing a solution by the supervisor's clock: windows it opens and closes, in memory it owns.
+"""Timing a solution by the supervisor's clock: one call per window, its inputs written just
+before it, its output read where the call left it.
 
-The scored time never comes from a figure the solution process reports. The supervisor:
+The scored time never comes from a figure the solution process reports. For every timed call
+the supervisor:
 
-- lays out the timed calls' inputs and outputs in its own memory (`timed_memory`) and, before
-  every window, writes new inputs there from seeds the solution process never learns;
-- opens a window of k calls (`messages.Window`) and closes it when the reply has come and it has
-  copied the outputs it will verify out of the region: its clock runs from the request to that
-  copy, so work the solution defers past its reply is timed (or its output is stale);
-- stops the solution process from its reply until the next request (`Session.pause`), so no
-  thread of it runs while the next window's inputs are written: host-side work outside the
-  windows cannot compute on them ahead of the clock;
-- runs windows of several sizes back to back, in rounds, and takes the slope of window time over
-  k as the per-call time (`windows`): the request, the reply and the copy are a fixed cost per
-  window and fall out; on CUDA the calls are replayed from CUDA graphs, so host launch overhead
-  falls out too;
-- rotates over input sets and slots whose total exceeds the L2 where memory allows, so calls read
-  cold inputs by construction;
-- stops when the slope's standard error is below its target, or at a cap on its own clock, then
-  runs one last window that is not scored;
-- verifies, after the last window, the outputs of calls it picked at random (never revealed)
-  against the reference on the same inputs (`timed_outputs`);
-- checks that calls are independent: windows of one call, against the same windows of a trusted
-  echo (a solution process running a model that computes nothing), must cost what the slope
-  says; a solution that batches a window's calls is scored at its one-call time
-  (`calls_not_independent`);
-- collects kernel evidence over one window picked at random (`window_evidence`).
+1. draws new inputs with the problem's own `get_inputs()` under a seed the solution process
+   never learns and writes them into one of the input sets of its timing region
+   (`timed_memory`), only after the previous call's window has closed: no call can see another
+   call's inputs, so batching or precomputing across calls is impossible by construction;
+2. clears the L2 with its own kernel (`device_work`), so every call starts cold;
+3. runs one call of the trusted echo (a process forked from the same zygote whose call is one
+   tiny kernel) and then the solution's call, each as a window of its own (`call_side`): its
+   clock runs from ringing the doorbell to seeing DONE and its own marker kernel done; the
+   call's net time is its window less the echo's (plus the echo kernel's own duration);
+4. times a flush of its own right after each of the two windows: a flush after the solution's
+   call that takes longer than one after the echo's means the solution's work was still running
+   past DONE (`gap_work`);
+5. reads the output in place (the graph's output through CUDA IPC, or the set's slot) after the
+   window has closed, at random and only after the call has answered, and judges it exactly as a
+   correctness case (`Verifier`: tolerance, the float64 precision rule, dtype, finiteness).
 
-The solution process's own figure for each window (CUDA events on CUDA) is kept as evidence
-(`event_ms_per_call`) beside the scored one.
+Between windows every process of the solution's side is stopped (`Session.pause`). The score is
+the median of the net times, with its confidence interval; timing stops by `call_stats`.
 """
 
 from __future__ import annotations
 
-import math
 import random
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,44 +34,29 @@ from typing import Any
 
 import torch
 
-from ..protocol.messages import Capture, Failed, PrepareTiming, TimingReady, Window, WindowDone
+from ..protocol.doorbell import Doorbell
+from ..protocol.messages import Capture, Failed, PrepareTiming, TimingReady
+from .call_side import CallSide
+from .call_stats import CallPlan, should_stop, summarize
 from .checks import compare_case
+from .device_work import DeviceWork
 from .session import Session, SessionLost
-from .timed_memory import TimedMemory, fresh_inputs
-from .windows import WindowPlan, fit, known, measure, size_windows
+from .timed_memory import TimedMemory, TimingUnavailable, fresh_inputs
 
-METHOD = {"cuda": "supervisor_windows_cuda_graphs", "cpu": "supervisor_windows_cpu"}
-EAGER_METHOD = "supervisor_windows_eager"  # CUDA, when the forward could not be captured
-NOT_INDEPENDENT = "calls_not_independent"
-MAX_VERIFIED = 32  # timed outputs checked against the reference per evaluation
-MAX_SETS = 256
-NOISE_SIGMAS = 5.0  # of the one-call windows' noise, allowed before calls count as not independent
-MAX_RAW_WINDOWS = 400  # per-window figures kept in the record
-
-
-@dataclass(frozen=True)
-class ClockPlan:
-    device: str
-    cap_s: float  # the most seconds of scored windows, by the supervisor's clock
-    target_rel: float  # stop when the per-call time's standard error is this fraction of it
-    min_rounds: int
-    largest_window_s: float  # the largest window's calls should take about this long
-    max_sets: int
-    single_windows: int  # one-call windows of the solution and of the echo each
-    independence_factor: float  # the one-call time may exceed the slope by this factor ...
-    independence_abs_ms: float  # ... plus this much
-
-    @classmethod
-    def for_device(cls, device: str, cap_s: float) -> ClockPlan:
-        if device == "cuda":
-            # At least 8 rounds: the standard error comes from the spread of the round slopes.
-            return cls(device, cap_s, 0.0025, 8, 0.05, MAX_SETS, 60, 2.0, 0.005)
-        # CPU: interpreted kernels; the figure tests the machinery, it is no performance figure.
-        return cls(device, cap_s, 0.05, 2, 0.05, 2, 3, 2.0, 1.0)
-
-    def window_plan(self, sizes: tuple[int, ...]) -> WindowPlan:
-        """The stopping rule both the solution's windows and the baseline's run under."""
-        return WindowPlan(sizes, min_rounds=self.min_rounds, target_rel=self.target_rel, cap_s=self.cap_s)
+METHOD = {
+    "graphs": "supervisor_calls_cuda_graphs",
+    "eager": "supervisor_calls_cuda_eager",
+    "cpu": "supervisor_calls_cpu",
+}
+GAP_WORK = "gap_work"
+WARM_CALLS = 3  # per side, before any call is scored (first replays, page faults)
+MAX_VERIFIED = 64  # timed outputs judged per evaluation, at most
+MIN_VERIFY_SHARE = 0.1  # every call is judged with at least this chance ...
+VERIFY_BUDGET_S = 1.5  # ... and with more, up to 1, while the reference's runs fit this budget
+PRECISION_CHECKS = 4  # judged calls that also get the float64 reference (precision rule)
+GAP_SLACK = 0.25  # a flush after the solution may take this much longer than after the echo ...
+GAP_SLACK_S = 10e-6  # ... plus this, plus writing back a full L2 of the call's output
+MAX_RAW_CALLS = 400  # per-call figures kept in the record
 
 
 @dataclass
@@ -87,245 +64,230 @@ class TimingOutcome:
     stats: dict[str, Any] | None = None
     flags: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
-    failures: list[str] = field(default_factory=list)  # timed outputs that did not match
+    failures: list[str] = field(default_factory=list)  # judged timed calls that were wrong
     verified: int = 0
-    evidence: dict[str, Any] = field(default_factory=dict)  # kernel evidence of one timed window
+    evidence: dict[str, Any] = field(default_factory=dict)  # kernel evidence of one timed call
     observed: list[dict[str, Any]] = field(default_factory=list)  # what every observed timed call dispatched
 
 
-@dataclass
-class Pick:
-    label: str
-    inputs: list[Any]
-    output: torch.Tensor
-
-
 class Verifier:
-    """Checks picked timed outputs against the reference on the same inputs."""
+    """Judges a timed call's output exactly as a correctness case: `expected_for(inputs, float64)`
+    gives the reference's saved tensors ("expected", and "residual64" when asked and available)."""
 
     def __init__(
         self,
-        expected_for: Callable[[list[Any]], torch.Tensor],
+        expected_for: Callable[[list[Any], bool], dict[str, torch.Tensor]],
         entry: dict[str, Any],
         tolerance: str,
         precision: str,
     ):
         self.expected_for, self.entry, self.tolerance, self.precision = expected_for, entry, tolerance, precision
 
-    def check(self, pick: Pick) -> str:
-        """'' when the picked call's output matches the reference, else why not."""
-        # Compared where both lie (the device): a large output is not copied to the host per pick.
-        expected = self.expected_for(pick.inputs).reshape(-1).to(torch.float64)
-        got = pick.output.detach().reshape(-1).to(expected.device, torch.float64)
-        verdict = compare_case(
-            pick.label, "timed_outputs", got, {"expected": expected}, self.entry, self.tolerance, self.precision, None
-        )
+    def check(self, label: str, inputs: list[Any], output: torch.Tensor, float64: bool) -> str:
+        """'' when the output passes every rule a case gets, else why not."""
+        saved = self.expected_for(inputs, float64)
+        verdict = compare_case(label, "timed_outputs", output, saved, self.entry, self.tolerance, self.precision, None)
         return "; ".join(verdict.failures.values())
 
 
-class Windows:
-    """The supervisor's side of one solution process's timing: writes, opens, closes, picks."""
+class Outputs:
+    """Where the solution's call on each input set leaves its output, as tensors the supervisor
+    can read: the graphs' outputs mapped through CUDA IPC, or the sets' slots."""
 
-    def __init__(
-        self,
-        session: Session,
-        memory: TimedMemory,
-        module: Any,
-        device: str,
-        rng: random.Random,
-        timeout_s: float,
-    ):
-        self.session, self.memory, self.module, self.device = session, memory, module, device
-        self.rng, self.timeout_s = rng, timeout_s
-        self.picks: list[Pick] = []
-        self.seen = 0
-        self.event_ms: list[tuple[int, float]] = []
+    def __init__(self, memory: TimedMemory, shared: list[dict[str, Any]]):
+        self.memory, self.mapped = memory, []
+        if shared:
+            from ..protocol.cuda_ipc import open_exported
 
-    def sync(self) -> None:
-        if self.device == "cuda":
-            torch.cuda.synchronize()
+            if len(shared) != memory.count:
+                raise SessionLost(f"the solution process described {len(shared)} outputs for {memory.count} sets")
+            try:
+                self.mapped = [open_exported(d, memory.out_shape, memory.out_dtype) for d in shared]
+            except (ValueError, RuntimeError) as exc:
+                raise SessionLost(f"the solution process's output locations cannot be read: {exc}") from None
 
-    def run(self, k: int, *, pick: bool = False, evidence: bool = False, label: str = "") -> tuple[float, WindowDone]:
-        """One window of k calls on new inputs; (supervisor seconds, the reply)."""
-        picked = self.rng.randrange(k) if pick else None
-        kept: list[Any] = []
-        for i in range(k):  # one secret seed per window; each set goes on from the one before
-            inputs = fresh_inputs(self.module, self.device, self.rng.getrandbits(62) if i == 0 else None)
-            self.memory.write(i, inputs)
-            if i == picked:
-                kept = inputs
-        self.sync()
-        started = time.perf_counter()
-        reply, _ = self.session.request(Window(k, evidence), self.timeout_s, ("window_done",))
-        if isinstance(reply, Failed):
-            raise SessionLost(f"a timed window failed: {reply.error[:500]}")
-        if reply.calls != k:
-            raise SessionLost(f"the solution process answered for {reply.calls} calls, not {k}")
-        output = self.memory.snapshot(picked) if picked is not None else None
-        self.sync()
-        seconds = time.perf_counter() - started
-        self.session.pause()  # until the next request: it gets no CPU while the next inputs are written
-        if output is not None:  # a uniform sample of MAX_VERIFIED of all picked calls (reservoir)
-            self.seen += 1
-            pick_ = Pick(f"{label} call {picked} of {k}", kept, output)
-            if len(self.picks) < MAX_VERIFIED:
-                self.picks.append(pick_)
-            elif (j := self.rng.randrange(self.seen)) < MAX_VERIFIED:
-                self.picks[j] = pick_
-        return seconds, reply
+    def of(self, s: int) -> torch.Tensor:
+        return self.mapped[s] if self.mapped else self.memory.slots[s]
 
 
-def _request(session: Session, message: Any, timeout_s: float) -> TimingReady:
-    reply, _ = session.request(message, timeout_s, ("timing_ready",))
+def prepare(session: Session, region: dict[str, Any], memory: TimedMemory, doorbell: int, timeout_s: float) -> None:
+    reply, _ = session.request(PrepareTiming(region, memory.layout(), doorbell), timeout_s, ("timing_ready",))
     if isinstance(reply, Failed):
         raise SessionLost(f"preparing the timed calls failed: {reply.error[:500]}")
+
+
+def capture(session: Session, timeout_s: float) -> TimingReady:
+    reply, _ = session.request(Capture(), timeout_s, ("timing_ready",))
+    if isinstance(reply, Failed):
+        raise SessionLost(f"capturing the timed calls failed: {reply.error[:500]}")
     return reply
 
 
-def prepare(session: Session, region: dict[str, Any], memory: TimedMemory, timeout_s: float) -> None:
-    _request(session, PrepareTiming(region, memory.layout()), timeout_s)
+@dataclass
+class Sides:
+    """The two processes a timing alternates between, each with its doorbell."""
+
+    solution: Session
+    solution_bell: Doorbell
+    echo: Session
+    echo_bell: Doorbell
 
 
 def time_solution(
-    session: Session,
+    sides: Sides,
     memory: TimedMemory,
     region: dict[str, Any],
     module: Any,
-    plan: ClockPlan,
+    plan: CallPlan,
     verifier: Verifier,
-    echo: Callable[[], Session | None],
     timeout_s: float,
+    doorbell_offset: int,
     rng: random.Random | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> TimingOutcome:
-    """Time the solution by windows (module docstring). Raises SessionLost."""
+    """Time the solution by one-call windows (module docstring). Raises SessionLost."""
     rng = rng or random.SystemRandom()
+    device = "cuda" if memory.region.is_cuda else "cpu"
     outcome = TimingOutcome()
-    prepare(session, region, memory, timeout_s)
-    windows = Windows(session, memory, module, plan.device, rng, timeout_s)
-
-    def capture(sets: int, unit: int) -> bool:
-        ready = _request(session, Capture(sets, unit), timeout_s + 60.0)
+    prepare(sides.solution, region, memory, doorbell_offset, timeout_s)
+    graphs = False
+    shared: list[dict[str, Any]] = []
+    if device == "cuda":
+        ready = capture(sides.solution, timeout_s + 60.0)
+        graphs, shared = ready.graphs, list(ready.outputs)
         if ready.evidence:
             outcome.observed.append(ready.evidence)
-        if not ready.graphs:
+        if not graphs:
             outcome.details["graph_error"] = ready.detail
-        return ready.graphs
-
-    sizing = size_windows(
-        lambda k: windows.run(k)[0],
-        memory.count,
-        device=plan.device,
-        max_sets=plan.max_sets,
-        largest_window_s=plan.largest_window_s,
-        capture=capture,
-    )
-    sizes = sizing.sizes
-    wplan = plan.window_plan(sizes)
-    events: list[list[tuple[int, float]]] = []
-    raw: list[list[float]] = []  # per scored window: k, supervisor ms, event ms, solution-process host ms
-    evidence_round = rng.randrange(1, 3)
-
-    def run(k: int, round_index: int) -> float:
-        if round_index < 0:
-            return windows.run(k)[0]
-        seconds, reply = windows.run(k, pick=True, label=f"round {round_index}")
-        if reply.evidence:
-            outcome.observed.append({"ops": reply.evidence.get("ops", {})})
-        if len(events) <= round_index:
-            events.append([])
-        events[round_index].append((k, reply.event_ms * 1e-3))
-        raw.append([k, round(seconds * 1e3, 5), round(reply.event_ms, 5), round(reply.host_ms, 5)])
-        return seconds
-
-    def after_round(done: int) -> None:
-        if done == evidence_round:  # a window picked at random, told only as it opens, not scored
-            _, reply = windows.run(rng.choice(sizes), evidence=True, label="evidence")
-            outcome.evidence = dict(reply.evidence)
-
-    estimate, rounds, elapsed = measure(run, sizes, wplan, rng, after_round)
-    windows.run(sizes[-1], label="last (not scored)")
-    per_call_ms = estimate.per_call_s * 1e3
-    outcome.details.update(
-        timing_method=METHOD[plan.device] if sizing.graphs or plan.device == "cpu" else EAGER_METHOD,
-        cuda_graphs=sizing.graphs,
-        window_sizes=list(sizes),
-        timed_sets=sizing.sets,
-        rotation_bytes=memory.bytes_for(sizing.sets),
-        probe_ms=round(sizing.probe_s * 1e3, 4),
-        fit=estimate.to_dict(),
-        known=known(estimate, wplan),
-        windows_s=round(elapsed, 3),
-        event_ms_per_call=fit(events).per_call_s * 1e3,
-        windows=raw[:MAX_RAW_WINDOWS],
-    )
-    _independence(outcome, windows, plan, echo, per_call_ms)
-    scored = (
-        max(per_call_ms, outcome.details.get("single_call_ms") or 0.0)
-        if NOT_INDEPENDENT in outcome.flags
-        else per_call_ms
-    )
-    outcome.stats = {
-        "method": outcome.details["timing_method"],
-        "median_ms": scored,
-        "p10_ms": scored,
-        "p90_ms": scored,
-        "cv": estimate.rel_se if math.isfinite(estimate.rel_se) else 0.0,
-        "reps": sum(k for r in rounds for k, _ in r),
-        "flags": [],  # how well the estimate is known is in details: fit.rel_se, known
-        "details": {},
-    }
-    _verify(outcome, windows, verifier)
+    outputs = Outputs(memory, shared)
+    work = DeviceWork(device)
+    solution = CallSide(sides.solution, sides.solution_bell, work, timeout_s, clock)
+    echo = CallSide(sides.echo, sides.echo_bell, work, timeout_s, clock)
+    loop = _Loop(memory, module, device, rng, work, solution, echo, outputs, verifier)
+    try:
+        solution.start()
+        echo.start()
+        for _ in range(WARM_CALLS):
+            loop.one(scored=False)
+        started = clock()
+        while not should_stop(loop.nets, clock() - started, plan):
+            loop.one(scored=True)
+        elapsed = clock() - started
+        done = solution.stop()
+        echo.stop()
+    finally:
+        outputs.mapped = []
+    if done.evidence:
+        outcome.observed.append({"ops": done.evidence.get("ops", {})})
+    _evidence_call(outcome, loop, solution)
+    _finish(outcome, loop, plan, device, graphs, elapsed, done.own_ms)
     return outcome
 
 
-def _independence(
-    outcome: TimingOutcome, windows: Windows, plan: ClockPlan, echo: Callable[[], Session | None], per_call_ms: float
-) -> None:
-    """Windows of one call, the solution's and a trusted echo's in turn: their difference is
-    what one call costs on its own, which must not exceed the slope by much."""
-    partner = echo()
-    if partner is None:
-        outcome.details["independence"] = "not checked: the echo process could not start"
-        return
-    echoed = Windows(partner, windows.memory, windows.module, windows.device, windows.rng, windows.timeout_s)
-    own, theirs = [], []
-    for _ in range(plan.single_windows):
-        own.append(windows.run(1)[0])
-        theirs.append(echoed.run(1)[0])
-    single_ms = (_lower_quartile(own) - _lower_quartile(theirs)) * 1e3
-    # What the two can be off by: one-call windows swing by tens of microseconds (the other
-    # process's scheduling, a context switch on the GPU), and the bound must never flag an
-    # honest solution on that noise, so it resolves batching gains only well above it.
-    noise_ms = NOISE_SIGMAS * 1e3 * math.hypot(_median_se(own), _median_se(theirs))
-    bound = plan.independence_factor * per_call_ms + max(plan.independence_abs_ms, noise_ms)
-    outcome.details.update(
-        single_call_ms=round(single_ms, 6),
-        echo_window_ms=round(_lower_quartile(theirs) * 1e3, 6),
-        independence=f"one call alone {single_ms:.4g} ms vs {per_call_ms:.4g} ms per call in windows "
-        f"(at most {bound:.4g}, of which {noise_ms:.3g} ms for the windows' noise)",
-    )
-    if single_ms > bound:
-        outcome.flags.append(NOT_INDEPENDENT)
-        outcome.details["sol_ms_source"] = (
-            "one call alone, less the trusted echo: the calls of a window cost less together than apart"
-        )
+class _Loop:
+    """The timed calls of one timing, one at a time."""
 
+    def __init__(self, memory, module, device, rng, work, solution, echo, outputs, verifier):
+        self.memory, self.module, self.device, self.rng, self.work = memory, module, device, rng, work
+        self.solution, self.echo, self.outputs, self.verifier = solution, echo, outputs, verifier
+        self.nets: list[float] = []
+        self.raw: list[list[float]] = []  # per scored call: solution window, echo window (ms)
+        self.gaps_after_solution: list[float] = []
+        self.gaps_after_echo: list[float] = []
+        self.failures: list[str] = []
+        self.verified = 0
+        self.precision_checked = 0
+        self.verify_share = 1.0
+        self.reference_s: list[float] = []
 
-def _lower_quartile(samples: list[float]) -> float:
-    return statistics.quantiles(samples, n=4)[0]
+    def one(self, scored: bool) -> None:
+        s = self.rng.randrange(self.memory.count)
+        inputs = fresh_inputs(self.module, self.device, self.rng.getrandbits(62))
+        self.memory.write(s, inputs)
+        self.work.flush()
+        self.work.sync()
+        echo_s = self.echo.call(0)
+        after_echo = self.work.timed_flush()
+        solution_s = self.solution.call(s)
+        after_solution = self.work.timed_flush()
+        if scored:
+            self.nets.append(solution_s - echo_s + self.work.echo_kernel_s)
+            self.raw.append([round(solution_s * 1e3, 5), round(echo_s * 1e3, 5)])
+            self.gaps_after_echo.append(after_echo)
+            self.gaps_after_solution.append(after_solution)
+        # Judged or not is decided now, after the call answered: it cannot know in advance.
+        if self.verified < MAX_VERIFIED and self.rng.random() < self.verify_share:
+            self._judge(s, inputs, len(self.nets))
 
-
-def _median_se(samples: list[float]) -> float:
-    """A robust standard error of a median: 1.2533 x 1.4826 x MAD / sqrt(n)."""
-    median = statistics.median(samples)
-    mad = statistics.median(abs(x - median) for x in samples)
-    return 1.2533 * 1.4826 * mad / math.sqrt(len(samples))
-
-
-def _verify(outcome: TimingOutcome, windows: Windows, verifier: Verifier) -> None:
-    """Check every kept pick (already a uniform sample of at most MAX_VERIFIED)."""
-    for pick in windows.picks:
-        outcome.verified += 1
-        why = verifier.check(pick)
+    def _judge(self, s: int, inputs: list[Any], index: int) -> None:
+        started = time.perf_counter()
+        float64 = self.precision_checked < PRECISION_CHECKS
+        why = self.verifier.check(f"timed call {index}", inputs, self.outputs.of(s), float64)
+        self.verified += 1
+        self.precision_checked += float64
         if why:
-            outcome.failures.append(why)
+            self.failures.append(why)
+        self.reference_s.append(time.perf_counter() - started)
+        per = sorted(self.reference_s)[len(self.reference_s) // 2]
+        self.verify_share = max(MIN_VERIFY_SHARE, min(1.0, VERIFY_BUDGET_S / max(per * MAX_VERIFIED * 4, 1e-9)))
+
+
+def _evidence_call(outcome: TimingOutcome, loop: _Loop, solution: CallSide) -> None:
+    """One more call, not scored, under the kernel profiler (told only as it opens)."""
+    solution.start(evidence=True)
+    s = loop.rng.randrange(loop.memory.count)
+    loop.memory.write(s, fresh_inputs(loop.module, loop.device, loop.rng.getrandbits(62)))
+    loop.work.sync()
+    solution.call(s)
+    outcome.evidence = dict(solution.stop().evidence)
+
+
+def _finish(
+    outcome: TimingOutcome, loop: _Loop, plan: CallPlan, device: str, graphs: bool, elapsed: float, own_ms: list[float]
+) -> None:
+    if not loop.nets:
+        raise TimingUnavailable("no timed call completed")
+    summary = summarize(loop.nets)
+    method = METHOD["cpu"] if device == "cpu" else METHOD["graphs" if graphs else "eager"]
+    own = summarize([ms * 1e-3 for ms in own_ms]).median_s * 1e3 if own_ms else None
+    outcome.failures, outcome.verified = loop.failures, loop.verified
+    outcome.details.update(
+        timing_method=method,
+        cuda_graphs=graphs,
+        timed_sets=loop.memory.count,
+        calls=summary.to_dict(),
+        echo_window_ms=summarize([r[1] * 1e-3 for r in loop.raw]).median_s * 1e3,
+        echo_kernel_ms=loop.work.echo_kernel_s * 1e3,
+        calls_s=round(elapsed, 3),
+        own_ms_per_call=own,
+        verified_calls=loop.verified,
+        raw_calls_ms=loop.raw[:MAX_RAW_CALLS],
+    )
+    _gap_check(outcome, loop)
+    outcome.stats = {
+        "method": method,
+        "median_ms": summary.median_s * 1e3,
+        "p10_ms": summary.p10_s * 1e3,
+        "p90_ms": summary.p90_s * 1e3,
+        "ci_rel": summary.rel_halfwidth,
+        "reps": summary.calls,
+    }
+
+
+def _gap_check(outcome: TimingOutcome, loop: _Loop) -> None:
+    """The flush right after the solution's window must cost what the one right after the echo's
+    does, give or take writing back the solution's output (at most a full L2) and some slack."""
+    if not loop.work.cuda or not loop.gaps_after_echo:
+        return
+    after_echo = summarize(loop.gaps_after_echo).median_s
+    after_solution = summarize(loop.gaps_after_solution).median_s
+    out_bytes = min(loop.memory.out_nbytes, loop.work.l2_bytes)
+    writeback_s = after_echo * out_bytes / max(loop.work.l2_bytes * 2, 1)  # the flush reads 2x L2
+    bound = after_echo * (1 + GAP_SLACK) + GAP_SLACK_S + writeback_s
+    outcome.details["gap"] = {
+        "flush_after_echo_ms": after_echo * 1e3,
+        "flush_after_solution_ms": after_solution * 1e3,
+        "bound_ms": bound * 1e3,
+    }
+    if after_solution > bound:
+        outcome.flags.append(GAP_WORK)

@@ -17,7 +17,7 @@ import hashlib
 import random
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,31 +25,25 @@ from typing import Any
 
 import torch
 
-from ...catalog.specs import dtype_name
 from ...vocab import runs_gpu_name
 from ..cases import CORRECTNESS, RECOMPUTE, plan_cases
-from ..protocol import cuda_ipc
-from ..protocol.channel import ALIGN, Arena, Layout, Link, TensorRef, round_up, tensor_nbytes
-from ..protocol.messages import Capture, Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
+from ..protocol.channel import ALIGN, Arena, Layout, Link, round_up, tensor_nbytes
+from ..protocol.messages import Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
 from ..record import SCHEMA_VERSION, Record
 from ..request import EvalRequest
 from ..solution.zygote import LOG_NAME, Zygote
-from . import clock, warm_references
+from . import timing_phase, warm_references
 from .fingerprint import device_name, software
 from .pause import ProcessPause
-from .reference import ReferenceRun, compute, expected_on_device
+from .reference import ReferenceRun, compute
 from .reference_cache import for_evaluation, key_fields
 from .scoring import fill_timing, request_baseline
 from .session import CaseResult, Session, SessionLost
-from .timed_memory import TimedMemory, TimingUnavailable, set_bytes
+from .timed_memory import TimingUnavailable
 from .verdict import SolutionFacts, judge
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
 EVIDENCE_CASES = 2  # cases (never the first, which compiles) picked at random for kernel evidence
-CPU_TIMED_SETS = 2  # input sets and output slots of the CPU timing region (in the arena)
-CUDA_TIMING_BYTES = 12 << 30  # the CUDA timing region, at most (and at most this share of the device:)
-CUDA_TIMING_SHARE = 0.1
-CUDA_ALLOCATION_ROUND = 2 << 20  # torch's caching allocator rounds large blocks to this
 # Step limits when the request gives none (`step_limits`).
 START_LIMIT_S = 60.0
 SETUP_LIMIT_S = 30.0
@@ -226,7 +220,8 @@ def _log_tail(path: Path, limit: int) -> tuple[str, bool]:
 
 
 def _arena_size(ref: ReferenceRun, device: str) -> tuple[int, int, int, int]:
-    """(input region, output region, CPU timing region, total) for this reference's cases."""
+    """(input region, output region, CPU timing region, total) for this reference's cases; the
+    doorbell's words come first (`timing_phase.DOORBELL_OFFSET`), the regions from ALIGN on."""
     inputs = max(
         sum(tensor_nbytes(x) + ALIGN for x in run.inputs if isinstance(x, torch.Tensor)) for run in ref.cases.values()
     )
@@ -234,11 +229,8 @@ def _arena_size(ref: ReferenceRun, device: str) -> tuple[int, int, int, int]:
     outputs = max(tensor_nbytes(run.saved["expected"]) for run in ref.cases.values())
     input_region = round_up(max(inputs, state) + ALIGN)
     output_region = round_up(outputs + ALIGN)
-    main = ref.cases[ref.order[0]]
-    timing_region = (
-        CPU_TIMED_SETS * set_bytes(main.inputs, tensor_nbytes(main.saved["expected"])) if device == "cpu" else 0
-    )
-    return input_region, output_region, timing_region, input_region + output_region + timing_region
+    timing_region = timing_phase.cpu_region_bytes(ref) if device == "cpu" else 0
+    return input_region, output_region, timing_region, ALIGN + input_region + output_region + timing_region
 
 
 @dataclass(frozen=True)
@@ -286,8 +278,9 @@ def _run_solution(
     links: list[Link] = []
     pauser = ProcessPause(zygote.proc.pid)  # the solution's side, stopped between timed windows
 
-    def open_session(folder: Path) -> Session:
-        spawned = zygote.spawn(scratch=folder, arena_fd=arena.fd, arena_size=arena.size, limits=limits)
+    def open_session(folder: Path, own_arena: Arena | None = None) -> Session:
+        used = own_arena or arena
+        spawned = zygote.spawn(scratch=folder, arena_fd=used.fd, arena_size=used.size, limits=limits)
         pauser.add_member(spawned.pid)
         log = folder / LOG_NAME
 
@@ -297,12 +290,16 @@ def _run_solution(
 
         link = Link(spawned.sock)
         links.append(link)
-        return Session(link, arena, 0, input_region, output_region, pid=spawned.pid, watch=flooded, pauser=pauser)
+        if own_arena is not None:  # the echo: no case inputs or outputs
+            return Session(link, own_arena, ALIGN, ALIGN, 0, pid=spawned.pid, watch=flooded, pauser=pauser)
+        return Session(
+            link, arena, ALIGN, ALIGN + input_region, output_region, pid=spawned.pid, watch=flooded, pauser=pauser
+        )
 
     try:
         session = open_session(scratch)
         run = _Run(session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work)
-        run.arena_timing = (input_region + output_region, timing_region)
+        run.cpu_region = (ALIGN + input_region + output_region, timing_region)
         try:
             run.drive()
         except SessionLost as lost:
@@ -318,21 +315,6 @@ def _run_solution(
     return facts
 
 
-ECHO_SOURCE = """import torch
-
-
-class Model(torch.nn.Module):
-    \"\"\"The evaluator's trusted echo: a forward that computes nothing, for timing the protocol.\"\"\"
-
-    def __init__(self, *args, **kwargs):
-        super().__init__()
-        self.register_buffer("echo", torch.zeros({shape}, dtype=torch.{dtype}), persistent=False)
-
-    def forward(self, *args):
-        return self.echo
-"""
-
-
 class _Run:
     """One solution process driven through setup, every planned case and timing."""
 
@@ -340,7 +322,7 @@ class _Run:
         self.session, self.facts, self.scratch, self.request, self.ref = session, facts, scratch, request, ref
         self.timing_seconds, self.rec, self.scan = timing_seconds, rec, scan
         self.open_session, self.work = open_session, work
-        self.arena_timing = (0, 0)
+        self.cpu_region = (0, 0)
         self.rng = random.SystemRandom()
         correctness = [n for n in ref.order if ref.cases[n].case.group == CORRECTNESS]
         self.correctness = correctness
@@ -401,11 +383,11 @@ class _Run:
                 facts.lost_during = "timing"
                 with _phase(rec, "solution_timing"):
                     try:
-                        facts.timing = self._time()
+                        facts.timing = timing_phase.run(self._timing_context(), self.timing_seconds, self.rng)
                     except TimingUnavailable as exc:
                         facts.timing_skipped = f"not timed: {exc}"
                 if facts.timing is not None and facts.timing.evidence:
-                    facts.evidence_samples.append(("a timed window", facts.timing.evidence))
+                    facts.evidence_samples.append(("a timed call", facts.timing.evidence))
         facts.lost_during = "finishing"
         reply, _ = session.request(Finish(), self.limits.finish, ("finished",))
         if isinstance(reply, Finished):
@@ -431,84 +413,20 @@ class _Run:
             return ""
         return f"not timed: the solution is already {trial.status} ({trial.failed_check} failed)"
 
-    def _memory(self) -> tuple[TimedMemory, dict[str, Any]]:
-        main = self.ref.cases[self.correctness[0]]
-        expected = main.saved["expected"]
-        per_set = set_bytes(main.inputs, tensor_nbytes(expected))
-        if self.request.device == "cuda":
-            free, total = torch.cuda.mem_get_info()
-            budget = min(CUDA_TIMING_BYTES, int(CUDA_TIMING_SHARE * total), free // 4)
-            count = int(max(2, min(clock.MAX_SETS, budget // per_set)))
-            # A whole number of the allocator's 2 MiB pages: the IPC handle exports the whole
-            # allocation, so no other tensor of the supervisor's may ever share it.
-            nbytes = -(-count * per_set // CUDA_ALLOCATION_ROUND) * CUDA_ALLOCATION_ROUND
-            region = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-            self._region = region  # stays allocated while the solution process maps it
-            description = {"cuda_ipc": cuda_ipc.export(region)}
-        else:
-            offset, nbytes = self.arena_timing
-            count = CPU_TIMED_SETS
-            region = self.session.arena.view(TensorRef(offset, (nbytes,), "uint8"))
-            description = {"arena": [offset, nbytes]}
-        memory = TimedMemory(region, main.inputs, expected.shape, expected.dtype, count)
-        return memory, description
-
-    def _echo(self, memory: TimedMemory, region: dict[str, Any]) -> Callable[[], Session | None]:
-        def start() -> Session | None:
-            folder = self.work / "echo"
-            folder.mkdir(mode=0o700, exist_ok=True)
-            expected = self.ref.cases[self.correctness[0]].saved["expected"]
-            (folder / "solution.py").write_text(
-                ECHO_SOURCE.format(shape=tuple(expected.shape), dtype=dtype_name(expected.dtype)), encoding="utf-8"
-            )
-            try:
-                echo = self.open_session(folder)
-                ready = parse_reply(echo.link.receive(self.limits.start))
-                reply = (
-                    self._setup(echo, str(folder / "solution.py"), with_state=False) if ready.kind == "ready" else None
-                )
-                if reply is None or isinstance(reply, Failed):
-                    return None
-                clock.prepare(echo, region, memory, self.limits.window)
-                if self.request.device == "cuda":
-                    echo.request(Capture(1, 1), self.limits.window, ("timing_ready",))
-                self._echo_session = echo
-                return echo
-            except (SessionLost, OSError):
-                return None
-
-        return start
-
-    def _time(self) -> clock.TimingOutcome:
-        request, ref = self.request, self.ref
-        memory, region = self._memory()
-        verifier = clock.Verifier(
-            lambda inputs: expected_on_device(ref, inputs, request.device),
-            ref.cases[self.correctness[0]].entry,
-            request.tolerance,
-            ref.precision,
+    def _timing_context(self) -> timing_phase.TimingContext:
+        return timing_phase.TimingContext(
+            session=self.session,
+            ref=self.ref,
+            case=self.correctness[0],
+            device=self.request.device,
+            tolerance=self.request.tolerance,
+            cpu_region=self.cpu_region,
+            open_session=self.open_session,
+            setup=lambda session, path: self._setup(session, path, with_state=False),
+            work=self.work,
+            start_limit_s=self.limits.start,
+            window_limit_s=self.limits.window,
         )
-        plan = clock.ClockPlan.for_device(request.device, self.timing_seconds)
-        self._echo_session = None
-        try:
-            return clock.time_solution(
-                self.session,
-                memory,
-                region,
-                ref.shapes["main"].module,
-                plan,
-                verifier,
-                self._echo(memory, region),
-                self.limits.window,
-                self.rng,
-            )
-        finally:
-            echo = self._echo_session
-            if echo is not None:
-                try:
-                    echo.request(Finish(), 10.0, ("finished",))
-                except SessionLost:
-                    pass
 
 
 def _init_arg(value: Any) -> Any:

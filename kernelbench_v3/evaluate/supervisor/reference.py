@@ -243,11 +243,20 @@ def compute(
     return run
 
 
-def expected_on_device(run: ReferenceRun, inputs: list[Any], device: str) -> torch.Tensor:
-    """The main-shape reference's output on `inputs`, left on `device`."""
+def expected_on_device(run: ReferenceRun, inputs: list[Any], device: str, float64: bool = False) -> dict[str, Any]:
+    """The main-shape reference's saved tensors on `inputs`, left on `device`: "expected" and,
+    when `float64` and the problem has a float64 reference (its first case kept a residual),
+    "residual64", so a timed call is judged by exactly the rules of a correctness case."""
     moved = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    model = run.shapes["main"].model
     with torch.no_grad():
-        return _as_tensor(run.shapes["main"].model(*moved), "reference").detach()
+        out = _as_tensor(model(*moved), "reference").detach()
+    saved: dict[str, Any] = {"expected": out}
+    if float64 and "residual64" in run.cases[run.order[0]].saved:
+        info = float64_reference(model, moved, out, tf32=False)
+        if info.get("available"):
+            saved["residual64"] = (info["ref64"] - out.double()).float()
+    return saved
 
 
 def _choose_other_shape(problem, source, sizes, device, main_shape, cases):

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..record import Record
 from ..request import DEFAULT_TIMEOUT_S, EvalRequest
+from . import physics
 from .fingerprint import device_name
 from .verdict import SolutionFacts
 
@@ -29,13 +30,7 @@ CPU_TIMING_NOTE = (
 
 def problem_speed_of_light_ms(problem_id: str, gpu: str, precision: str) -> float | None:
     """The roofline time of the problem at default sizes on `gpu` (None when unknown)."""
-    from ...hardware import gpus, roofline
-
-    try:  # a problem outside the table, a GPU or precision without a figure: no speed of light
-        flops, nbytes = roofline.DEFAULT_ROOFLINE[problem_id]
-        return float(roofline.speed_of_light_ms(flops, nbytes, gpus.get_gpu(gpu), precision))
-    except (KeyError, ValueError):
-        return None
+    return physics.speed_of_light_ms(problem_id, gpu, precision)
 
 
 def request_baseline(
@@ -84,15 +79,12 @@ def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request
     if stats:
         rec.timing_method = stats["method"]
         rec.sol_ms, rec.sol_p10_ms, rec.sol_p90_ms = stats["median_ms"], stats["p10_ms"], stats["p90_ms"]
-        rec.sol_cv, rec.sol_reps = stats["cv"], stats["reps"]
-        rec.timing_flags.extend(stats.get("flags") or [])
+        rec.sol_cv, rec.sol_reps = stats["ci_rel"], stats["reps"]
         rec.timing_flags.extend(timing.flags)
         rec.timing_details.update(timing.details)
-        rec.event_ms = timing.details.get("event_ms_per_call")
+        rec.event_ms = timing.details.get("own_ms_per_call")
     if rec.timing_method:
-        rec.timing_meaningful = (
-            rec.timing_method.startswith("supervisor_windows_cuda") or rec.timing_method == "supervisor_windows_eager"
-        )
+        rec.timing_meaningful = rec.timing_method.startswith("supervisor_calls_cuda")
         if not rec.timing_meaningful:
             rec.timing_note = CPU_TIMING_NOTE
     if rec.correct and rec.sol_ms and rec.baseline_ms:

@@ -76,28 +76,38 @@ class Session:
         if self.pauser is not None:
             self.pauser.resume(self.pid)
 
-    def request(self, message: Any, timeout_s: float, expect: tuple[str, ...]) -> tuple[Reply, float]:
-        """Send `message`, wait for its reply; (reply, seconds by the supervisor's clock, which
-        include resuming a paused process)."""
-        started = time.perf_counter()
+    def send(self, message: Any) -> None:
+        """Send `message` without waiting for its reply (`receive_reply` takes it later)."""
         self.resume()
         try:
             self.link.send(to_json(message) if not isinstance(message, dict) else message)
+        except PeerGone as exc:
+            raise SessionLost(f"the solution process exited or was killed ({exc})") from None
+
+    def receive_reply(self, timeout_s: float, expect: tuple[str, ...]) -> Reply:
+        """The next reply, parsed; it must be one of `expect` (or `failed`)."""
+        try:
             reply = parse_reply(self._receive(timeout_s))
         except Deadline:
-            kind = message.get("kind") if isinstance(message, dict) else message.kind
             raise SessionLost(
-                f"timed out: no answer to {kind} within {timeout_s:.0f} s (the solution process was killed)",
+                f"timed out: no {expect[0]} within {timeout_s:.0f} s (the solution process was killed)",
                 timed_out=True,
             ) from None
         except PeerGone as exc:
             raise SessionLost(f"the solution process exited or was killed ({exc})") from None
         except ProtocolError as exc:
             raise SessionLost(f"the solution process broke the protocol: {exc}") from None
-        wall = time.perf_counter() - started
         if reply.kind not in expect + ("failed",):
-            raise SessionLost(f"the solution process answered {reply.kind!r} to a {expect[0]} request")
-        return reply, wall
+            raise SessionLost(f"the solution process answered {reply.kind!r} where {expect[0]} was due")
+        return reply
+
+    def request(self, message: Any, timeout_s: float, expect: tuple[str, ...]) -> tuple[Reply, float]:
+        """Send `message`, wait for its reply; (reply, seconds by the supervisor's clock, which
+        include resuming a paused process)."""
+        started = time.perf_counter()
+        self.send(message)
+        reply = self.receive_reply(timeout_s, expect)
+        return reply, time.perf_counter() - started
 
     def _receive(self, timeout_s: float) -> dict[str, Any]:
         """Wait in short slices, so `watch` (say, an output flood) can end the wait early."""

@@ -2,11 +2,11 @@
 
 The supervisor lays out `count` input sets and output slots in one region of bytes: on CPU a
 part of the shared arena, on CUDA a device allocation of its own that it shares with the
-solution process by CUDA IPC (`cuda_ipc`). Before each window it writes new inputs into the
-sets that window uses, drawn by the problem's own `get_inputs()` under seeds that the solution
-process never learns (`fresh_inputs`); when the window closes it copies the outputs it will
-verify out of the region into memory only it can reach (`snapshot`). Whatever the solution
-process writes into a slot after that is not that call's output.
+solution process by CUDA IPC (`cuda_ipc`). Before each call it writes new inputs into the set
+that call reads (chosen at random), drawn by the problem's own `get_inputs()` under a seed that
+the solution process never learns (`fresh_inputs`). A slot receives the call's output only when
+the call runs eagerly (on the CPU, or a forward CUDA graphs cannot capture); a captured call
+leaves its output in the graph's own allocation, which the supervisor reads in place.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class TimedMemory:
         self.template = list(template)
         self.out_shape, self.out_dtype = tuple(out_shape), out_dtype
         out_nbytes = math.prod(self.out_shape) * torch.empty((), dtype=out_dtype).element_size()
+        self.out_nbytes = out_nbytes
         offset = 0
         self.set_layout: list[list[dict[str, Any]]] = []
         self.slot_layout: list[dict[str, Any]] = []
@@ -76,15 +77,10 @@ class TimedMemory:
             offset = round_up(offset + out_nbytes + ALIGN)
         if offset > region.numel():
             raise ValueError(f"the timing region holds {region.numel()} bytes, the layout needs {offset}")
-        from ..window_calls import resolve, view
+        from ..timed_calls import resolve, view
 
         self.sets = [resolve(region, args) for args in self.set_layout]
         self.slots = [view(region, ref) for ref in self.slot_layout]
-
-    def bytes_for(self, sets: int) -> int:
-        """Bytes the first `sets` sets and slots span: what a window of that many calls rotates over."""
-        last = self.slot_layout[sets - 1]
-        return int(last["offset"]) + math.prod(self.out_shape) * torch.empty((), dtype=self.out_dtype).element_size()
 
     def layout(self) -> dict[str, Any]:
         return {"sets": self.set_layout, "slots": self.slot_layout}

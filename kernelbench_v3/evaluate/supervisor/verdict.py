@@ -15,9 +15,9 @@ from typing import Any
 
 from ..cases import INPUT_REUSE, STRESS
 from ..record import FAIL, NOT_RUN, PASS, SKIP, Record
-from . import kernel_rule
+from . import kernel_rule, physics
 from .checks import calibrate_strict, compare_case, merge, ordered_outcomes, tolerance_for
-from .clock import TimingOutcome
+from .clock import GAP_WORK, TimingOutcome
 from .reference import ReferenceRun
 from .session import CaseResult, SessionLost
 
@@ -96,6 +96,7 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
             if t.failures
             else f"{t.verified} randomly chosen timed outputs match the reference",
         )
+        _judge_time(out, rec, t)
     _mark_dependent_not_run(out)
     for name, outcome, detail in ordered_outcomes(out):
         rec.check(name, outcome, detail)
@@ -110,6 +111,27 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
         rec.status = "failed" if not rec.compiled else "incorrect"
         rec.correct = False
         rec.error = rec.check_details.get(rec.failed_check or "", facts.error or "incomplete evaluation")[:2000]
+
+
+def _judge_time(out: dict[str, tuple[str, str]], rec: Record, timing: TimingOutcome) -> None:
+    """The time itself: no work past DONE (`timing_gap`), and physics as a floor (`impossible_time`)."""
+    gap = timing.details.get("gap")
+    if gap:
+        merge(
+            out,
+            "timing_gap",
+            GAP_WORK in timing.flags,
+            f"a flush right after the solution's calls took {gap['flush_after_solution_ms']:.4g} ms against "
+            f"{gap['flush_after_echo_ms']:.4g} ms after the echo's (at most {gap['bound_ms']:.4g}): "
+            "its work went on running on the GPU after it said done"
+            if GAP_WORK in timing.flags
+            else "",
+        )
+    if timing.stats:
+        why = physics.impossible(
+            float(timing.stats["median_ms"]), rec.problem_id, rec.ran_on, rec.precision_used, not rec.sizes
+        )
+        merge(out, "impossible_time", bool(why), why)
 
 
 # Checks that compare values on further inputs: once the basic cases give a wrong value they

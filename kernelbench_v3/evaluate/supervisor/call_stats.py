@@ -1,0 +1,123 @@
+"""The per-call time from one-call windows: the estimator and its stopping rule (pure arithmetic).
+
+Every timed call is a window of its own (`clock`): its net time is the call's window less the
+trusted echo's window right before it (what the doorbell, the launch and the synchronisation
+cost with no work in between). The score is a robust centre of the net times, their median; its
+confidence interval comes from order statistics (the ranks n/2 -+ z*sqrt(n)/2 of the sorted
+net times), so it needs no assumption about the shape of the noise, and a few delayed calls (the
+scheduler, a context switch) move neither the centre nor the interval much. Timing stops when
+the interval's half-width is under `target_rel` of the median after `min_calls`, or at `max_calls`,
+or when the supervisor's clock passes `cap_s`.
+
+The supervisor (`clock`) and the baseline child (`baseline`) time their calls and hand the net
+times here, so a solution and the baseline are scored by one estimator under one stopping rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Z95 = 1.96
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """How many one-call windows to run, and when to stop."""
+
+    min_calls: int
+    max_calls: int
+    target_rel: float  # stop when the median's 95% interval half-width is this share of it
+    cap_s: float  # the most seconds of timed calls, by the timer's clock
+
+    def __post_init__(self) -> None:
+        if self.min_calls < 3 or self.max_calls < self.min_calls:
+            raise ValueError(f"a call plan needs 3 <= min_calls <= max_calls, got {self.min_calls}, {self.max_calls}")
+
+    @classmethod
+    def for_device(cls, device: str, cap_s: float) -> CallPlan:
+        if device == "cuda":
+            return cls(min_calls=60, max_calls=2000, target_rel=0.0025, cap_s=cap_s)
+        # CPU: interpreted kernels; the figure tests the machinery, it is no performance figure.
+        return cls(min_calls=5, max_calls=200, target_rel=0.05, cap_s=cap_s)
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile by linear interpolation between order statistics."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("a quantile of no values")
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class CallSummary:
+    """The net times of one timing, summarised."""
+
+    median_s: float
+    p10_s: float
+    p25_s: float
+    p75_s: float
+    p90_s: float
+    ci_low_s: float
+    ci_high_s: float
+    calls: int
+
+    @property
+    def rel_halfwidth(self) -> float:
+        if self.median_s <= 0:
+            return math.inf
+        return (self.ci_high_s - self.ci_low_s) / 2 / self.median_s
+
+    def to_dict(self) -> dict[str, Any]:
+        rel = self.rel_halfwidth
+        return {
+            "median_ms": self.median_s * 1e3,
+            "p10_ms": self.p10_s * 1e3,
+            "p25_ms": self.p25_s * 1e3,
+            "p75_ms": self.p75_s * 1e3,
+            "p90_ms": self.p90_s * 1e3,
+            "ci95_ms": [self.ci_low_s * 1e3, self.ci_high_s * 1e3],
+            "ci95_rel_halfwidth": round(rel, 6) if math.isfinite(rel) else None,
+            "calls": self.calls,
+        }
+
+
+def summarize(net_s: Sequence[float]) -> CallSummary:
+    """Median, quartiles and the median's 95% order-statistic interval of the net times."""
+    n = len(net_s)
+    if n == 0:
+        raise ValueError("no timed calls to summarise")
+    ordered = sorted(net_s)
+    half = Z95 * math.sqrt(n) / 2
+    lo = max(0, math.floor(n / 2 - half))
+    hi = min(n - 1, math.ceil(n / 2 + half) - 1)
+    return CallSummary(
+        median_s=quantile(ordered, 0.5),
+        p10_s=quantile(ordered, 0.1),
+        p25_s=quantile(ordered, 0.25),
+        p75_s=quantile(ordered, 0.75),
+        p90_s=quantile(ordered, 0.9),
+        ci_low_s=ordered[lo],
+        ci_high_s=ordered[max(hi, lo)],
+        calls=n,
+    )
+
+
+def known(summary: CallSummary, plan: CallPlan) -> bool:
+    """Whether the median is known well enough to stop."""
+    return summary.calls >= plan.min_calls and summary.rel_halfwidth <= plan.target_rel
+
+
+def should_stop(net_s: Sequence[float], elapsed_s: float, plan: CallPlan) -> bool:
+    n = len(net_s)
+    if n >= plan.max_calls:
+        return True
+    if n < plan.min_calls:
+        return elapsed_s > plan.cap_s and n >= 3
+    return elapsed_s > plan.cap_s or known(summarize(net_s), plan)

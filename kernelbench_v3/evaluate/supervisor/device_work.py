@@ -1,0 +1,89 @@
+"""The timer's own device work around each timed call: the L2 flush, the closing marker, and the
+echo kernel's duration. Used by the supervisor (`clock`) and the trusted baseline child alike.
+
+- **Flush**: every timed call starts with a cold L2. After writing a call's inputs the timer reads
+  a buffer of twice the L2's size with its own kernel (a read, not a write: a write flush leaves
+  dirty lines that the timed call would pay to write back, docs/timing.md). A flush can also be
+  timed by the timer's own CUDA events: a flush right after a solution's call that takes longer
+  than one right after the echo's means the solution's work was still running (`clock`).
+- **Marker**: after a call says it is done, the timer queues a kernel of its own and waits for it,
+  so the call's window closes only once the device has run that kernel.
+- **Echo kernel**: the echo's call is one tiny kernel; subtracting the echo's window removes the
+  launch, the doorbell and the synchronisation but also that kernel, whose duration (timed here,
+  back to back in a CUDA graph) is added back.
+
+On the CPU there is no L2 to clear for a machinery test and nothing is queued: every method is a
+no-op and the echo kernel costs 0.
+"""
+
+from __future__ import annotations
+
+import torch
+
+FLUSH_FACTOR = 2  # read this many times the L2's size
+DEFAULT_L2_BYTES = 50 << 20
+ECHO_KERNELS = 64  # tiny kernels in the graph that times one
+
+
+class DeviceWork:
+    def __init__(self, device: str):
+        self.device = device
+        self.cuda = device == "cuda"
+        self.echo_kernel_s = 0.0
+        if not self.cuda:
+            return
+        l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or DEFAULT_L2_BYTES)
+        self.l2_bytes = l2
+        self._flush = torch.ones(FLUSH_FACTOR * l2 // 4, dtype=torch.int32, device="cuda")
+        self._sink = torch.empty((), dtype=torch.int32, device="cuda")
+        self._tiny = torch.zeros(1, device="cuda")
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+        self.echo_kernel_s = self._time_echo_kernel()
+
+    def flush(self) -> None:
+        """Clear the L2 by reading a buffer twice its size (queued, not waited for)."""
+        if self.cuda:
+            torch.amax(self._flush, dim=0, out=self._sink)
+
+    def timed_flush(self) -> float:
+        """A flush timed by the timer's own events, in seconds (waits for it)."""
+        if not self.cuda:
+            return 0.0
+        self._start.record()
+        self.flush()
+        self._end.record()
+        self._end.synchronize()
+        return self._start.elapsed_time(self._end) * 1e-3
+
+    def marker(self) -> None:
+        """Queue a kernel of the timer's own and wait until the device has run it."""
+        if self.cuda:
+            torch.add(self._tiny, 1, out=self._tiny)
+            torch.cuda.current_stream().synchronize()
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.current_stream().synchronize()
+
+    def _time_echo_kernel(self) -> float:
+        """One tiny kernel's duration, from a CUDA graph of ECHO_KERNELS of them."""
+        tiny = torch.zeros(1, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.add(tiny, 1)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(ECHO_KERNELS):
+                torch.add(tiny, 1)
+        graph.replay()
+        best = float("inf")
+        for _ in range(5):
+            self._start.record()
+            graph.replay()
+            self._end.record()
+            self._end.synchronize()
+            best = min(best, self._start.elapsed_time(self._end) * 1e-3 / ECHO_KERNELS)
+        return best
