@@ -108,14 +108,25 @@ def test_a_closed_channel_is_peer_gone():
     "message, words",
     [
         ({"kind": "verdict", "correct": True}, "unexpected message kind"),
-        ({"kind": "window_done", "event_ms": 0.1, "host_ms": 1.0, "evidence": {}}, "lacks 'calls'"),
-        ({"kind": "window_done", "calls": 4, "event_ms": "fast", "host_ms": 1.0, "evidence": {}}, "finite numbers"),
+        ({"kind": "calls_done", "own_ms": [0.1], "evidence": {}}, "lacks 'calls'"),
+        ({"kind": "calls_done", "calls": 4, "own_ms": ["fast"], "evidence": {}}, "finite numbers"),
+        ({"kind": "calls_done", "calls": 4, "own_ms": [float("nan")], "evidence": {}}, "finite numbers"),
+        ({"kind": "calls_done", "calls": True, "own_ms": [1.0], "evidence": {}}, "integer"),
+        ({"kind": "timing_ready", "graphs": 1, "detail": "", "evidence": {}, "outputs": []}, "true or false"),
         (
-            {"kind": "window_done", "calls": 4, "event_ms": float("nan"), "host_ms": 1.0, "evidence": {}},
-            "finite numbers",
+            {"kind": "timing_ready", "graphs": True, "detail": "", "evidence": {}, "outputs": [{"handle": "00"}]},
+            "handle, offset and nbytes",
         ),
-        ({"kind": "window_done", "calls": True, "event_ms": 1.0, "host_ms": 1.0, "evidence": {}}, "integer"),
-        ({"kind": "timing_ready", "graphs": 1, "detail": "", "evidence": {}}, "true or false"),
+        (
+            {
+                "kind": "timing_ready",
+                "graphs": True,
+                "detail": "",
+                "evidence": {},
+                "outputs": [{"handle": "ab" * 64, "offset": -1, "nbytes": 4}],
+            },
+            "must be sizes",
+        ),
         (
             {
                 "kind": "case_done",
@@ -246,8 +257,8 @@ def test_a_reply_of_the_wrong_kind_or_pointing_outside_its_slot_ends_the_session
     arena = Arena.create(4096)
     try:
         session = _session(arena, {"kind": "finished", "tampered": []})
-        with pytest.raises(SessionLost, match="answered 'finished' to a window_done request"):
-            session.request({"kind": "window", "calls": 1}, 5.0, ("window_done",))
+        with pytest.raises(SessionLost, match="answered 'finished' where calls_done was due"):
+            session.request({"kind": "calls", "first": 1}, 5.0, ("calls_done",))
         outside = M.OutputInfo("Tensor", (4,), "float32", TensorRef(0, (4,), "float32"))  # in the input region
         with pytest.raises(SessionLost, match="outside its slot"):
             session.read_output(outside)

@@ -12,43 +12,39 @@ from kernelbench_v3.hardware.gpus import get_gpu
 from kernelbench_v3.hardware.roofline import DEFAULT_ROOFLINE, speed_of_light_ms
 
 
-def _timed_record(flags: list[str], per_call_ms: float, event_ms: float, single_ms: float | None = None) -> Record:
+def _timed_record(flags: list[str], per_call_ms: float, own_ms: float) -> Record:
     from kernelbench_v3.evaluate.supervisor.clock import TimingOutcome
     from kernelbench_v3.evaluate.supervisor.scoring import fill_timing
     from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts
 
     rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, sizes={"dim": 8})
-    scored = max(per_call_ms, single_ms or 0.0) if flags else per_call_ms
     stats = {
-        "method": "supervisor_windows_cuda_graphs",
-        "median_ms": scored,
-        "p10_ms": scored,
-        "p90_ms": scored,
-        "cv": 0.002,
+        "method": "supervisor_calls_cuda_graphs",
+        "median_ms": per_call_ms,
+        "p10_ms": per_call_ms * 0.98,
+        "p90_ms": per_call_ms * 1.03,
+        "ci_rel": 0.002,
         "reps": 100,
-        "flags": [],
-        "details": {},
     }
-    details = {"event_ms_per_call": event_ms, "fit": {"per_call_ms": per_call_ms}, "single_call_ms": single_ms}
+    details = {"own_ms_per_call": own_ms}
     facts = SolutionFacts(timing=TimingOutcome(stats=stats, flags=flags, details=details))
     base = {"eager_ms": 1.0, "compiled_ms": 2.0, "baseline_ms": 1.0, "baseline_type": "eager"}
     fill_timing(rec, facts, base, EvalRequest("level1/23_Softmax", "x.py", device="cuda"))
     return rec
 
 
-def test_the_scored_time_is_the_supervisors_and_the_event_figure_only_evidence():
-    # A forged clock: the process's events say 0.01 ms; the supervisor's windows say 0.5 ms.
-    cheat = _timed_record([], per_call_ms=0.5, event_ms=0.01)
+def test_the_scored_time_is_the_supervisors_and_the_own_figure_only_evidence():
+    # A forged clock: the process's own figure says 0.01 ms; the supervisor's windows say 0.5 ms.
+    cheat = _timed_record([], per_call_ms=0.5, own_ms=0.01)
     assert cheat.sol_ms == 0.5 and cheat.speedup == pytest.approx(2.0) and cheat.event_ms == 0.01
-    # Calls that cost less together than apart are scored at one call alone.
-    batched = _timed_record(["calls_not_independent"], per_call_ms=0.1, event_ms=0.1, single_ms=0.4)
-    assert batched.sol_ms == 0.4 and "calls_not_independent" in batched.timing_flags
+    # The record's percentiles are the net times', not copies of the median.
+    assert cheat.sol_p10_ms < cheat.sol_ms < cheat.sol_p90_ms
 
 
 def test_a_cuda_timing_of_a_few_microseconds_carries_a_fidelity_warning():
-    small = _timed_record([], per_call_ms=0.015, event_ms=0.015)
+    small = _timed_record([], per_call_ms=0.015, own_ms=0.015)
     assert [w for w in small.warnings if w.startswith("small_kernel_timing: 15.0 us")]
-    large = _timed_record([], per_call_ms=0.4, event_ms=0.4)
+    large = _timed_record([], per_call_ms=0.4, own_ms=0.4)
     assert not [w for w in large.warnings if w.startswith("small_kernel_timing")]
 
 
@@ -72,11 +68,11 @@ def test_a_cpu_time_is_no_speedup_and_the_record_says_why():
 
     rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, device="cpu", sizes={"dim": 8})
     stats = {
-        "method": "supervisor_windows_cpu",
+        "method": "supervisor_calls_cpu",
         "median_ms": 40.0,
         "p10_ms": 39.0,
         "p90_ms": 41.0,
-        "cv": 0.1,
+        "ci_rel": 0.1,
         "reps": 4,
     }
     facts = SolutionFacts(timing=TimingOutcome(stats=stats, flags=[], details={}))
@@ -87,5 +83,5 @@ def test_a_cpu_time_is_no_speedup_and_the_record_says_why():
     assert rec.timing_details["cpu_time_ratio"] == pytest.approx(0.0005)
     assert "speedup: n/a on CPU (interpreter timing tests the machinery)" in describe(rec)
     assert "speedup=0.000" not in describe(rec) and "0.000x" not in describe(rec)
-    gpu = _timed_record([], per_call_ms=0.4, event_ms=0.38)
+    gpu = _timed_record([], per_call_ms=0.4, own_ms=0.38)
     assert gpu.timing_meaningful is True and gpu.timing_note == ""

@@ -1,8 +1,9 @@
 """Attacks on how the supervisor times and observes a solution (tests/solutions/timing_attacks/),
 on CPU with the static scan off: each fails its named check or is scored at its true time.
 
-The scored time is the supervisor's own clock over windows whose outputs it snapshots; the
-solution process's clocks, handlers and batching can change only the evidence or the verdict.
+The scored time is the supervisor's own clock over one-call windows whose outputs it judges as
+cases; the solution process's clocks, handlers and caches can change only the evidence or the
+verdict. Nothing here asserts a measured time or a ratio of times.
 """
 
 from __future__ import annotations
@@ -18,14 +19,20 @@ from tests.paths import EXAMPLES, TIMING_ATTACKS
 pytestmark = pytest.mark.slow
 
 SOFTMAX_SIZES = {"batch_size": 4, "dim": 96}
-# attack -> the check the verdict must name, or "correct" (then it is scored at its true time)
+# attack -> the check the verdict must name, or "correct" (then it is scored by the supervisor)
 EXPECTED = {
-    "window_handler_skip": "timed_outputs",
-    "window_handler_deferred": "timed_outputs",
+    "done_without_work": "timed_outputs",
+    "done_before_work": "timed_outputs",
+    # The timed path differs from the cases': the profiled timed call shows other kernels than the
+    # profiled cases (custom_kernel), and the judged timed calls fail the case rules (timed_outputs).
+    "calls_batched": "custom_kernel",
+    "timed_only_precision": "custom_kernel",
+    "timed_told_by_storage": "custom_kernel",
+    "gap_thread_precompute": "correct",
+    "padded_calls": "correct",
     "timer_scaled_fast": "correct",
     "timer_scaled_slow": "correct",
     "timer_divided_30": "correct",
-    "window_batched": "correct",
     # On CPU the profiler never runs, so the Triton branch never does either; on CUDA the sampled
     # calls pass custom_kernel and library_ops fails on the unprofiled ones (benchmarks/).
     "evidence_switch_profiler": "custom_kernel",
@@ -39,8 +46,13 @@ EXPECTED = {
     # and they are wrong on new random inputs (timed_outputs).
     "linear_from_stored": "main_work",
 }
-ALSO_FAILED = {"evidence_switch_profiler": "library_ops", "linear_from_stored": "timed_outputs"}
-TIMER_FACTORS = {"timer_scaled_fast": 0.7, "timer_scaled_slow": 1.5, "timer_divided_30": 1 / 30}
+ALSO_FAILED = {
+    "evidence_switch_profiler": "library_ops",
+    "linear_from_stored": "timed_outputs",
+    "calls_batched": "timed_outputs",
+    "timed_only_precision": "timed_outputs",
+    "timed_told_by_storage": "timed_outputs",
+}
 
 
 def _problem(path) -> str:
@@ -86,7 +98,7 @@ def test_the_timing_attack_fails_its_check_or_is_scored_by_the_supervisor(record
     where = (record.status, record.failed_check, record.error, record.timing_flags, record.checks)
     if EXPECTED[name] == "correct":
         assert record.correct, where
-        assert record.timing_method == "supervisor_windows_cpu" and record.sol_ms, where
+        assert record.timing_method == "supervisor_calls_cpu" and record.sol_ms, where
     else:
         assert not record.correct, where
         assert record.failed_check == EXPECTED[name], where
@@ -94,18 +106,18 @@ def test_the_timing_attack_fails_its_check_or_is_scored_by_the_supervisor(record
             assert record.checks[ALSO_FAILED[name]] == "fail", where
 
 
-@pytest.mark.parametrize("name", sorted(TIMER_FACTORS))
-def test_a_scaled_clock_changes_only_the_evidence(records, name):
-    record, honest = records[name], records["honest_softmax"]
-    # The process's own figure follows its clock; the scored one is the supervisor's.
-    assert record.event_ms / record.sol_ms == pytest.approx(TIMER_FACTORS[name], rel=0.35), record.timing_details
-    assert 0.4 < record.sol_ms / honest.sol_ms < 2.5, (record.sol_ms, honest.sol_ms)
+@pytest.mark.parametrize("name", ["timer_scaled_fast", "timer_scaled_slow", "timer_divided_30"])
+def test_a_forged_clock_changes_only_the_evidence(records, name):
+    # The process's own figure is kept apart from the score, which the supervisor's clock took.
+    record = records[name]
+    assert record.event_ms == record.timing_details["own_ms_per_call"], record.timing_details
+    assert record.sol_ms == record.timing_details["calls"]["median_ms"], record.timing_details
 
 
-def test_batching_a_window_does_not_score_below_one_call(records):
-    record, honest = records["window_batched"], records["honest_softmax"]
-    assert record.sol_ms >= 0.4 * honest.sol_ms, (record.sol_ms, honest.sol_ms, record.timing_details)
-    assert "single_call_ms" in record.timing_details, record.timing_details
+def test_every_judged_timed_call_of_the_honest_solution_passes_the_case_rules(records):
+    record = records["honest_softmax"]
+    assert record.correct and record.timing_details["verified_calls"] > 0, record.timing_details
+    assert record.checks["timed_outputs"] == "pass" and record.checks["impossible_time"] == "pass"
 
 
 def test_the_probing_solution_never_took_its_library_branch(records):

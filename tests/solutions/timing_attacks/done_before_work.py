@@ -1,9 +1,10 @@
-"""Attack: answer each timed window at once and run its calls only when the next request comes,
-so each window's work lands after its close (in the next window's time, or after the last).
+"""Attack: work left past DONE. Each timed call writes DONE first and computes afterwards, so the
+supervisor's window closes before the work is done and the work runs in the gap between windows.
 
 Problem: level1/23_Softmax
 Class: T2
-Expect: timed_outputs (an output produced after its window closed is not that call's output)
+Expect: timed_outputs (the solution's side is stopped the moment its window closes, so the output
+read after it is not there yet; on CUDA the flush after its calls is slowed: timing_gap)
 """
 import torch
 import torch.nn as nn
@@ -51,26 +52,20 @@ import sys as _sys
 _worker = _sys.modules.get("kernelbench_v3.evaluate.solution." + "worker")
 
 if _worker is not None:
-    _pending = []
-    _real = dict(_worker.HANDLERS)
+    _d = _sys.modules["kernelbench_v3.evaluate.protocol.doorbell"]
 
-    def _deferred(self, msg):
-        if _pending:
-            with torch.no_grad():
-                self.calls.run(_pending.pop())
-        k = int(msg["calls"])
-        _pending.append(k)
-        return {"kind": "window_done", "calls": k, "event_ms": 0.001, "host_ms": 0.001, "evidence": {}}
+    def _done_first(self, msg):
+        bell, seq, served = self.bell, int(msg["first"]), 0
+        with torch.no_grad():
+            while True:
+                bell.write(_d.ARMED, seq)
+                bell.wait_any(_d.GO, (seq, -seq), timeout_s=3600.0, spin_s=0.0005, sleep_s=0.0001)
+                if bell.read(_d.GO) == -seq:
+                    break
+                s = bell.read(_d.SET)
+                bell.write(_d.DONE, seq)
+                self.calls.run(s)
+                seq, served = seq + 1, served + 1
+        return {"kind": "calls_done", "calls": served, "own_ms": [], "evidence": {}}
 
-    def _wrap(kind):
-        def handler(self, msg):
-            if _pending and kind != "window":
-                with torch.no_grad():
-                    self.calls.run(_pending.pop())
-            return _real[kind](self, msg)
-
-        return handler
-
-    for _kind in list(_real):
-        _worker.HANDLERS[_kind] = _wrap(_kind)
-    _worker.HANDLERS["window"] = _deferred
+    _worker.HANDLERS["calls"] = _done_first

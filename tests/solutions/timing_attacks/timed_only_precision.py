@@ -1,10 +1,11 @@
-"""Attack: replace the solution process's `window` request handler (found through sys.modules)
-with one that answers at once without running the window's calls, so timed windows cost
-nothing; the correctness cases run honestly.
+"""Attack: a timed-only precision downgrade. A timed call's input is a view into the timing
+region (its storage is much larger than the tensor); a case's input owns its storage. On timed
+calls only, compute the softmax in bfloat16.
 
 Problem: level1/23_Softmax
-Class: T2
-Expect: timed_outputs (the outputs the supervisor snapshots at the window's close are stale)
+Class: T1
+Expect: timed_outputs (a judged timed call gets every rule a case gets, the float64 precision
+rule included)
 """
 import torch
 import torch.nn as nn
@@ -47,14 +48,11 @@ class Model(nn.Module):
         return y
 
 
-import sys as _sys
+_Honest = Model
 
-_worker = _sys.modules.get("kernelbench_v3.evaluate.solution." + "worker")
 
-if _worker is not None:
-
-    def _skip(self, msg):
-        k = int(msg["calls"])
-        return {"kind": "window_done", "calls": k, "event_ms": 0.001, "host_ms": 0.001, "evidence": {}}
-
-    _worker.HANDLERS["window"] = _skip
+class Model(_Honest):
+    def forward(self, x):
+        if x.untyped_storage().nbytes() > x.numel() * x.element_size():
+            return torch.softmax(x.to(torch.bfloat16), dim=1).to(x.dtype)
+        return super().forward(x)

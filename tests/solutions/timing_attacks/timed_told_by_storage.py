@@ -1,11 +1,9 @@
-"""Attack: run all the calls of a timed window as one batched launch (the window's input sets
-concatenated, one kernel over all their rows, the result split into the slots), so a window's
-calls cost less together than apart.
+"""Attack: telling timed calls from cases by storage and offset. A timed call's input is a view at
+an offset into a larger storage; on such calls return an empty tensor of the right shape (no work).
 
 Problem: level1/23_Softmax
 Class: T1
-Expect: correct, scored at no less than its one-call time (calls_not_independent when
-batching pays)
+Expect: timed_outputs (whichever timed call is judged, it is judged as a case)
 """
 import torch
 import torch.nn as nn
@@ -48,21 +46,11 @@ class Model(nn.Module):
         return y
 
 
-import sys as _sys
+_Honest = Model
 
-_worker = _sys.modules.get("kernelbench_v3.evaluate.solution." + "worker")
 
-if _worker is not None:
-
-    def _batched(self, msg):
-        k = int(msg["calls"])
-        with torch.no_grad():
-            xs = torch.cat([self.calls.sets[i][0] for i in range(k)])
-            y = self.models["main"](xs)
-            for i, part in enumerate(y.split(self.calls.sets[0][0].shape[0])):
-                self.calls.slots[i].copy_(part)
-            if xs.is_cuda:
-                torch.cuda.synchronize()
-        return {"kind": "window_done", "calls": k, "event_ms": 0.001, "host_ms": 0.001, "evidence": {}}
-
-    _worker.HANDLERS["window"] = _batched
+class Model(_Honest):
+    def forward(self, x):
+        if x.storage_offset() > 0 or x.untyped_storage().nbytes() > x.numel() * x.element_size():
+            return torch.empty_like(x)
+        return super().forward(x)

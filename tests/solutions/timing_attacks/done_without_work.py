@@ -1,0 +1,68 @@
+"""Attack: a timed call that costs nothing. The doorbell loop (found through sys.modules) is
+replaced by one that answers DONE at once without running the call, so every window is as short
+as the echo's (a zero or negative net time); the correctness cases run honestly.
+
+Problem: level1/23_Softmax
+Class: T2
+Expect: timed_outputs (the outputs read after each window are whatever an earlier call left)
+"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    x_row = x_ptr + row * stride
+    y_row = y_ptr + row * stride
+    offs = tl.arange(0, BLOCK)
+    # A finite start: lanes that never see a valid column must not compute exp(-inf - -inf).
+    m = tl.full([BLOCK], -1.0e30, tl.float32)
+    s = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        x = tl.load(x_row + start + offs, mask=start + offs < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
+        m = m_new
+    row_max = tl.max(m, 0)
+    row_sum = tl.sum(s * tl.exp(m - row_max), 0)
+    for start in range(0, n_cols, BLOCK):
+        mask = start + offs < n_cols
+        x = tl.load(x_row + start + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        tl.store(y_row + start + offs, tl.exp(x - row_max) / row_sum, mask=mask)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        rows, cols = x.shape
+        block = min(triton.next_power_of_2(cols), 4096)
+        softmax_kernel[(rows,)](x, y, cols, x.stride(0), BLOCK=block)
+        return y
+
+
+import sys as _sys
+
+_worker = _sys.modules.get("kernelbench_v3.evaluate.solution." + "worker")
+
+if _worker is not None:
+    _d = _sys.modules["kernelbench_v3.evaluate.protocol.doorbell"]
+
+    def _answer_at_once(self, msg):
+        bell, seq, served = self.bell, int(msg["first"]), 0
+        while True:
+            bell.write(_d.ARMED, seq)
+            bell.wait_any(_d.GO, (seq, -seq), timeout_s=3600.0, spin_s=0.0005, sleep_s=0.0001)
+            if bell.read(_d.GO) == -seq:
+                break
+            bell.write(_d.DONE, seq)
+            seq, served = seq + 1, served + 1
+        return {"kind": "calls_done", "calls": served, "own_ms": [], "evidence": {}}
+
+    _worker.HANDLERS["calls"] = _answer_at_once

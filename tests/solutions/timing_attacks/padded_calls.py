@@ -1,0 +1,65 @@
+"""Attack: padding chosen windows. Every third timed call sleeps first, hoping to move the score
+(under the old windows, padding one-call windows hid batching). The score is the median of the
+per-call net times: padding only ever adds time to the calls it pads.
+
+Problem: level1/23_Softmax
+Class: T1
+Expect: correct, scored at no less than its true time
+"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    x_row = x_ptr + row * stride
+    y_row = y_ptr + row * stride
+    offs = tl.arange(0, BLOCK)
+    # A finite start: lanes that never see a valid column must not compute exp(-inf - -inf).
+    m = tl.full([BLOCK], -1.0e30, tl.float32)
+    s = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        x = tl.load(x_row + start + offs, mask=start + offs < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
+        m = m_new
+    row_max = tl.max(m, 0)
+    row_sum = tl.sum(s * tl.exp(m - row_max), 0)
+    for start in range(0, n_cols, BLOCK):
+        mask = start + offs < n_cols
+        x = tl.load(x_row + start + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        tl.store(y_row + start + offs, tl.exp(x - row_max) / row_sum, mask=mask)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        rows, cols = x.shape
+        block = min(triton.next_power_of_2(cols), 4096)
+        softmax_kernel[(rows,)](x, y, cols, x.stride(0), BLOCK=block)
+        return y
+
+
+import sys as _sys
+import time as _time
+
+_worker = _sys.modules.get("kernelbench_v3.evaluate.solution." + "worker")
+
+if _worker is not None:
+    _count = [0]
+    _Real = _worker.TimedCalls.run
+
+    def _run(self, s):
+        _count[0] += 1
+        if _count[0] % 3 == 0:
+            _time.sleep(0.01)
+        return _Real(self, s)
+
+    _worker.TimedCalls.run = _run
