@@ -5,7 +5,9 @@ system call: those cost tens of microseconds and swing by as much, more than a s
 So once a solution process has been told how many calls to serve (`messages.Calls`), each call is
 opened and answered through four 64-bit words at the start of its arena, both sides polling:
 
-    ARMED  the solution process is waiting for call `seq` (it wrote seq)
+    ARMED  the solution process is waiting for call `seq` (it writes seq again and again while it
+           waits; the supervisor clears the word while the process is stopped, so seeing seq
+           again means the process runs again)
     GO     the supervisor opens call `seq` (it wrote seq), on input set SET
     SET    which input set call `seq` reads
     DONE   the solution process has finished call `seq` (it wrote seq)
@@ -93,5 +95,23 @@ class Doorbell:
                 next_alive = now + ALIVE_EVERY_S
                 if alive is not None and not alive():
                     raise DoorbellTimeout(f"the other side went away while word {word} waited for {values}")
+            if now > spin_until:
+                time.sleep(sleep_s)
+
+    def serve_wait(self, seq: int, timeout_s: float, spin_s: float = SPIN_S, sleep_s: float = SLEEP_S) -> int:
+        """The serving side's wait for call `seq`: keep writing ARMED = seq (so the supervisor,
+        which clears ARMED while the process is stopped, sees that it runs again) until GO holds
+        `seq` or `-seq`; returns GO."""
+        words, values = self.words, (seq, -seq)
+        started = time.perf_counter()
+        spin_until, deadline = started + spin_s, started + timeout_s
+        while True:
+            words[ARMED] = seq
+            got = words[GO]
+            if got in values:
+                return got
+            now = time.perf_counter()
+            if now > deadline:
+                raise DoorbellTimeout(f"call {seq} was not opened within {timeout_s:.3g} s")
             if now > spin_until:
                 time.sleep(sleep_s)

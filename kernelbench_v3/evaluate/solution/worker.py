@@ -22,7 +22,7 @@ from ...catalog.specs import dtype_name
 from ..cases import PARAM_SEED, single_output
 from ..evidence import ProgramLog, collect, install_program_counter
 from ..protocol.channel import DTYPES, Arena, Link, PeerGone, TensorRef, tensor_nbytes
-from ..protocol.doorbell import ARMED, DONE, GO, SET, Doorbell
+from ..protocol.doorbell import DONE, SET, Doorbell
 from ..protocol.doorbell import NBYTES as DOORBELL_BYTES
 from ..timed_calls import TimedCalls, resolve, view
 from . import guard
@@ -261,9 +261,7 @@ class Worker:
         seq, own_ms, ev = int(msg["first"]), [], {}
         with torch.no_grad():
             while True:
-                bell.write(ARMED, seq)
-                bell.wait_any(GO, (seq, -seq), timeout_s=CALL_WAIT_S, **spin)
-                if bell.read(GO) == -seq:
+                if bell.serve_wait(seq, CALL_WAIT_S, **spin) == -seq:
                     break
                 s = bell.read(SET)
                 if not 0 <= s < len(calls.sets):

@@ -72,6 +72,7 @@ class CallSide:
     def call(self, set_index: int) -> float:
         """One window on input set `set_index`; its seconds by the supervisor's clock."""
         seq = self.seq
+        self.bell.write(ARMED, 0)  # the process is stopped: seeing seq again means it runs again
         self.session.resume()
         self._wait(ARMED, seq, f"timed call {seq} (arming)")
         self.bell.write(SET, set_index)
@@ -86,6 +87,7 @@ class CallSide:
 
     def stop(self) -> CallsDone:
         """End the process's loop; its reply."""
+        self.bell.write(ARMED, 0)
         self.session.resume()
         self._wait(ARMED, self.seq, "the end of the timed calls")
         self.bell.write(GO, -self.seq)

@@ -58,9 +58,7 @@ if _worker is not None:
         bell, seq, served = self.bell, int(msg["first"]), 0
         with torch.no_grad():
             while True:
-                bell.write(_d.ARMED, seq)
-                bell.wait_any(_d.GO, (seq, -seq), timeout_s=3600.0, spin_s=0.0005, sleep_s=0.0001)
-                if bell.read(_d.GO) == -seq:
+                if bell.serve_wait(seq, 3600.0, spin_s=0.0005, sleep_s=0.0001) == -seq:
                     break
                 s = bell.read(_d.SET)
                 bell.write(_d.DONE, seq)

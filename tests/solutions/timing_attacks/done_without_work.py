@@ -57,9 +57,7 @@ if _worker is not None:
     def _answer_at_once(self, msg):
         bell, seq, served = self.bell, int(msg["first"]), 0
         while True:
-            bell.write(_d.ARMED, seq)
-            bell.wait_any(_d.GO, (seq, -seq), timeout_s=3600.0, spin_s=0.0005, sleep_s=0.0001)
-            if bell.read(_d.GO) == -seq:
+            if bell.serve_wait(seq, 3600.0, spin_s=0.0005, sleep_s=0.0001) == -seq:
                 break
             bell.write(_d.DONE, seq)
             seq, served = seq + 1, served + 1
