@@ -355,14 +355,14 @@ def main() -> int:
     parser.add_argument("--parts", default="outside,evaluator")
     parser.add_argument("--out", type=Path, default=Path("/tmp/kbv3-calls"))
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--only", default="", help="keep the solutions whose problem contains this")
+    parser.add_argument("--only", default="", help="keep the solutions whose problem contains one of these (comma-separated)")
     parser.add_argument("--report", type=Path)
     args = parser.parse_args()
     if args.report:
         print(report(args.report))
         return 0
     if args.only:
-        SOLUTIONS[:] = [s for s in SOLUTIONS if args.only in s[0]]
+        SOLUTIONS[:] = [s for s in SOLUTIONS if any(part in s[0] for part in args.only.split(","))]
     for part in args.parts.split(","):
         if part == "outside":
             outside(args.out)

@@ -2,13 +2,15 @@
 
 A timed call must not pay for a socket round trip, a JSON frame or a wake-up from a blocking
 system call: those cost tens of microseconds and swing by as much, more than a small kernel takes.
-So once a solution process has been told how many calls to serve (`messages.Calls`), each call is
-opened and answered through four 64-bit words at the start of its arena, both sides polling:
+So once a solution process has been told to serve calls (`messages.Calls`), each call is opened
+and answered through five 64-bit words at the start of its arena, both sides polling:
 
-    ARMED  the solution process is waiting for call `seq` (it writes seq again and again while it
-           waits; the supervisor clears the word while the process is stopped, so seeing seq
-           again means the process runs again)
-    GO     the supervisor opens call `seq` (it wrote seq), on input set SET
+    WAKE   the supervisor has written call `seq`'s inputs and resumed the process (it wrote seq);
+           the process makes its GPU context the active one (a tiny kernel, synchronised: on a
+           time-sliced GPU the switch from the supervisor's context costs ~0.2 ms, which must
+           not fall inside the window), then arms
+    ARMED  the solution process is ready for call `seq` and polls GO (it wrote seq)
+    GO     the supervisor opens call `seq` (it wrote seq), on input set SET; -seq ends the loop
     SET    which input set call `seq` reads
     DONE   the solution process has finished call `seq` (it wrote seq)
 
@@ -30,8 +32,8 @@ from typing import Any
 
 import torch
 
-ARMED, GO, SET, DONE = 0, 1, 2, 3
-WORDS = 4
+ARMED, GO, SET, DONE, WAKE = 0, 1, 2, 3, 4
+WORDS = 5
 NBYTES = WORDS * 8
 SPIN_S = 0.005  # poll without sleeping for this long, then sleep between polls
 SLEEP_S = 0.0002
@@ -43,7 +45,7 @@ class DoorbellTimeout(Exception):
 
 
 class Doorbell:
-    """Four int64 words at the start of a uint8 tensor both processes map (a view of the arena)."""
+    """Five int64 words at the start of a uint8 tensor both processes map (a view of the arena)."""
 
     def __init__(self, memory: torch.Tensor):
         if memory.dtype != torch.uint8 or memory.numel() < NBYTES:
@@ -98,20 +100,18 @@ class Doorbell:
             if now > spin_until:
                 time.sleep(sleep_s)
 
-    def serve_wait(self, seq: int, timeout_s: float, spin_s: float = SPIN_S, sleep_s: float = SLEEP_S) -> int:
-        """The serving side's wait for call `seq`: keep writing ARMED = seq (so the supervisor,
-        which clears ARMED while the process is stopped, sees that it runs again) until GO holds
-        `seq` or `-seq`; returns GO."""
-        words, values = self.words, (seq, -seq)
-        started = time.perf_counter()
-        spin_until, deadline = started + spin_s, started + timeout_s
-        while True:
-            words[ARMED] = seq
-            got = words[GO]
-            if got in values:
-                return got
-            now = time.perf_counter()
-            if now > deadline:
-                raise DoorbellTimeout(f"call {seq} was not opened within {timeout_s:.3g} s")
-            if now > spin_until:
-                time.sleep(sleep_s)
+    def serve_wait(
+        self,
+        seq: int,
+        timeout_s: float,
+        prepare: Callable[[], None] | None = None,
+        spin_s: float = SPIN_S,
+        sleep_s: float = SLEEP_S,
+    ) -> int:
+        """The serving side's wait for call `seq`: wait for WAKE = seq, `prepare()`, write ARMED =
+        seq, wait for GO = seq or -seq; returns GO."""
+        self.wait(WAKE, seq, timeout_s, spin_s=spin_s, sleep_s=sleep_s)
+        if prepare is not None:
+            prepare()
+        self.words[ARMED] = seq
+        return self.wait_any(GO, (seq, -seq), timeout_s, spin_s=spin_s, sleep_s=sleep_s)

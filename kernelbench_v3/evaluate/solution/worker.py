@@ -109,6 +109,7 @@ class Worker:
         self.region: torch.Tensor | None = None
         self.calls: TimedCalls | None = None
         self.bell: Doorbell | None = None
+        self._wake: torch.Tensor | None = None
         self.solution: Any = None  # the imported solution module
 
     # --- requests ---------------------------------------------------------------------------
@@ -261,7 +262,7 @@ class Worker:
         seq, own_ms, ev = int(msg["first"]), [], {}
         with torch.no_grad():
             while True:
-                if bell.serve_wait(seq, CALL_WAIT_S, **spin) == -seq:
+                if bell.serve_wait(seq, CALL_WAIT_S, self._activate, **spin) == -seq:
                     break
                 s = bell.read(SET)
                 if not 0 <= s < len(calls.sets):
@@ -279,6 +280,14 @@ class Worker:
         if ev:
             ev["calls"] = 1
         return {"kind": "calls_done", "calls": len(own_ms), "own_ms": own_ms[:MAX_OWN], "evidence": ev}
+
+    def _activate(self) -> None:
+        """Make this process's GPU context the running one before a timed call opens."""
+        if self.device == "cuda":
+            if self._wake is None:
+                self._wake = torch.zeros(1, device="cuda")
+            self._wake.add_(1)
+            torch.cuda.current_stream().synchronize()
 
     def finish(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {"kind": "finished", "tampered": guard.tampered(self.namespaces)}

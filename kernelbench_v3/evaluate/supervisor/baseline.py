@@ -160,7 +160,8 @@ def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: 
     """The reference's per-call time by the method solutions are scored by (`clock`): one call
     per window on new inputs, the L2 cleared before it, an echo's window (one tiny kernel)
     subtracted, the median of the net times under the solutions' stopping rule (`call_stats`).
-    In this trusted process a window's clock is simply the host's around the call and its marker."""
+    In this trusted process a window's clock is simply the host's around the call and its
+    synchronisation."""
     import random
 
     import torch
@@ -190,7 +191,7 @@ def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: 
     def window(timed: TimedCalls, s: int) -> float:
         started = time.perf_counter()
         timed.run(s)
-        work.marker()
+        work.sync()
         return time.perf_counter() - started
 
     def one() -> float:

@@ -1,22 +1,25 @@
-"""The timer's own device work around each timed call: the L2 flush, the closing marker, and the
-echo kernel's duration. Used by the supervisor (`clock`) and the trusted baseline child alike.
+"""The timer's own device work around each timed call: the L2 flush and the echo kernel's
+duration. Used by the supervisor (`clock`) and the trusted baseline child alike.
 
 - **Flush**: every timed call starts with a cold L2. After writing a call's inputs the timer reads
   a buffer of twice the L2's size with its own kernel (a read, not a write: a write flush leaves
   dirty lines that the timed call would pay to write back, docs/timing.md). A flush can also be
-  timed by the timer's own CUDA events: a flush right after a solution's call that takes longer
-  than one right after the echo's means the solution's work was still running (`clock`).
-- **Marker**: after a call says it is done, the timer queues a kernel of its own and waits for it,
-  so the call's window closes only once the device has run that kernel.
+  timed, from the call until the device has run it: a flush right after a solution's call that
+  takes longer than one right after the echo's means the solution's work was still running
+  (`clock`).
 - **Echo kernel**: the echo's call is one tiny kernel; subtracting the echo's window removes the
   launch, the doorbell and the synchronisation but also that kernel, whose duration (timed here,
   back to back in a CUDA graph) is added back.
 
-On the CPU there is no L2 to clear for a machinery test and nothing is queued: every method is a
-no-op and the echo kernel costs 0.
+No work of the timer's own runs inside a timed window: on a time-sliced GPU every switch between
+two processes' contexts costs about 0.2 ms. On the CPU there is no L2 to clear for a machinery
+test and nothing is queued: every method is a no-op and the echo kernel costs 0.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 import torch
 
@@ -46,21 +49,16 @@ class DeviceWork:
         if self.cuda:
             torch.amax(self._flush, dim=0, out=self._sink)
 
-    def timed_flush(self) -> float:
-        """A flush timed by the timer's own events, in seconds (waits for it)."""
+    def timed_flush(self, clock: Callable[[], float] = time.perf_counter) -> float:
+        """A flush, waited for: seconds by `clock` from the call until the device has run it.
+        On a time-sliced GPU that includes switching back to this process's context and any
+        work another process still had running, which is what the gap check looks for."""
         if not self.cuda:
             return 0.0
-        self._start.record()
+        started = clock()
         self.flush()
-        self._end.record()
-        self._end.synchronize()
-        return self._start.elapsed_time(self._end) * 1e-3
-
-    def marker(self) -> None:
-        """Queue a kernel of the timer's own and wait until the device has run it."""
-        if self.cuda:
-            torch.add(self._tiny, 1, out=self._tiny)
-            torch.cuda.current_stream().synchronize()
+        torch.cuda.current_stream().synchronize()
+        return clock() - started
 
     def sync(self) -> None:
         if self.cuda:
