@@ -100,9 +100,11 @@ class FakeSide:
     def __init__(self, seconds):
         self.seconds, self.sets = list(seconds), []
 
-    def call(self, s: int) -> float:
+    def call(self, s: int) -> tuple[float, float]:
+        """(from resuming, from GO): the wake-up and arming take 5 us of each window here."""
         self.sets.append(s)
-        return self.seconds.pop(0)
+        seconds = self.seconds.pop(0)
+        return seconds, seconds - 5e-6
 
 
 class FakeWork:
@@ -174,6 +176,7 @@ def _loop(solution_s, echo_s, flushes, verifier=None):
 def test_a_calls_net_time_is_its_window_less_the_echos_plus_the_echo_kernel():
     loop = _loop([110e-6, 111e-6, 109e-6], [20e-6, 20e-6, 20e-6], [30e-6] * 6)
     assert loop.nets == pytest.approx([92e-6, 93e-6, 91e-6])
+    assert [a for pair in loop.arms for a in pair] == pytest.approx([5e-6] * 6)
     assert len(loop.gaps_after_echo) == 3 and len(loop.gaps_after_solution) == 3
 
 
@@ -191,10 +194,41 @@ def test_work_left_running_past_done_slows_the_flush_after_the_solution_and_is_f
     outcome = clock.TimingOutcome()
     clock._gap_check(outcome, honest)
     assert clock.GAP_WORK not in outcome.flags and outcome.details["gap"]["bound_ms"] > 0.031
-    leftover = _loop([1e-4] * 10, [1e-5] * 10, [30e-6, 80e-6] * 10)
+    leftover = _loop([1e-4] * 10, [1e-5] * 10, [30e-6, 200e-6] * 10)
     outcome = clock.TimingOutcome()
     clock._gap_check(outcome, leftover)
     assert clock.GAP_WORK in outcome.flags
+
+
+def test_work_done_between_the_resume_and_arming_is_flagged():
+    class Early(FakeSide):
+        def call(self, s):
+            full, go = super().call(s)
+            return full + 300e-6, go  # 0.3 ms of work before arming
+
+    honest = _loop([1e-4] * 10, [1e-5] * 10, [30e-6] * 20)
+    outcome = clock.TimingOutcome()
+    clock._arm_check(outcome, honest)
+    assert clock.WORK_BEFORE_WINDOW not in outcome.flags and outcome.details["arm"]["solution_ms"] == pytest.approx(
+        0.005
+    )
+    early = clock._Loop(
+        FakeMemory(),
+        Module,
+        "cpu",
+        random.Random(0),
+        FakeWork([30e-6] * 20),
+        Early([1e-4] * 10),
+        FakeSide([1e-5] * 10),
+        Outputs(),
+        PassingVerifier(),
+    )
+    for _ in range(10):
+        early.one(scored=True)
+    early.device = "cuda"  # the GPU's bound (a CPU host's is looser)
+    outcome = clock.TimingOutcome()
+    clock._arm_check(outcome, early)
+    assert clock.WORK_BEFORE_WINDOW in outcome.flags
 
 
 def test_physics_is_a_floor_under_every_scored_time():

@@ -31,7 +31,7 @@ from ...paths import cache_root, write_atomically
 # Bump when the timing method changes, so old cache entries are not reused (2: L2 flushed by a
 # read; 3: two flush passes; 4: the supervisor's windows, slope over k; 5: the solution's
 # stopping rule, at least 8 rounds on CUDA; 6: one call per window, its inputs written and the
-# L2 cleared just before it, the echo's window subtracted, the median of the net times).
+# L2 cleared just before it, the median of the per-call times).
 TIMING_VERSION = 6
 CUDA_REGION_BYTES = 12 << 30  # the baseline's timing region, at most
 CUDA_SETS = 4  # input sets, as the solution's timing region has
@@ -157,11 +157,11 @@ def _time_compiled(model: Any, module: Any, template: list[Any], device: str, se
 
 
 def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: float, graphs: bool) -> dict[str, Any]:
-    """The reference's per-call time by the method solutions are scored by (`clock`): one call
-    per window on new inputs, the L2 cleared before it, an echo's window (one tiny kernel)
-    subtracted, the median of the net times under the solutions' stopping rule (`call_stats`).
-    In this trusted process a window's clock is simply the host's around the call and its
-    synchronisation."""
+    """The reference's per-call time as solutions are timed (`clock`): one call at a time on
+    new inputs, the L2 cleared before it, the median of the per-call times under the solutions'
+    stopping rule (`call_stats`). This process is trusted and alone on its device, so on CUDA
+    a call's time is its device time by its own events (`window`), which the solution's
+    windows, less the echo's, estimate from another process."""
     import random
 
     import torch
@@ -180,30 +180,32 @@ def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: 
     region = torch.empty(count * per_set, dtype=torch.uint8, device=device)
     memory = TimedMemory(region, template, out.shape, out.dtype, count)
     calls = TimedCalls(fn, memory.sets, memory.slots, copy_eager=False)
-    tiny = torch.zeros(1, device=device)
-    echo = TimedCalls(lambda: tiny + 1, [[]], [torch.empty(1, device=device)], copy_eager=False)
     captured = device == "cuda" and graphs and calls.capture()
-    if device == "cuda":
-        echo.capture()
-    work = DeviceWork(device)
+    work = DeviceWork(device, out.numel() * out.element_size())
     rng = random.Random()
 
+    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2)) if device == "cuda" else (None, None)
+
     def window(timed: TimedCalls, s: int) -> float:
-        started = time.perf_counter()
+        """On CUDA the call's device time by this trusted process's own events, queued behind
+        the flush so the device runs them back to back (no launch gap, no host time); on the
+        CPU the host's clock around the call."""
+        if start is None:
+            started = time.perf_counter()
+            timed.run(s)
+            return time.perf_counter() - started
+        work.flush()
+        start.record()
         timed.run(s)
-        work.sync()
-        return time.perf_counter() - started
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3
 
     def one() -> float:
         s = rng.randrange(count)
         memory.write(s, fresh_inputs(module, device, rng.getrandbits(62)))
-        work.flush()
         work.sync()
-        echo_s = window(echo, 0)
-        work.timed_flush()
-        net = window(calls, s) - echo_s + work.echo_kernel_s
-        work.timed_flush()
-        return net
+        return window(calls, s)
 
     for _ in range(WARM_CALLS):
         one()

@@ -1,10 +1,9 @@
 """The supervisor's side of one process's one-call windows (the solution's or the echo's).
 
 `start` sends `messages.Calls` and leaves the process serving its doorbell (`doorbell`); each
-`call(set)` then wakes and resumes that process alone (the rest of the solution's side stays
-stopped), waits until it is armed, reads its own clock, rings, waits for DONE and reads its clock
-again: the window. No work of the supervisor's own runs on the GPU inside a window: on a
-time-sliced GPU each switch between the two processes' contexts costs about 0.2 ms. It stops the process again before
+`call(set)` then reads its own clock, wakes and resumes that process alone (the rest of the
+solution's side stays stopped), waits until it is armed, rings, waits for DONE and reads its
+clock again: the window. No work of the supervisor's own runs on the GPU inside a window. It stops the process again before
 returning, so nothing of it runs while the supervisor writes the next call's inputs. `stop` ends
 the loop and collects the process's `calls_done` reply (its own per-call figures: evidence).
 
@@ -70,21 +69,26 @@ class CallSide:
         self.session.send(Calls(self.seq, evidence))
         self.serving = True
 
-    def call(self, set_index: int) -> float:
-        """One window on input set `set_index`; its seconds by the supervisor's clock, from
-        ringing GO to seeing DONE (the process made its context active before it armed)."""
+    def call(self, set_index: int) -> tuple[float, float]:
+        """One window on input set `set_index`: (seconds from resuming the process to seeing
+        DONE, seconds from ringing GO to seeing DONE), both by the supervisor's clock.
+
+        The window is the second; the difference is waking the process and switching the GPU
+        to its context, which `clock` holds to the echo's (the call's inputs are in memory
+        from the resume on: work done there is off the window)."""
         seq = self.seq
         self.bell.write(SET, set_index)
         self.bell.write(WAKE, seq)
+        started = self.clock()
         self.session.resume()
         self._wait(ARMED, seq, f"timed call {seq} (arming)")
-        started = self.clock()
+        rung = self.clock()
         self.bell.write(GO, seq)
         self._wait(DONE, seq, f"timed call {seq}")
-        seconds = self.clock() - started
+        done = self.clock()
         self.session.pause()
         self.seq += 1
-        return seconds
+        return done - started, done - rung
 
     def stop(self) -> CallsDone:
         """End the process's loop; its reply."""

@@ -10,9 +10,11 @@ the supervisor:
    call's inputs, so batching or precomputing across calls is impossible by construction;
 2. clears the L2 with its own kernel (`device_work`), so every call starts cold;
 3. runs one call of the trusted echo (a process forked from the same zygote whose call is one
-   tiny kernel) and then the solution's call, each as a window of its own (`call_side`): its
-   clock runs from ringing the doorbell to seeing DONE; the call's net time is its window less
-   the echo's (plus the echo kernel's own duration);
+   tiny kernel) and then the solution's call, each as a window of its own (`call_side`): the
+   process is resumed, makes its GPU context the active one and arms; the window runs from
+   ringing the doorbell to seeing DONE; the call's net time is its window less the echo's (plus
+   the echo kernel's own duration). Arming must take what the echo's arming takes (give or
+   take noise): work done before the window opens fails (`work_before_window`);
 4. times a flush of its own right after each of the two windows, from its call until the device
    has run it: a flush after the solution's call that takes longer than one after the echo's
    means the solution's work was still running past DONE (`gap_work`);
@@ -49,6 +51,7 @@ METHOD = {
     "cpu": "supervisor_calls_cpu",
 }
 GAP_WORK = "gap_work"
+WORK_BEFORE_WINDOW = "work_before_window"
 WARM_CALLS = 3  # per side, before any call is scored (first replays, page faults)
 MAX_VERIFIED = 64  # timed outputs judged per evaluation, at most
 MIN_VERIFY_SHARE = 0.1  # every call is judged with at least this chance ...
@@ -57,6 +60,9 @@ PRECISION_CHECKS = 4  # judged calls that also get the float64 reference (precis
 GAP_SLACK = 0.5  # a flush after the solution may take this much longer than after the echo ...
 GAP_SLACK_S = 50e-6  # ... plus this, plus writing back the call's output (at most a full L2):
 # both include switching the GPU back to the supervisor's context, which varies by tens of us
+ARM_SLACK = 0.25  # arming may take this much longer than the echo's ...
+ARM_SLACK_S = 25e-6  # ... plus this (both wake a stopped process and switch the GPU's context)
+CPU_ARM_SLACK, CPU_ARM_SLACK_S = 3.0, 5e-3  # a loaded CPU host wakes processes late; no performance figure
 MAX_RAW_CALLS = 400  # per-call figures kept in the record
 
 
@@ -161,7 +167,7 @@ def time_solution(
         if not graphs:
             outcome.details["graph_error"] = ready.detail
     outputs = Outputs(memory, shared)
-    work = DeviceWork(device)
+    work = DeviceWork(device, memory.out_nbytes)
     solution = CallSide(sides.solution, sides.solution_bell, work, timeout_s, clock)
     echo = CallSide(sides.echo, sides.echo_bell, work, timeout_s, clock)
     loop = _Loop(memory, module, device, rng, work, solution, echo, outputs, verifier)
@@ -192,6 +198,7 @@ class _Loop:
         self.memory, self.module, self.device, self.rng, self.work = memory, module, device, rng, work
         self.solution, self.echo, self.outputs, self.verifier = solution, echo, outputs, verifier
         self.nets: list[float] = []
+        self.arms: list[tuple[float, float]] = []  # per scored call: (solution, echo) s from resume to ARMED
         self.raw: list[list[float]] = []  # per scored call: solution window, echo window (ms)
         self.gaps_after_solution: list[float] = []
         self.gaps_after_echo: list[float] = []
@@ -207,12 +214,13 @@ class _Loop:
         self.memory.write(s, inputs)
         self.work.flush()
         self.work.sync()
-        echo_s = self.echo.call(0)
+        echo_s, echo_go_s = self.echo.call(0)
         after_echo = self.work.timed_flush()
-        solution_s = self.solution.call(s)
+        solution_s, solution_go_s = self.solution.call(s)
         after_solution = self.work.timed_flush()
         if scored:
-            self.nets.append(solution_s - echo_s + self.work.echo_kernel_s)
+            self.nets.append(solution_go_s - echo_go_s + self.work.echo_kernel_s)
+            self.arms.append((solution_s - solution_go_s, echo_s - echo_go_s))
             self.raw.append([round(solution_s * 1e3, 5), round(echo_s * 1e3, 5)])
             self.gaps_after_echo.append(after_echo)
             self.gaps_after_solution.append(after_solution)
@@ -257,6 +265,10 @@ def _finish(
         cuda_graphs=graphs,
         timed_sets=loop.memory.count,
         calls=summary.to_dict(),
+        arm_ms={
+            "solution": summarize([a for a, _ in loop.arms]).median_s * 1e3,
+            "echo": summarize([b for _, b in loop.arms]).median_s * 1e3,
+        },
         echo_window_ms=summarize([r[1] * 1e-3 for r in loop.raw]).median_s * 1e3,
         echo_kernel_ms=loop.work.echo_kernel_s * 1e3,
         calls_s=round(elapsed, 3),
@@ -265,6 +277,7 @@ def _finish(
         raw_calls_ms=loop.raw[:MAX_RAW_CALLS],
     )
     _gap_check(outcome, loop)
+    _arm_check(outcome, loop)
     outcome.stats = {
         "method": method,
         "median_ms": summary.median_s * 1e3,
@@ -292,3 +305,18 @@ def _gap_check(outcome: TimingOutcome, loop: _Loop) -> None:
     }
     if after_solution > bound:
         outcome.flags.append(GAP_WORK)
+
+
+def _arm_check(outcome: TimingOutcome, loop: _Loop) -> None:
+    """From being resumed (its inputs already written) to arming, the solution process may take
+    what the echo takes (waking, making its GPU context the active one), give or take noise:
+    work done there, before its window opens, would be off the clock (`work_before_window`)."""
+    if not loop.arms:
+        return
+    solution = summarize([a for a, _ in loop.arms]).median_s
+    echo = summarize([b for _, b in loop.arms]).median_s
+    slack, slack_s = (ARM_SLACK, ARM_SLACK_S) if loop.device == "cuda" else (CPU_ARM_SLACK, CPU_ARM_SLACK_S)
+    bound = echo * (1 + slack) + slack_s
+    outcome.details["arm"] = {"solution_ms": solution * 1e3, "echo_ms": echo * 1e3, "bound_ms": bound * 1e3}
+    if solution > bound:
+        outcome.flags.append(WORK_BEFORE_WINDOW)

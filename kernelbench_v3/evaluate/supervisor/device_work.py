@@ -2,8 +2,11 @@
 duration. Used by the supervisor (`clock`) and the trusted baseline child alike.
 
 - **Flush**: every timed call starts with a cold L2. After writing a call's inputs the timer reads
-  a buffer of twice the L2's size with its own kernel (a read, not a write: a write flush leaves
-  dirty lines that the timed call would pay to write back, docs/timing.md). A flush can also be
+  a buffer of twice the L2's size with its own kernel, then writes as many bytes as one call's
+  output (at most the L2's size): the L2 then holds what it holds between calls run back to
+  back, the previous output's dirty lines and none of the inputs. (A write flush of the whole
+  buffer, as `triton.testing.do_bench` does, would charge a small-output call for writing back
+  a full L2; a read flush alone would charge a large-output call for none, docs/timing.md.) A flush can also be
   timed, from the call until the device has run it: a flush right after a solution's call that
   takes longer than one right after the echo's means the solution's work was still running
   (`clock`).
@@ -29,7 +32,7 @@ ECHO_KERNELS = 64  # tiny kernels in the graph that times one
 
 
 class DeviceWork:
-    def __init__(self, device: str):
+    def __init__(self, device: str, dirty_bytes: int = 0):
         self.device = device
         self.cuda = device == "cuda"
         self.echo_kernel_s = 0.0
@@ -38,6 +41,9 @@ class DeviceWork:
         l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or DEFAULT_L2_BYTES)
         self.l2_bytes = l2
         self._flush = torch.ones(FLUSH_FACTOR * l2 // 4, dtype=torch.int32, device="cuda")
+        # The steady state of calls back to back: the previous call's output (at most a full
+        # L2 of it) still dirty in the L2, so each call pays to write back what one call writes.
+        self._dirty = torch.empty(max(1, min(int(dirty_bytes), l2) // 4), dtype=torch.int32, device="cuda")
         self._sink = torch.empty((), dtype=torch.int32, device="cuda")
         self._tiny = torch.zeros(1, device="cuda")
         self._start = torch.cuda.Event(enable_timing=True)
@@ -45,9 +51,11 @@ class DeviceWork:
         self.echo_kernel_s = self._time_echo_kernel()
 
     def flush(self) -> None:
-        """Clear the L2 by reading a buffer twice its size (queued, not waited for)."""
+        """Clear the L2 by reading a buffer twice its size, then leave one call's output worth
+        of dirty lines in it (queued, not waited for)."""
         if self.cuda:
             torch.amax(self._flush, dim=0, out=self._sink)
+            self._dirty.fill_(7)
 
     def timed_flush(self, clock: Callable[[], float] = time.perf_counter) -> float:
         """A flush, waited for: seconds by `clock` from the call until the device has run it.

@@ -17,7 +17,7 @@ from ..cases import INPUT_REUSE, STRESS
 from ..record import FAIL, NOT_RUN, PASS, SKIP, Record
 from . import kernel_rule, physics
 from .checks import calibrate_strict, compare_case, merge, ordered_outcomes, tolerance_for
-from .clock import GAP_WORK, TimingOutcome
+from .clock import GAP_WORK, WORK_BEFORE_WINDOW, TimingOutcome
 from .reference import ReferenceRun
 from .session import CaseResult, SessionLost
 
@@ -125,6 +125,18 @@ def _judge_time(out: dict[str, tuple[str, str]], rec: Record, timing: TimingOutc
             f"{gap['flush_after_echo_ms']:.4g} ms after the echo's (at most {gap['bound_ms']:.4g}): "
             "its work went on running on the GPU after it said done"
             if GAP_WORK in timing.flags
+            else "",
+        )
+    arm = timing.details.get("arm")
+    if arm:
+        merge(
+            out,
+            "timing_gap",
+            WORK_BEFORE_WINDOW in timing.flags,
+            f"between being resumed for a call and arming for it the solution process took "
+            f"{arm['solution_ms']:.4g} ms against the echo's {arm['echo_ms']:.4g} ms (at most {arm['bound_ms']:.4g}): "
+            "it worked on the call's inputs before its window opened"
+            if WORK_BEFORE_WINDOW in timing.flags
             else "",
         )
     if timing.stats:
