@@ -91,7 +91,7 @@ def model_summary(samples: pd.DataFrame) -> dict[str, Any]:
         for k in range(1, k_max + 1):
             value = sum(pass_at_k(len(g), _passes(g, p), k) for g in groups) / len(groups) if speed else None
             summary[f"fast_{p_label(p)}@{k}"] = value
-    summary["geomean_speedup"] = float(math.exp(math.log(speedups).mean())) if speed and len(speedups) else None
+    summary["geomean_speedup"] = float(np.exp(np.log(speedups.to_numpy(dtype=float)).mean())) if speed and len(speedups) else None
     summary["speed"] = "measured" if speed else "n/a on CPU: no speedup is measured through the Triton interpreter"
     return summary
 
@@ -171,6 +171,10 @@ def summaries_csv(summaries: dict[str, dict[str, Any]]) -> str:
     return out.getvalue()
 
 
+def _figure(value: float | None, suffix: str = "") -> str:
+    return NA if value is None else f"{value:.3f}{suffix}"
+
+
 def summaries_text(summaries: dict[str, dict[str, Any]]) -> str:
     """One line per model: samples, problems, correct rate, pass@k, fast_p@1 and @k, geomean speedup."""
     lines = []
@@ -178,11 +182,11 @@ def summaries_text(summaries: dict[str, dict[str, Any]]) -> str:
         k = int(str(s["samples_per_problem"]).split("-")[0])
         passes = ", ".join(f"pass@{i} {s[f'pass@{i}']:.3f}" for i in range(1, k + 1))
         fast = ", ".join(
-            f"fast_{p_label(p)}@{i} {_cell(s[f'fast_{p_label(p)}@{i}'])}" for p in FAST_PS for i in sorted({1, k})
+            f"fast_{p_label(p)}@{i} {_figure(s[f'fast_{p_label(p)}@{i}'])}" for p in FAST_PS for i in sorted({1, k})
         )
         lines.append(
             f"{model}: {s['samples']} samples over {s['problems']} problems ({s['samples_per_problem']} each), "
-            f"correct {s['correct_rate']:.1%}; {passes}; {fast}; geomean speedup {_cell(s['geomean_speedup'])}"
+            f"correct {s['correct_rate']:.1%}; {passes}; {fast}; geomean speedup {_figure(s['geomean_speedup'], 'x')}"
         )
         if s["geomean_speedup"] is None and s["speed"] != "measured":
             lines.append(f"  speed figures {s['speed']}")
