@@ -152,10 +152,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         else:
             print(pass_at_k.summaries_csv(summaries), end="")
     else:
-        print(pass_at_k.summaries_text(pass_at_k.model_summaries(runs)))
-        print()
-        print(pass_at_k.problem_table(runs).to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-        print()
+        # The per-model summary, the per-problem table (where a problem has several samples),
+        # then every record, each problem's best sample first.
+        print(pass_at_k.summaries_text(pass_at_k.model_summaries(runs)) + "\n")
+        problems = pass_at_k.problem_table(runs)
+        if (problems["samples"] > 1).any():
+            print(problems.to_string(index=False, float_format=lambda v: f"{v:.3g}") + "\n")
         print(terminal_text(report_table(pass_at_k.sort_records_best_first(runs))))
     if args.html is not None:
         args.html.write_text(html_page(runs, joined, title=f"kbv3 report: {args.results.name}"), encoding="utf-8")
