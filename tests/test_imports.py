@@ -32,7 +32,8 @@ ALLOWED_ARROWS: dict[str, set[str]] = {
     "serve": SHARED | {"catalog", "evaluate"},  # the local service: warm supervisors behind a socket
     # prompts -> model -> samples: the batch journal's durability, runs' samples layout
     "generate": SHARED | {"catalog", "prompts", "batch", "runs"},
-    "cli": SHARED | {"<package>", "catalog", "hardware", "evaluate", "prompts", "dataset", "runs", "batch", "serve", "generate"},
+    "cli": SHARED
+    | {"<package>", "catalog", "hardware", "evaluate", "prompts", "dataset", "runs", "batch", "serve", "generate"},
     "<package>": SHARED | {"catalog", "dataset", "evaluate", "runs"},  # the lazy top-level API
     "__main__": {"cli"},
 }

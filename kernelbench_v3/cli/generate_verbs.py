@@ -14,7 +14,14 @@ import sys
 from pathlib import Path
 
 from ..vocab import SPLITS
-from .args import CliError, check_writable_parent, ignore_further_interrupts, positive_int, positive_seconds, problems_dir
+from .args import (
+    CliError,
+    check_writable_parent,
+    ignore_further_interrupts,
+    positive_int,
+    positive_seconds,
+    problems_dir,
+)
 
 
 def problem_ids(text: str) -> tuple[str, ...]:

@@ -91,7 +91,9 @@ def model_summary(samples: pd.DataFrame) -> dict[str, Any]:
         for k in range(1, k_max + 1):
             value = sum(pass_at_k(len(g), _passes(g, p), k) for g in groups) / len(groups) if speed else None
             summary[f"fast_{p_label(p)}@{k}"] = value
-    summary["geomean_speedup"] = float(np.exp(np.log(speedups.to_numpy(dtype=float)).mean())) if speed and len(speedups) else None
+    summary["geomean_speedup"] = (
+        float(np.exp(np.log(speedups.to_numpy(dtype=float)).mean())) if speed and len(speedups) else None
+    )
     summary["speed"] = "measured" if speed else "n/a on CPU: no speedup is measured through the Triton interpreter"
     return summary
 
@@ -125,7 +127,9 @@ def problem_table(runs: pd.DataFrame) -> pd.DataFrame:
                 "best_speedup": speed,
             }
         )
-    return pd.DataFrame(rows, columns=["model", "problem", "samples", "correct", "pass@1", "best_sample", "best_speedup"])
+    return pd.DataFrame(
+        rows, columns=["model", "problem", "samples", "correct", "pass@1", "best_sample", "best_speedup"]
+    )
 
 
 def best_first(samples: pd.DataFrame) -> pd.DataFrame:

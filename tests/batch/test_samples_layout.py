@@ -11,8 +11,15 @@ import pytest
 
 from kernelbench_v3.batch.executors import failure_record
 from kernelbench_v3.batch.journal import latest_records, read_journal
-from kernelbench_v3.batch.run import BatchError, BatchItem, BatchSettings, UnknownSolutionError, discover_solutions
-from kernelbench_v3.batch.run import read_results, run_batch
+from kernelbench_v3.batch.run import (
+    BatchError,
+    BatchItem,
+    BatchSettings,
+    UnknownSolutionError,
+    discover_solutions,
+    read_results,
+    run_batch,
+)
 from kernelbench_v3.evaluate.options import EvalOptions
 from kernelbench_v3.runs.sample_files import SampleEntry, write_manifest
 from tests.paths import PROBLEMS

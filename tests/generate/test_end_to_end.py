@@ -75,7 +75,12 @@ def test_generate_killed_and_rerun_then_eval_batch_then_report(tmp_path, monkeyp
         assert main(_generate_args(server, run)) == 0
         assert len(server.requests) == 3 + 2  # the rerun sent only the two missing requests
         records = [json.loads(line) for line in (run / "responses.jsonl").read_text().splitlines()[1:]]
-        assert sorted((r["problem_id"], r["sample"]) for r in records) == [(SOFTMAX, 0), (SOFTMAX, 1), (GELU, 0), (GELU, 1)]
+        assert sorted((r["problem_id"], r["sample"]) for r in records) == [
+            (SOFTMAX, 0),
+            (SOFTMAX, 1),
+            (GELU, 0),
+            (GELU, 1),
+        ]
         assert all(r["headers"]["Authorization"] == f"Bearer {KEY}" for r in server.requests)
     capsys.readouterr()
 

@@ -62,7 +62,10 @@ def test_a_run_journals_every_response_and_writes_the_samples_layout(server, tmp
     assert {"text", "latency_s", "attempts", "finished_at"} <= set(first)
     # The prompts are the ones `kbv3 prompts` renders.
     sent = [r["body"]["messages"] for r in server.requests]
-    assert sent.count(to_messages(get_problem(SOFTMAX), "h100")) == 2 and sent.count(to_messages(get_problem(GELU), "h100")) == 2
+    assert (
+        sent.count(to_messages(get_problem(SOFTMAX), "h100")) == 2
+        and sent.count(to_messages(get_problem(GELU), "h100")) == 2
+    )
     manifest = read_manifest(run / "solutions")
     assert manifest.model == "fake/model-7b" and manifest.split == "h100"
     files = {(e.problem_id, e.sample): e for e in manifest.entries}
