@@ -1,6 +1,6 @@
-"""A whole run, model to score, offline: 2 problems x 2 samples against a local OpenAI-compatible
-server (127.0.0.1, started here) that always answers Softmax with a correct solution and GELU with
-a broken one. `kbv3 generate` is SIGKILLed midway and rerun (only the missing requests are sent),
+"""A whole run, model to score, offline, by the README's three commands ("Evaluate a model end
+to end"): 2 problems x 2 samples against a local OpenAI-compatible server (127.0.0.1, started
+here) that always answers Softmax with a correct solution and GELU with a broken one. `kbv3 generate` is SIGKILLed midway and rerun (only the missing requests are sent),
 then `kbv3 eval-batch` on the CPU and `kbv3 report --json`: pass@1 is 1.0 and 0.0 for the two
 problems and 0.5 for the model. The fake key the run used is in no file under RUN_DIR."""
 
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -34,12 +36,40 @@ def _answers() -> dict[str, str]:
     }
 
 
-def _generate_args(server, run_dir) -> list[str]:
-    return [
-        "generate", "--split", "h100", "--model", MODEL, "--base-url", server.base_url,
-        "--api-key-env", "KBV3_E2E_KEY", "--samples", "2", "--temperature", "0.8",
-        "--concurrency", "1", "--problems", f"{SOFTMAX},{GELU}", "--out", str(run_dir), "--no-progress",
-    ]  # fmt: skip
+def readme_commands() -> list[list[str]]:
+    """The three `kbv3` commands of the README's "Evaluate a model end to end", as argument lists."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Evaluate a model end to end", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.S).group(1)
+    return [shlex.split(line)[1:] for line in block.splitlines() if line.startswith("kbv3 ")]
+
+
+def _with(words: list[str], **flags: str) -> list[str]:
+    """`words` with each `--flag VALUE` set (replaced where present, appended where not)."""
+    words = list(words)
+    for name, value in flags.items():
+        flag = "--" + name.replace("_", "-")
+        if flag in words:
+            words[words.index(flag) + 1] = value
+        else:
+            words += [flag, value]
+    return words
+
+
+def _commands(server, run) -> tuple[list[str], list[str], list[str]]:
+    """The README's commands, pointed at the fake server and this test's folder: two problems,
+    two samples, the key from a variable, the CPU at reduced sizes."""
+    generate, evaluate, report = (
+        [str(run) + w[len("runs/qwen") :] if w.startswith("runs/qwen") else w for w in words]
+        for words in readme_commands()
+    )
+    assert [generate[0], evaluate[0], report[0]] == ["generate", "eval-batch", "report"] and "--json" in report
+    generate = _with(
+        generate, model=MODEL, base_url=server.base_url, samples="2", problems=f"{SOFTMAX},{GELU}",
+        api_key_env="KBV3_E2E_KEY", concurrency="1",
+    ) + ["--no-progress"]  # fmt: skip
+    evaluate = _with(evaluate, device="cpu", sizes="reduced") + ["--no-progress"]
+    return generate, evaluate, report
 
 
 def _journaled(run_dir) -> int:
@@ -52,10 +82,11 @@ def test_generate_killed_and_rerun_then_eval_batch_then_report(tmp_path, monkeyp
     run = tmp_path / "run"
     monkeypatch.setenv("KBV3_E2E_KEY", KEY)
     with FakeOpenAI(_answers(), stall_s=60.0) as server:
+        generate, evaluate, report = _commands(server, run)
         server.delay_after = 2  # the third request hangs: the kill lands while it is in flight
         env = dict(os.environ, PYTHONPATH=str(REPO))
         process = subprocess.Popen(
-            [sys.executable, "-m", "kernelbench_v3", *_generate_args(server, run)],
+            [sys.executable, "-m", "kernelbench_v3", *generate],
             env=env,
             start_new_session=True,
             stdout=subprocess.DEVNULL,
@@ -72,7 +103,7 @@ def test_generate_killed_and_rerun_then_eval_batch_then_report(tmp_path, monkeyp
             process.wait(timeout=30)
 
         server.delay_after = None
-        assert main(_generate_args(server, run)) == 0
+        assert main(generate) == 0
         assert len(server.requests) == 3 + 2  # the rerun sent only the two missing requests
         records = [json.loads(line) for line in (run / "responses.jsonl").read_text().splitlines()[1:]]
         assert sorted((r["problem_id"], r["sample"]) for r in records) == [
@@ -84,11 +115,10 @@ def test_generate_killed_and_rerun_then_eval_batch_then_report(tmp_path, monkeyp
         assert all(r["headers"]["Authorization"] == f"Bearer {KEY}" for r in server.requests)
     capsys.readouterr()
 
-    results = run / "results.parquet"
-    args = ["eval-batch", str(run / "solutions"), "--split", "h100", "--out", str(results)]
-    assert main([*args, "--device", "cpu", "--sizes", "reduced", "--no-progress"]) == 0
+    assert main(evaluate) == 0
+    assert (run / "results.parquet").is_file()
     capsys.readouterr()
-    assert main(["report", str(results), "--json"]) == 0
+    assert main(report) == 0
     report = json.loads(capsys.readouterr().out)
     summary = report["models"][MODEL]
     assert (summary["samples"], summary["problems"], summary["pass@1"], summary["pass@2"]) == (4, 2, 0.5, 0.5)
