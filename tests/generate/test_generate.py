@@ -141,3 +141,39 @@ def test_a_journal_of_other_settings_and_bad_arguments_are_one_line_errors(serve
     assert main(["generate", "--split", "h100", "--model", "m", "--base-url", "127.0.0.1:8000", "--out",
                  str(tmp_path / "r4")]) == 2  # fmt: skip
     assert not (tmp_path / "r2").exists() and not (tmp_path / "r4").exists()
+
+
+@pytest.mark.slow  # a subprocess (imports torch through the prompts)
+def test_ctrl_c_keeps_every_response_that_arrived_and_exits_130(server, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.paths import REPO
+
+    run = tmp_path / "run"
+    server.stall_s = 60.0
+    server.delay_after = 1  # the second request hangs until the interrupt
+    command = [
+        sys.executable, "-m", "kernelbench_v3", "generate", "--split", "h100", "--model", "m",
+        "--base-url", server.base_url, "--problems", f"{SOFTMAX},{GELU}", "--concurrency", "1",
+        "--out", str(run), "--no-progress",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(server.requests) < 2 and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.1)
+        assert len(server.requests) == 2 and len(journal(run)) == 1
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)  # a request still in flight does not hold it open
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130 and "rerun the same command" in err
+    assert [r["problem_id"] for r in journal(run)] == [SOFTMAX]
+    assert [e.file for e in read_manifest(run / "solutions").entries] == [f"{SOFTMAX}/sample_0.py"]
