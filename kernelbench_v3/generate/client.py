@@ -112,6 +112,10 @@ class ChatClient:
         # trust_env=False: no proxy or netrc from the environment; the URL given is the one used.
         self._http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout_s), trust_env=False)
 
+    def scrub(self, text: str) -> str:
+        """`text` with this client's key replaced by `***` (a server may echo what it was sent)."""
+        return scrub(text, self._key)
+
     def close(self) -> None:
         self._http.close()
 
@@ -147,7 +151,7 @@ class ChatClient:
 def _with(reply: Reply, started: float, attempts: int, key: str | None) -> Reply:
     return Reply(
         status=reply.status,
-        text=reply.text,
+        text=scrub(reply.text, key),
         finish_reason=reply.finish_reason,
         usage=reply.usage,
         latency_s=round(time.monotonic() - started, 3),

@@ -214,7 +214,7 @@ def _send_all(todo, messages, settings: GenerateSettings, client: ChatClient, co
             try:
                 reply = client.complete(messages[pid], settings.params)
             except Exception as exc:  # noqa: BLE001 - a sender never dies silently; the run records it
-                reply = Reply("error", reason=f"client raised {type(exc).__name__}: {exc}")
+                reply = Reply("error", reason=client.scrub(f"client raised {type(exc).__name__}: {exc}"))
             results.put(_record(pid, sample, settings, reply))
 
     threads = [threading.Thread(target=sender, daemon=True) for _ in range(min(concurrency, len(todo)))]

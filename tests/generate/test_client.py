@@ -101,3 +101,11 @@ def test_backoff_is_jittered_capped_and_honours_retry_after():
     assert 2.0 <= policy.wait_s(0, retry_after="2") <= 4.0
     assert policy.wait_s(0, retry_after="3600") == 4.0  # capped
     assert 0.0 <= policy.wait_s(0, retry_after="Wed, 21 Oct 2015 07:28:00 GMT") <= 1.0
+
+
+def test_a_server_that_echoes_the_key_gets_it_scrubbed_from_the_answer(server):
+    key = "sk-echo-KEY-99887766"
+    server.answers = {"Task:": f"your key is {key}"}
+    with client(server, api_key=key) as c:
+        reply = c.complete(MESSAGES, PARAMS)
+    assert reply.status == "ok" and reply.text == "your key is ***"
