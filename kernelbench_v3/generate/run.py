@@ -220,7 +220,7 @@ def _send_all(todo, messages, settings: GenerateSettings, client: ChatClient, co
     threads = [threading.Thread(target=sender, daemon=True) for _ in range(min(concurrency, len(todo)))]
     for thread in threads:
         thread.start()
-    bar = tqdm(total=len(todo), unit="req", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    bar = tqdm(total=len(todo), desc="generate", unit="req", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     tokens, failures = 0, 0
     try:
         for _ in range(len(todo)):
