@@ -113,3 +113,17 @@ def test_a_batch_records_every_sample_with_model_and_sample(tmp_path):
     rows = {(r["problem_id"], r["sample"]): r for r in read_results(out)}
     assert len(rows) == 4 and rows[(GELU, 0)]["correct"]  # the old failed record is gone from the results
     assert len(read_journal(tmp_path / "results.parquet.journal.jsonl")[1]) == 5  # but kept in the journal
+
+
+def test_the_samples_of_a_problem_go_to_one_worker_in_turn(tmp_path):
+    from kernelbench_v3.batch.queue import WorkQueue
+
+    folder = _samples(tmp_path / "s", [(p, k, f"code {p} {k}") for p in (SOFTMAX, GELU) for k in range(3)])
+    queue = WorkQueue(discover_solutions(folder, "h100", PROBLEMS).items)
+    first = queue.take()
+    assert (first.problem_id, first.sample) == (SOFTMAX, 0)
+    assert queue.take().problem_id == GELU  # Softmax's reference and baseline are being built once
+    queue.finish(first, {})
+    group = (SOFTMAX, "H100")
+    taken = [queue.take(prefer=group) for _ in range(2)]
+    assert [(it.problem_id, it.sample) for it in taken] == [(SOFTMAX, 1), (SOFTMAX, 2)]
