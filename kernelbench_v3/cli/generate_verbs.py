@@ -84,11 +84,13 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from ..generate.client import ChatClient, RetryPolicy, scrub
+    from ..generate.client import ChatClient, RetryPolicy, check_base_url, scrub
     from ..generate.run import GenerateError, GenerateSettings, describe, run_generate
 
-    if not args.base_url.startswith(("http://", "https://")):
-        raise CliError(f"argument --base-url: {args.base_url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000/v1")
+    try:
+        check_base_url(args.base_url)
+    except ValueError as exc:
+        raise CliError(f"argument --base-url: {exc}") from None
     key = None
     if args.api_key_env:
         key = os.environ.get(args.api_key_env)

@@ -91,6 +91,17 @@ def scrub(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
 
+def check_base_url(base_url: str) -> str:
+    """The URL, or ValueError saying what is wrong with it (an http(s) URL with a host)."""
+    try:
+        url = httpx.URL(base_url)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise ValueError(f"{base_url!r} is not a URL ({exc})") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(f"{base_url!r} is not an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1")
+    return base_url
+
+
 class ChatClient:
     """A thread-safe client of one endpoint. `api_key=None` sends no Authorization header
     (a local vLLM or SGLang server)."""
@@ -109,8 +120,10 @@ class ChatClient:
         self.retry = retry
         self._sleep = sleep
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        # trust_env=False: no proxy or netrc from the environment; the URL given is the one used.
-        self._http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout_s), trust_env=False)
+        # A server on this machine is reached directly, never through a proxy from the environment;
+        # a remote one honours HTTPS_PROXY, NO_PROXY and SSL_CERT_FILE as usual.
+        local = httpx.URL(self.url).host in ("127.0.0.1", "localhost", "::1")
+        self._http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout_s), trust_env=not local)
 
     def scrub(self, text: str) -> str:
         """`text` with this client's key replaced by `***` (a server may echo what it was sent)."""
@@ -145,7 +158,7 @@ class ChatClient:
         except httpx.TimeoutException:
             return Reply("error", reason=f"timeout: no complete answer within {self.timeout_s:g} s")
         except httpx.HTTPError as exc:  # connection refused, reset, a bad URL...
-            return Reply("error", reason=f"request failed: {type(exc).__name__}: {exc}")
+            return Reply("error", reason=f"no connection: {type(exc).__name__}: {exc}")
 
 
 def _with(reply: Reply, started: float, attempts: int, key: str | None) -> Reply:

@@ -90,7 +90,7 @@ def test_the_key_goes_into_the_header_and_never_into_a_reason(server):
 def test_a_refused_connection_is_a_recorded_failure():
     with ChatClient("http://127.0.0.1:9/v1", "sk-secret-value", timeout_s=2.0, retry=FAST_RETRY) as c:
         reply = c.complete(MESSAGES, PARAMS)
-    assert reply.status == "error" and reply.reason.startswith("request failed") and "sk-secret" not in reply.reason
+    assert reply.status == "error" and reply.reason.startswith("no connection") and "sk-secret" not in reply.reason
 
 
 def test_backoff_is_jittered_capped_and_honours_retry_after():
