@@ -83,7 +83,7 @@ def failure_record(
     item: BatchItem, settings: BatchSettings, error: str, status: str = "error", check: str | None = None
 ) -> dict[str, Any]:
     """A record with status "error" for an evaluation that produced none (worker died, ...), or
-    with `status` "failed" and `check` "solution" for a sample that has no solution file."""
+    with `status` "failed" and `check` "response" for a sample that has no solution file."""
     from ..catalog.problem import get_problem
     from ..evaluate.record import Record
 

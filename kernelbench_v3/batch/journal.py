@@ -6,7 +6,8 @@ fsync before `append` returns (a record reported as done survives a SIGKILL or p
 repair of a torn last line left by a killed writer; an exclusive lock so two batches never write
 one journal; and the resume key of a record, `(model, gpu, problem_id, solution_sha256, sample)`
 (`sample` None outside the samples layout), with "last journaled record per key wins" and, for a
-sample, its latest file replacing the records of the files it had before. What a batch is and how it runs belongs to `batch`.
+sample, its latest file replacing the records of the files it had before. What a batch is and
+how it runs belongs to `batch`.
 
 Nothing here imports `datasets`, `torch` or `pandas`.
 """

@@ -345,7 +345,7 @@ def run_batch(
             shown.record(record, worker)
 
         try:
-            for item in [it for it in todo if it.missing]:  # nothing to evaluate: a failed sample, no evaluation
+            for item in [it for it in todo if it.missing]:  # a sample without code: failed, nothing to evaluate
                 record = executors.failure_record(item, settings, item.missing, "failed", "response")
                 record = executors.stamp(record, item)
                 book.append(record)

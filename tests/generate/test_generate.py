@@ -162,7 +162,14 @@ def test_ctrl_c_keeps_every_response_that_arrived_and_exits_130(server, tmp_path
         "--out", str(run), "--no-progress",
     ]  # fmt: skip
     process = subprocess.Popen(
-        command, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # An earlier test's reported Ctrl-C leaves SIGINT ignored in this process, and a child keeps
+        # an ignored SIGINT (Python then installs no KeyboardInterrupt handler): restore it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 120
