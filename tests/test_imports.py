@@ -30,7 +30,10 @@ ALLOWED_ARROWS: dict[str, set[str]] = {
     "runs": SHARED | {"catalog", "hardware"},
     "batch": SHARED | {"catalog", "evaluate", "runs"},  # runs: solution files in the runs layout
     "serve": SHARED | {"catalog", "evaluate"},  # the local service: warm supervisors behind a socket
-    "cli": SHARED | {"<package>", "catalog", "hardware", "evaluate", "prompts", "dataset", "runs", "batch", "serve"},
+    # prompts -> model -> samples: the batch journal's durability, runs' samples layout
+    "generate": SHARED | {"catalog", "prompts", "batch", "runs"},
+    "cli": SHARED
+    | {"<package>", "catalog", "hardware", "evaluate", "prompts", "dataset", "runs", "batch", "serve", "generate"},
     "<package>": SHARED | {"catalog", "dataset", "evaluate", "runs"},  # the lazy top-level API
     "__main__": {"cli"},
 }

@@ -79,8 +79,11 @@ def importable_path(path: Path) -> Path:
     return write_module_file(path.read_text(encoding="utf-8"), stem=stem)
 
 
-def failure_record(item: BatchItem, settings: BatchSettings, error: str) -> dict[str, Any]:
-    """A record with status "error" for an evaluation that produced none (worker died, ...)."""
+def failure_record(
+    item: BatchItem, settings: BatchSettings, error: str, status: str = "error", check: str | None = None
+) -> dict[str, Any]:
+    """A record with status "error" for an evaluation that produced none (worker died, ...), or
+    with `status` "failed" and `check` "response" for a sample that has no solution file."""
     from ..catalog.problem import get_problem
     from ..evaluate.record import Record
 
@@ -99,7 +102,7 @@ def failure_record(item: BatchItem, settings: BatchSettings, error: str) -> dict
         record.problem_sha256 = problem.sha256
     except (KeyError, OSError, ValueError):
         pass
-    return record.fail("error", error).to_dict()
+    return record.fail(status, error, check).to_dict()
 
 
 def stamp(record: dict[str, Any], item: BatchItem) -> dict[str, Any]:
@@ -113,6 +116,8 @@ def stamp(record: dict[str, Any], item: BatchItem) -> dict[str, Any]:
         solution_sha256=item.solution_sha256,
         solution_path=item.solution_path,
     )
+    if item.sample is not None:  # only in the samples layout: other batches' records keep their columns
+        record["sample"] = item.sample
     return record
 
 

@@ -4,8 +4,10 @@ Owns the journal's file format and its guarantees: a header line holding the bat
 journal only resumes under equal settings), then one record a line, each appended with flush and
 fsync before `append` returns (a record reported as done survives a SIGKILL or power loss); the
 repair of a torn last line left by a killed writer; an exclusive lock so two batches never write
-one journal; and the resume key of a record, `(model, gpu, problem_id, solution_sha256)`, with
-"last journaled record per key wins". What a batch is and how it runs belongs to `batch`.
+one journal; and the resume key of a record, `(model, gpu, problem_id, solution_sha256, sample)`
+(`sample` None outside the samples layout), with "last journaled record per key wins" and, for a
+sample, its latest file replacing the records of the files it had before. What a batch is and
+how it runs belongs to `batch`.
 
 Nothing here imports `datasets`, `torch` or `pandas`.
 """
@@ -21,7 +23,7 @@ from typing import Any
 
 JOURNAL_FORMAT = 1
 
-Key = tuple[str, str, str, str]  # (model, gpu, problem_id, solution_sha256)
+Key = tuple[str, str, str, str, int | None]  # (model, gpu, problem_id, solution_sha256, sample)
 
 
 class JournalError(ValueError):
@@ -29,14 +31,33 @@ class JournalError(ValueError):
 
 
 def record_key(record: dict[str, Any]) -> Key:
-    return (record["model"], record["gpu"], record["problem_id"], record["solution_sha256"])
+    sample = record.get("sample")
+    return (
+        record["model"],
+        record["gpu"],
+        record["problem_id"],
+        record["solution_sha256"],
+        None if sample is None else int(sample),
+    )
 
 
 def latest_records(records: Iterable[dict[str, Any]]) -> dict[Key, dict[str, Any]]:
-    """One record per key, the last journaled one winning (a retried error replaces its first)."""
+    """One record per key, the last journaled one winning (a retried error replaces its first).
+
+    A sample (`sample` set) is one slot of its model and problem: a record for a new file of that
+    sample (the run was generated again) replaces the records of its earlier files, so pass@k
+    never counts one sample twice."""
     latest: dict[Key, dict[str, Any]] = {}
+    slot_of: dict[tuple[str, str, str, int], Key] = {}
     for record in records:
-        latest[record_key(record)] = record
+        key = record_key(record)
+        if key[4] is not None:
+            slot = (key[0], key[1], key[2], key[4])
+            previous = slot_of.get(slot)
+            if previous is not None and previous != key:
+                latest.pop(previous, None)
+            slot_of[slot] = key
+        latest[key] = record
     return latest
 
 

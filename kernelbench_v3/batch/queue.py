@@ -26,10 +26,14 @@ class BatchItem:
     problem_id: str
     solution_path: str
     solution_sha256: str
+    sample: int | None = None  # the sample's index in the samples layout (runs.sample_files)
+    # A sample without a solution file (no code in the response, a failed request): why. Such an
+    # item is recorded as failed without an evaluation; solution_path and solution_sha256 are "".
+    missing: str = ""
 
     @property
     def key(self) -> Key:
-        return (self.model, self.gpu, self.problem_id, self.solution_sha256)
+        return (self.model, self.gpu, self.problem_id, self.solution_sha256, self.sample)
 
 
 # A batch's default limit per step: a batch favours moving on over waiting (eval's is 600 s).

@@ -8,10 +8,13 @@ then find it in the evaluator's on-disk cache), and writing the Parquet output f
 Running evaluations belongs to `executors` (local worker processes, one per GPU, or Ray tasks);
 judging one solution belongs to `evaluate`.
 
-Two solution layouts are understood:
+Three solution layouts are understood:
 
 - like `problems/`: `<SOLUTIONS>/level1/40_LayerNorm.py` solves `level1/40_LayerNorm`; the model
   name is `--model`, else the folder's name;
+- the samples layout `kbv3 generate` writes (`runs.sample_files`): a `samples.json` manifest
+  naming the model, the split and every sample, `<category>/<problem>/sample_<k>.py` for each one
+  with code; a sample without code is recorded as failed (check `response`), not evaluated;
 - like the runs dataset's `solutions/`: `<model>_<GPU>_<problem file stem>.py.txt`, e.g.
   `claude-opus-4_H100_40_LayerNorm.py.txt`, parsed by the runs dataset's own
   `runs.solution_files.parse_solution_name` (model names may contain `_`: the name is split at the `_<GPU>_`
@@ -93,6 +96,10 @@ def discover_solutions(
         raise BatchError(f"solutions folder {folder} does not exist")
     gpu = split_gpu(split)
     catalog = discover(problems_root)
+    from ..runs.sample_files import MANIFEST  # lazily: runs imports pandas
+
+    if (folder / MANIFEST).is_file():
+        return discover_samples(folder, split, catalog, model)
     in_split = {p.problem_id for p in catalog if split in p.gpus}
     order = {p.problem_id: i for i, p in enumerate(catalog)}
     by_file: dict[str, list[Problem]] = {}
@@ -141,6 +148,41 @@ def discover_solutions(
             f"(like problems/) or <model>_<GPU>_<problem>{RUNS_SUFFIX} files (like the runs dataset)"
         )
     items.sort(key=lambda it: (order[it.problem_id], it.model, it.solution_path))
+    return SolutionSet(items=items, skipped=skipped)
+
+
+def discover_samples(folder: Path, split: str, catalog: list[Problem], model: str | None = None) -> SolutionSet:
+    """The samples of a `samples.json` folder, sorted by problem (catalog order), then sample."""
+    from ..runs.sample_files import SampleManifestError, read_manifest
+
+    try:
+        manifest = read_manifest(folder)
+    except SampleManifestError as exc:
+        raise BatchError(str(exc)) from None
+    if manifest.split != split:
+        raise BatchError(f"{folder}: the samples were generated for split {manifest.split}, the batch is for {split}")
+    gpu = split_gpu(split)
+    order = {p.problem_id: i for i, p in enumerate(catalog)}
+    in_split = {p.problem_id for p in catalog if split in p.gpus}
+    unknown = [e.problem_id for e in manifest.entries if e.problem_id not in order]
+    if unknown:
+        first = unknown[0]
+        raise UnknownSolutionError(
+            f"{folder}: {len(unknown)} sample(s) name no known problem, e.g. {first!r}{_did_you_mean(first, order)}"
+        )
+    name = model or manifest.model
+    items, skipped = [], []
+    for e in manifest.entries:
+        path = folder / e.file if e.file is not None else None
+        if e.problem_id not in in_split:
+            skipped.append(Skipped(str(path or folder), f"{e.problem_id} is not in split {split}"))
+        elif path is None:
+            items.append(BatchItem(name, gpu, e.problem_id, "", "", sample=e.sample, missing=e.reason))
+        else:
+            items.append(BatchItem(name, gpu, e.problem_id, str(path), sha256_file(path), sample=e.sample))
+    if not items and not skipped:
+        raise BatchError(f"no samples listed in {folder}/samples.json")
+    items.sort(key=lambda it: (order[it.problem_id], it.sample))
     return SolutionSet(items=items, skipped=skipped)
 
 
@@ -293,8 +335,8 @@ def run_batch(
         redo = {k for k, r in done.items() if retry_errors and r.get("status") == "error"}
         todo = [it for it in found.items if it.key not in done or it.key in redo]
         warm = {(r["problem_id"], r["gpu"]) for r in done.values()}
-        queue = WorkQueue(todo, warm)
-        shown = Progress(len(todo), progress)
+        queue = WorkQueue([it for it in todo if not it.missing], warm)
+        shown = Progress(len(todo) - sum(bool(it.missing) for it in todo), progress)
 
         def on_record(item: BatchItem, record: dict[str, Any], worker: str = "") -> None:
             record = executors.stamp(record, item)
@@ -303,7 +345,12 @@ def run_batch(
             shown.record(record, worker)
 
         try:
-            if todo:
+            for item in [it for it in todo if it.missing]:  # a sample without code: failed, nothing to evaluate
+                record = executors.failure_record(item, settings, item.missing, "failed", "response")
+                record = executors.stamp(record, item)
+                book.append(record)
+                done[item.key] = record
+            if not queue.finished():
                 runner = executors.make_executor(
                     executor,
                     settings,

@@ -120,7 +120,9 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
     )
     add_eval_options(p)
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
-    p.add_argument("--model", help="model name for a problems/-style folder (default: its name)")
+    p.add_argument(
+        "--model", help="model name for a problems/-style folder (default: its name; samples.json names its own)"
+    )
     p.add_argument("--journal", type=Path, help="journal path (default: <out>.journal.jsonl)")
     p.add_argument(
         "--retry-errors",

@@ -1,6 +1,6 @@
 """The `kbv3` command: thin verbs over the library.
 
-The verbs live in `problem_verbs`, `eval_verbs` and `runs_verbs` (each with `add_<verb>` and
+The verbs live in `problem_verbs`, `generate_verbs`, `eval_verbs`, `serve_verbs` and `runs_verbs` (each with `add_<verb>` and
 `run_<verb>`); argument checks in `args`; the evaluator's options in `options`. `main` turns a
 user's mistake into one line on stderr and an exit code (EXIT_CODES), never a traceback.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import eval_verbs, problem_verbs, runs_verbs, serve_verbs
+from . import eval_verbs, generate_verbs, problem_verbs, runs_verbs, serve_verbs
 from .args import CliError, KbParser, ignore_further_interrupts
 
 # What `kbv3` exits with (README "Exit codes").
@@ -30,6 +30,7 @@ VERBS = [
     problem_verbs.add_validate,
     problem_verbs.add_prompts,
     problem_verbs.add_extract,
+    generate_verbs.add_generate,
     eval_verbs.add_eval,
     eval_verbs.add_eval_batch,
     serve_verbs.add_serve,

@@ -115,6 +115,14 @@ def add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("results", type=Path, help="records file: .parquet, .jsonl or .json")
     p.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML page to OUT")
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    machine = p.add_mutually_exclusive_group()
+    machine.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object instead: `models` (per model: samples, problems, pass@k, fast_p@k, ...) "
+        "and `problems` (per model and problem)",
+    )
+    machine.add_argument("--csv", action="store_true", help="print the per-model summary as CSV instead")
     p.set_defaults(func=cmd_report)
 
 
@@ -134,10 +142,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     except RunsSchemaError as exc:
         print(f"kbv3 report: {exc}", file=sys.stderr)
         return 1
-    print(terminal_text(report_table(runs)))
+    from ..runs import pass_at_k
+
+    if args.json or args.csv:
+        summaries = pass_at_k.model_summaries(runs)
+        if args.json:
+            problems = _records(pass_at_k.problem_table(runs))
+            print(json.dumps({"models": summaries, "problems": problems}, indent=1))
+        else:
+            print(pass_at_k.summaries_csv(summaries), end="")
+    else:
+        # The per-model summary, the per-problem table (where a problem has several samples),
+        # then every record, each problem's best sample first.
+        print(pass_at_k.summaries_text(pass_at_k.model_summaries(runs)) + "\n")
+        problems = pass_at_k.problem_table(runs)
+        if (problems["samples"] > 1).any():
+            print(problems.to_string(index=False, float_format=lambda v: f"{v:.3g}") + "\n")
+        print(terminal_text(report_table(pass_at_k.sort_records_best_first(runs))))
     if args.html is not None:
         args.html.write_text(html_page(runs, joined, title=f"kbv3 report: {args.results.name}"), encoding="utf-8")
-        print(f"wrote {args.html}")
+        print(f"wrote {args.html}", file=sys.stderr if args.json or args.csv else sys.stdout)  # stdout stays parseable
     return 0
 
 

@@ -90,8 +90,8 @@ def read_runs_table(path: Path | str) -> tuple[pd.DataFrame, str]:
         )
     kind = _kind_of(frame)
     if kind == "records":
-        # A batch journal may hold retries: the last record of a (model, GPU, problem) wins.
-        keys = [c for c in ("model", "gpu", "problem", "problem_id") if c in frame.columns]
+        # A batch journal may hold retries: the last record of a (model, GPU, problem, sample) wins.
+        keys = [c for c in ("model", "gpu", "problem", "problem_id", "sample") if c in frame.columns]
         frame = frame.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)
     return frame, kind
 

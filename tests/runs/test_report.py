@@ -70,9 +70,11 @@ def test_report_prints_one_row_per_problem_with_the_failed_check_and_reason(tmp_
     assert main(["report", str(path)]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    header = lines[0].split()
+    assert lines[0].startswith("m: 4 samples over 4 problems")  # the per-model summary comes first
+    start = next(i for i, line in enumerate(lines) if line.startswith("problem "))
+    header = lines[start].split()
     assert header[:4] == ["problem", "model", "gpu", "status"] and "speedup" in header and "SOL" in header
-    row = {line.split()[0]: line for line in lines[1:5]}
+    row = {line.split()[0]: line for line in lines[start + 1 : start + 5]}
     assert "2.000x" in row["level1/23_Softmax"] and "42.0%" in row["level1/23_Softmax"]
     assert "n/a on CPU" in row["level1/26_GELU_"] and "0.000" not in row["level1/26_GELU_"]
     assert re.search(r"incorrect\s+correctness\s+seed42: max abs error 0.5", row["level1/40_LayerNorm"])

@@ -1,0 +1,126 @@
+"""`kbv3 generate`: every problem of a split sent to a model, N samples each, into a run folder
+that `kbv3 eval-batch RUN_DIR/solutions` evaluates.
+
+The API key is read from the environment variable `--api-key-env` names and handed to the
+client only; it is never printed, and messages that could carry it are scrubbed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+from ..vocab import SPLITS
+from .args import (
+    CliError,
+    check_writable_parent,
+    ignore_further_interrupts,
+    positive_int,
+    positive_seconds,
+    problems_dir,
+)
+
+
+def problem_ids(text: str) -> tuple[str, ...]:
+    """`level1/23_Softmax,level1/26_GELU_` -> the ids, in order, without repeats."""
+    ids = tuple(dict.fromkeys(item.strip().removesuffix(".py") for item in text.split(",") if item.strip()))
+    if not ids:
+        raise argparse.ArgumentTypeError("no problem id given; e.g. level1/23_Softmax,level1/26_GELU_")
+    return ids
+
+
+def temperature(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    if text.strip() == "0":
+        return 0
+    return positive_int(text)
+
+
+def add_generate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "generate",
+        help="send every problem's prompt to an OpenAI-compatible model, N samples each, into a run folder",
+        description="Send each problem's prompt (the template `kbv3 prompts` uses) to an OpenAI-compatible "
+        "chat-completions endpoint (vLLM, SGLang, OpenAI, OpenRouter...). Responses are journaled as they "
+        "arrive (RUN_DIR/responses.jsonl); rerunning the same command sends only what is missing. Each "
+        "response is extracted into RUN_DIR/solutions/, which `kbv3 eval-batch` evaluates.",
+    )
+    p.add_argument("--split", required=True, choices=SPLITS)
+    p.add_argument("--model", required=True, help="the model name the endpoint serves (sent as `model`)")
+    p.add_argument("--base-url", required=True, help="the API root, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the API key (default: none is sent, as for a local server)",
+    )
+    p.add_argument("--samples", type=positive_int, default=1, help="samples per problem (default: 1)")
+    p.add_argument("--temperature", type=temperature, default=0.0, help="sampling temperature (default: 0)")
+    p.add_argument("--max-tokens", type=positive_int, default=8192, help="answer length limit (default: 8192)")
+    p.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight at once (default: 4)")
+    p.add_argument("--problems", type=problem_ids, metavar="ID,...", help="only these problems of the split")
+    p.add_argument(
+        "--template", default="default", help="a bundled template name or the path of a Jinja2 template file"
+    )
+    p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per request (default: 600)")
+    p.add_argument(
+        "--retries", type=non_negative_int, default=5, help="retries of a 429 or 5xx answer, with backoff (default: 5)"
+    )
+    p.add_argument("--problems-dir", type=problems_dir, help="problems folder (default: the bundled one)")
+    p.add_argument("--out", type=Path, required=True, metavar="RUN_DIR", help="the run folder (created or resumed)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_generate)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from ..generate.client import ChatClient, RetryPolicy, check_base_url, scrub
+    from ..generate.run import GenerateError, GenerateSettings, describe, run_generate
+
+    try:
+        check_base_url(args.base_url)
+    except ValueError as exc:
+        raise CliError(f"argument --base-url: {exc}") from None
+    key = None
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env)
+        if not key:
+            raise CliError(f"argument --api-key-env: environment variable {args.api_key_env} is not set or empty")
+    check_writable_parent(args.out / "responses.jsonl", "--out")
+    settings = GenerateSettings(
+        split=args.split,
+        model=args.model,
+        samples=args.samples,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        template=args.template,
+        problems=args.problems or (),
+        problems_root=str(args.problems_dir.resolve()) if args.problems_dir else None,
+    )
+    client = ChatClient(args.base_url, key, timeout_s=args.timeout, retry=RetryPolicy(retries=args.retries))
+    try:
+        result = run_generate(settings, args.out, client, concurrency=args.concurrency, progress=not args.no_progress)
+    except GenerateError as exc:
+        raise CliError(scrub(str(exc), key)) from None
+    except KeyboardInterrupt:
+        ignore_further_interrupts()
+        print(
+            "kbv3 generate: interrupted; every response that arrived is in the journal, "
+            "rerun the same command to send the rest",
+            file=sys.stderr,
+        )
+        return 130
+    finally:
+        client.close()
+    print(scrub(describe(result), key))
+    return 1 if result.failed_requests else 0

@@ -1,0 +1,100 @@
+"""A local OpenAI-compatible chat-completions server for the tests: loopback only, canned answers.
+
+It answers `POST /v1/chat/completions` with the canned text whose marker (e.g. `Task:
+level1/23_Softmax`) appears in the request's messages, and before that plays a script of faults,
+one per request in order: `"429"` (rate limited, with Retry-After: 0), `"500"`, `"stall"` (sleep
+past the client's timeout, then answer), `"malformed"` (200 with a body that is not JSON),
+`"refuse"`, `"empty"`. Every request's body and headers are kept, to count what was sent and to
+look for a key. It binds 127.0.0.1 and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FakeOpenAI:
+    def __init__(self, answers: dict[str, str], default: str = "I cannot help with that.", stall_s: float = 3.0):
+        self.answers = answers
+        self.default = default
+        self.stall_s = stall_s
+        self.script: list[str] = []
+        self.requests: list[dict] = []
+        self.delay_after: int | None = None  # from this many requests on, stall each answer
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def answer_for(self, body: dict) -> str:
+        text = "\n".join(m.get("content", "") for m in body.get("messages", []))
+        return next((answer for marker, answer in self.answers.items() if marker in text), self.default)
+
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with fake._lock:
+                    fake.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
+                    fault = fake.script.pop(0) if fake.script else "ok"
+                    count = len(fake.requests)
+                if self.path != "/v1/chat/completions":
+                    return self._send(404, b'{"error": "not found"}')
+                if fault == "429":
+                    return self._send(429, b'{"error": "rate limited"}', {"Retry-After": "0"})
+                if fault == "500":
+                    return self._send(500, b'{"error": "overloaded"}')
+                if fault == "malformed":
+                    return self._send(200, b'{"choices": [ this is not json')
+                if fault == "stall" or (fake.delay_after is not None and count > fake.delay_after):
+                    time.sleep(fake.stall_s)
+                message = {"role": "assistant", "content": fake.answer_for(body)}
+                finish = "stop"
+                if fault == "refuse":
+                    message = {"role": "assistant", "content": None, "refusal": "I will not write that."}
+                elif fault == "empty":
+                    message["content"] = ""
+                reply = {
+                    "id": f"cmpl-{count}",
+                    "object": "chat.completion",
+                    "model": body.get("model"),
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150},
+                }
+                self._send(200, json.dumps(reply).encode())
+
+            def _send(self, code: int, payload: bytes, headers: dict | None = None):
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    for name, value in (headers or {}).items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a stall past its timeout)
+
+        return Handler
