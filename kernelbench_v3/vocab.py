@@ -55,6 +55,10 @@ Status = Literal["correct", "incorrect", "failed", "incomplete", "error"]
 CheckOutcome = Literal["pass", "fail", "skip", "not run"]
 BaselineType = Literal["eager", "compile"]
 TimingMethod = Literal[
+    "supervisor_calls_cuda_graphs",
+    "supervisor_calls_cuda_eager",
+    "supervisor_calls_cpu",
+    # Older records: the k-call windows (until TIMING_VERSION 6) and the events before them.
     "supervisor_windows_cuda_graphs",
     "supervisor_windows_eager",
     "supervisor_windows_cpu",
@@ -62,6 +66,14 @@ TimingMethod = Literal[
     "cpu_wall_clock",
     "",
 ]
+# The methods whose times are GPU performance figures (a CPU time tests the machinery only).
+GPU_TIMING_METHODS = (
+    "supervisor_calls_cuda_graphs",
+    "supervisor_calls_cuda_eager",
+    "supervisor_windows_cuda_graphs",
+    "supervisor_windows_eager",
+    "cuda_events",
+)
 # The precision keys of the GPUs' peak tables (fp32 is plain FP32, tf32 the tensor-core mode).
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..catalog.problem import Problem, discover
-from ..vocab import SPLIT_OF_RUNS_GPU
+from ..vocab import GPU_TIMING_METHODS, SPLIT_OF_RUNS_GPU
 from .leaderboard import split_totals
 from .schema import (  # noqa: F401 - re-exported: the runs API in one place
     RECORD_MARKERS,
@@ -260,7 +260,7 @@ def _drop_cpu_speedups(runs: pd.DataFrame) -> pd.DataFrame:
     `timing_meaningful` says which rows were timed on a GPU."""
     method = runs["timing_method"] if "timing_method" in runs.columns else pd.Series("", index=runs.index)
     device = runs["device"] if "device" in runs.columns else pd.Series("", index=runs.index)
-    on_gpu = method.isin(["cuda_events", "supervisor_windows_cuda_graphs", "supervisor_windows_eager"])
+    on_gpu = method.isin(GPU_TIMING_METHODS)
     meaningful = on_gpu | (method.fillna("").eq("") & device.ne("cpu"))
     if "timing_meaningful" in runs.columns:
         meaningful &= runs["timing_meaningful"].map(lambda v: v is not False)

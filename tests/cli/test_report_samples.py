@@ -21,7 +21,7 @@ def _write(tmp_path: Path) -> Path:
     for sample, (correct, speedup) in enumerate([(True, 3.0), (False, None)]):
         rows.append(
             {**TEMPLATE, "model": "gpu-model", "device": "cuda", "timing_meaningful": correct or None,
-             "timing_method": "supervisor_windows_cuda_graphs" if correct else "",
+             "timing_method": "supervisor_calls_cuda_graphs" if correct else "",
              "correct": correct, "status": "correct" if correct else "incorrect", "speedup": speedup, "sample": sample}
         )  # fmt: skip
     for sample in range(2):

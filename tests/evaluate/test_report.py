@@ -11,14 +11,18 @@ def test_the_readable_report_gives_the_scored_method_its_precision_the_evidence_
     record = Record(
         problem_id="level1/23_Softmax",
         status="correct",
-        timing_method="supervisor_windows_cuda_graphs",
+        timing_method="supervisor_calls_cuda_graphs",
         sol_ms=0.016,
         event_ms=0.0155,
-        timing_details={"fit": {"rounds": 40, "rel_se": 0.004}, "timing_method": "supervisor_windows_cuda_graphs"},
+        timing_details={
+            "calls": {"calls": 400, "ci95_rel_halfwidth": 0.004, "p10_ms": 0.015, "p90_ms": 0.018},
+            "timing_method": "supervisor_calls_cuda_graphs",
+        },
         phase_s={"reference": 9.6, "candidate": 14.1},
     )
     text = describe(record)
-    assert "the supervisor's windows (supervisor_windows_cuda_graphs), 40 rounds, standard error 0.40%" in text
+    assert "one-call windows less the echo's (supervisor_calls_cuda_graphs), median of 400 calls" in text
+    assert "95% interval +-0.40%" in text
     assert "own figure 0.0155 ms per call (evidence, not scored)" in text
     assert "phases: reference 9.6s, candidate 14.1s" in text
     assert "timing:" not in describe(Record(problem_id="x", sol_ms=1.0))

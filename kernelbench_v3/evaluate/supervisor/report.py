@@ -44,15 +44,16 @@ def describe(record: Record) -> str:
             + (f", flags {record.timing_flags}" if record.timing_flags else "")
         )
         details = record.timing_details
-        fit = details.get("fit") or {}
-        if fit:
+        calls = details.get("calls") or {}
+        if calls:
+            half = calls.get("ci95_rel_halfwidth")
             lines.append(
-                f"timing: the supervisor's windows ({details.get('timing_method', record.timing_method)}), "
-                f"{fit.get('rounds')} rounds, standard error {100 * (fit.get('rel_se') or 0):.2f}%; "
+                f"timing: the supervisor's one-call windows less the echo's "
+                f"({details.get('timing_method', record.timing_method)}), median of {calls.get('calls')} calls, "
+                f"95% interval {'n/a' if half is None else f'+-{100 * half:.2f}%'}, "
+                f"p10-p90 {_ms(calls.get('p10_ms'))}-{_ms(calls.get('p90_ms'))}; "
                 f"the solution process's own figure {record.event_ms or 0:.4g} ms per call (evidence, not scored)"
             )
-        if details.get("sol_ms_source"):
-            lines.append(f"scored from: {details['sol_ms_source']}")
     if record.phase_s:
         lines.append("phases: " + ", ".join(f"{name} {sec:.1f}s" for name, sec in record.phase_s.items()))
     if record.baseline_ms is not None:
