@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ...vocab import GPU_TIMING_METHODS
 from ..record import Record
 from ..request import DEFAULT_TIMEOUT_S, EvalRequest
 from . import physics
@@ -84,7 +85,7 @@ def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request
         rec.timing_details.update(timing.details)
         rec.event_ms = timing.details.get("own_ms_per_call")
     if rec.timing_method:
-        rec.timing_meaningful = rec.timing_method.startswith("supervisor_calls_cuda")
+        rec.timing_meaningful = rec.timing_method in GPU_TIMING_METHODS
         if not rec.timing_meaningful:
             rec.timing_note = CPU_TIMING_NOTE
     if rec.correct and rec.sol_ms and rec.baseline_ms:
