@@ -118,7 +118,9 @@ class Record:
     fingerprint: dict[str, Any] = field(default_factory=dict)
     started_at: str = ""
     duration_s: float | None = None
-    phase_s: dict[str, float] = field(default_factory=dict)  # seconds per phase: reference, baseline, candidate
+    # Seconds per phase: setup, reference, baseline, candidate (with its solution_* steps),
+    # verdict, cleanup, bookkeeping; the top-level ones add up to duration_s.
+    phase_s: dict[str, float] = field(default_factory=dict)
     # The reference came from a cache: from disk its float64 runs and profile, from a batch
     # worker's memory all of it (None: the disk cache is off and nothing was kept in memory).
     reference_cached: bool | None = None

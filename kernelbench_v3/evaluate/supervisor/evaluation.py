@@ -102,11 +102,19 @@ def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -
     try:
         if request.device == "cpu" and problem.cpu_unsupported:
             return rec.fail("error", f"{problem.problem_id} cannot run on CPU: {problem.cpu_unsupported}")
+        syntax = _syntax_error(solution_bytes, Path(request.solution_path))
+        if syntax:  # found before the reference runs: seconds, not the reference's time
+            rec.fail("failed", syntax, check="import")
+            rec.compiled = False
+            return rec
         with tempfile.TemporaryDirectory(prefix="kbv3-eval-") as tmp:
             _evaluate(Path(tmp), request, problem, source_bytes.decode("utf-8"), solution_bytes, sizes, rec, cache_dir)
         return rec
     finally:
         rec.duration_s = round(time.monotonic() - started, 3)
+        # What no phase holds: reading the files, the record itself, removing the work folder.
+        named = sum(v for k, v in rec.phase_s.items() if not k.startswith("solution_"))
+        rec.phase_s["bookkeeping"] = round(max(0.0, rec.duration_s - named), 3)
 
 
 def _evaluate(
@@ -119,13 +127,13 @@ def _evaluate(
     rec: Record,
     cache_dir: Any,
 ) -> None:
+    with _phase(rec, "setup"):
+        scan = None
+        if request.scan_source:
+            from .tamper_scan import scan as scan_source
 
-    scan = None
-    if request.scan_source:
-        from .tamper_scan import scan as scan_source
-
-        scan = scan_source(solution_bytes.decode("utf-8", "replace"))
-    zygote = _warm_zygote(request.device) or Zygote(request.device, work / "zygote.log")  # imports torch meanwhile
+            scan = scan_source(solution_bytes.decode("utf-8", "replace"))
+        zygote = _warm_zygote(request.device) or Zygote(request.device, work / "zygote.log")  # imports torch meanwhile
     try:
         plan = plan_cases(request.seeds, request.other_shape)
         with _phase(rec, "reference"):
@@ -157,19 +165,20 @@ def _evaluate(
         (scratch / "solution.py").write_bytes(solution_bytes)
         with _phase(rec, "candidate"):
             facts = _run_solution(zygote, work, scratch, request, ref, timing_seconds, rec, scan)
-        rec.log_tail, flooded = _log_tail(scratch / LOG_NAME, request.max_log_bytes)
-        if flooded:
-            facts.lost = facts.lost or SessionLost(f"wrote more than {FLOOD_BYTES >> 20} MiB to stdout/stderr")
-            facts.lost_during = facts.lost_during or "running"
-        rec.sandbox = str(facts.sandbox.get("kind", "none"))
-        rec.sandbox_details = facts.sandbox
-        if rec.sandbox == "none":
-            rec.warnings.append(
-                "no_sandbox: the solution process ran without a sandbox on this platform, so its "
-                "writes to caches and files were not prevented (see the README's threat model)"
-            )
-        judge(rec, facts, ref, request, scan)
-        fill_timing(rec, facts, base, request)
+        with _phase(rec, "verdict"):
+            rec.log_tail, flooded = _log_tail(scratch / LOG_NAME, request.max_log_bytes)
+            if flooded:
+                facts.lost = facts.lost or SessionLost(f"wrote more than {FLOOD_BYTES >> 20} MiB to stdout/stderr")
+                facts.lost_during = facts.lost_during or "running"
+            rec.sandbox = str(facts.sandbox.get("kind", "none"))
+            rec.sandbox_details = facts.sandbox
+            if rec.sandbox == "none":
+                rec.warnings.append(
+                    "no_sandbox: the solution process ran without a sandbox on this platform, so its "
+                    "writes to caches and files were not prevented (see the README's threat model)"
+                )
+            judge(rec, facts, ref, request, scan)
+            fill_timing(rec, facts, base, request)
     finally:
         with _phase(rec, "cleanup"):
             try:
@@ -206,6 +215,17 @@ def _warm_zygote(device: str) -> Any:
         log = Path(tempfile.mkstemp(prefix=f"kbv3-zygote-{device}-", suffix=".log")[1])
         zygote = _WARM[device] = Zygote(device, log)
     return zygote
+
+
+def _syntax_error(source: bytes, path: Path) -> str:
+    """Python's complaint about a solution that does not parse, naming the user's file, or ''."""
+    try:
+        compile(source, str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return f"{path}:{exc.lineno}: SyntaxError: {exc.msg}"
+    except ValueError as exc:  # a NUL byte
+        return f"{path}: {exc}"
+    return ""
 
 
 def _log_tail(path: Path, limit: int) -> tuple[str, bool]:
@@ -297,7 +317,8 @@ def _run_solution(
         )
 
     try:
-        session = open_session(scratch)
+        with _phase(rec, "solution_spawn"):  # waits for a zygote still importing torch
+            session = open_session(scratch)
         run = _Run(session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work)
         run.cpu_region = (ALIGN + input_region + output_region, timing_region)
         try:
@@ -376,7 +397,8 @@ class _Run:
             if name in sampled:
                 facts.evidence_samples.append((f"case {name}", dict(reply.evidence)))
         if request.time_solution:
-            skip = self._already_incorrect()
+            with _phase(self.rec, "solution_precheck"):
+                skip = self._already_incorrect()
             if skip:
                 facts.timing_skipped = skip
             else:
@@ -389,7 +411,8 @@ class _Run:
                 if facts.timing is not None and facts.timing.evidence:
                     facts.evidence_samples.append(("a timed call", facts.timing.evidence))
         facts.lost_during = "finishing"
-        reply, _ = session.request(Finish(), self.limits.finish, ("finished",))
+        with _phase(self.rec, "solution_finish"):
+            reply, _ = session.request(Finish(), self.limits.finish, ("finished",))
         if isinstance(reply, Finished):
             facts.tampered += [t for t in reply.tampered if t not in facts.tampered]
 

@@ -37,6 +37,9 @@ class SolutionFacts:
     timing_skipped: str = ""
     lost: SessionLost | None = None
     lost_during: str = ""
+    # Case comparisons already made (the verdict is also drawn before timing, to skip it for a
+    # solution already wrong): outputs of hundreds of MB compare in float64 once, not twice.
+    compared: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
 
 def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, scan: Any | None) -> None:
@@ -156,7 +159,9 @@ def _mark_dependent_not_run(out: dict[str, tuple[str, str]]) -> None:
     first = next((n for n in BASIC_VALUE_CHECKS if out.get(n, ("",))[0] == FAIL), None)
     if first is None:
         return
-    for name in DEPENDENT_VALUE_CHECKS:
+    # A wrong shape leaves the values unjudged: no later basic check can have passed or failed.
+    later = BASIC_VALUE_CHECKS[1:] if first == "output_shape" else ()
+    for name in (*later, *DEPENDENT_VALUE_CHECKS):
         if name in out and out[name][0] in (PASS, FAIL):
             out[name] = (NOT_RUN, f"not judged: {first} failed first")
 
@@ -226,9 +231,12 @@ def _judge_cases(
             )
             merge(out, "output_dtype", True, f"{name}: dtype {info.dtype}, expected {run.entry['dtype']}")
             continue
-        verdict = compare_case(
-            name, group, got, run.saved, run.entry, request.tolerance, rec.precision_used, calibrated
-        )
+        key = (name, request.tolerance, rec.precision_used, calibrated)
+        verdict = facts.compared.get(key)
+        if verdict is None:
+            verdict = facts.compared[key] = compare_case(
+                name, group, got, run.saved, run.entry, request.tolerance, rec.precision_used, calibrated
+            )
         for check in ("output_shape", "output_dtype", "finite", group, "precision"):
             if check in verdict.failures:
                 merge(out, check, True, verdict.failures[check])
