@@ -185,3 +185,60 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
         return 130
     print(describe_batch(result))
     return 0
+
+
+def add_baselines(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "baselines",
+        help="time and cache the baselines of a split ahead of evaluations",
+        description="Time the reference (eager and compiled) of every problem of SPLIT, or of "
+        "--only, exactly as an evaluation would, and cache it; later evaluations on this GPU find "
+        "it cached. A problem already cached is only reported.",
+    )
+    p.add_argument("--split", required=True, type=split_name)
+    p.add_argument("--only", help="comma-separated problem ids of the split (default: all of them)")
+    p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
+    p.add_argument("--timing-seconds", type=float, help="timing budget per timed function")
+    p.add_argument("--retry-failed-baseline", action="store_true", help="re-time cached failures")
+    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    p.add_argument("--cache", type=Path, help="cache folder (default: $KBV3_CACHE_DIR or ~/.cache/kbv3)")
+    p.set_defaults(func=cmd_baselines)
+
+
+def cmd_baselines(args: argparse.Namespace) -> int:
+    from ..catalog.problem import discover
+    from ..evaluate.baselines import fill
+
+    device = args.device or default_device()
+    if device == "cuda":
+        check_cuda("--device cuda")
+    ids = [p.problem_id for p in discover(args.problems, split=args.split)]
+    if args.only:
+        wanted = [i.strip() for i in args.only.split(",") if i.strip()]
+        unknown = [i for i in wanted if i not in ids]
+        if unknown:
+            raise CliError(f"argument --only: {', '.join(unknown)} not in the {args.split} split")
+        ids = wanted
+    failed = 0
+    print(f"kbv3 baselines: {len(ids)} problem(s) of {args.split} on {device}", file=sys.stderr)
+    for result in fill(
+        ids,
+        device=device,
+        problems_dir=args.problems,
+        cache_dir=args.cache,
+        timing_seconds=args.timing_seconds,
+        retry_failed=args.retry_failed_baseline,
+    ):
+        entry = result.entry
+        how = "cached" if entry.get("cached") else "timed"
+        if entry.get("failed"):
+            failed += 1
+            print(f"{result.problem_id}: failed ({how}): {str(entry.get('error'))[:300]}", flush=True)
+        else:
+            print(
+                f"{result.problem_id}: {entry['baseline_ms']:.4g} ms ({entry['baseline_type']}; eager "
+                f"{entry.get('eager_ms') or float('nan'):.4g}, compiled {entry.get('compiled_ms') or float('nan'):.4g}) "
+                f"[{how}]",
+                flush=True,
+            )
+    return 1 if failed else 0

@@ -33,6 +33,7 @@ VERBS = [
     generate_verbs.add_generate,
     eval_verbs.add_eval,
     eval_verbs.add_eval_batch,
+    eval_verbs.add_baselines,
     serve_verbs.add_serve,
     problem_verbs.add_build,
     problem_verbs.add_demo,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..evaluate.request import DEFAULT_TIMING_SECONDS
 from ..vocab import REQUESTABLE_KERNEL_RULES, TOLERANCE_MODES
 from .args import positive_seconds, seeds
 
@@ -50,7 +51,9 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--timing-seconds",
         type=positive_seconds,
-        help="timing budget per timed function (default: 15 on CUDA, 4 on CPU)",
+        help="timing budget per timed function, in seconds (default: "
+        + ", ".join(f"{s:g} on {d.upper()}" for d, s in DEFAULT_TIMING_SECONDS.items())
+        + ")",
     )
     p.add_argument(
         "--no-baseline",

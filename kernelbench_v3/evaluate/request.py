@@ -15,8 +15,11 @@ from ..vocab import DEVICES, REQUESTABLE_KERNEL_RULES, TOLERANCE_MODES, Device, 
 
 # The published harness's correctness seeds; every evaluation logs the seeds it used.
 DEFAULT_SEEDS: tuple[int, ...] = (42, 123, 456, 789, 1337)
-# The supervisor's limit per step of one evaluation (import, each case, each timing batch).
+# The supervisor's limit per step of one evaluation (import, each case, each timed call).
 DEFAULT_TIMEOUT_S = 600.0
+# The timing budget of each timed function when a request names none, by device (the one place
+# the CLI's help, the README and the evaluator read it from).
+DEFAULT_TIMING_SECONDS: dict[str, float] = {"cuda": 6.0, "cpu": 1.5}
 
 
 @dataclass(frozen=True)
@@ -25,8 +28,8 @@ class EvalRequest:
 
     - `gpu`: the split / GPU the result is reported for (`h100`, `b200`, `rtx3090`, or any name
       `kernelbench_v3.hardware.gpus` knows); it selects the speed-of-light figure, not the device.
-    - `device`: where it runs: "cuda" (timed with CUDA events) or "cpu" (Triton interpreter,
-      timed by wall clock and marked so).
+    - `device`: where it runs: "cuda" (timed by the supervisor's one-call windows, docs/timing.md)
+      or "cpu" (the Triton interpreter; the same windows test the machinery, no speedup).
     - `sizes`: size overrides (a mapping or pairs). Empty on CPU means the problem's
       REDUCED_SIZES (the record says so); empty on CUDA means the default shapes.
     - `tolerance`: "v3" (allclose atol=rtol=1e-2, comparable with the runs dataset),
@@ -38,13 +41,14 @@ class EvalRequest:
       the main work) or "v3" (the published rule: an own kernel ran).
     - `scan_source`: the static tamper scan of the solution's source (a named check).
     - `timeout_s`: the supervisor's wall-clock limit for each step (import, each case, each
-      timing window) and for the reference and baseline processes. None (the default) derives
+      timed call) and for the reference and baseline processes. None (the default) derives
       each step's limit from the problem (`supervisor.step_limits`: the reference's own time and
       the case count), so a solution that hangs fails within a minute; the reference and
       baseline processes then get `DEFAULT_TIMEOUT_S`.
     - `timing_seconds`: the timing budget of each timed function (solution, eager and compiled
-      baseline); None means the evaluator's default (15 s on CUDA, 4 s on CPU). Repetitions stop
-      earlier once the median is stable; a smaller budget trades precision for throughput.
+      baseline); None means DEFAULT_TIMING_SECONDS for the device. Timed calls stop earlier
+      once the median's 95% interval is narrow enough; a smaller budget trades precision for
+      throughput.
     - `retry_failed_baseline`: re-time the baseline even when the cache holds a failure for it
       (failures are cached like successes; KBV3_RETRY_FAILED_BASELINE=1 does the same).
     """

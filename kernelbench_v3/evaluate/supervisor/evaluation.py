@@ -30,7 +30,7 @@ from ..cases import CORRECTNESS, RECOMPUTE, plan_cases
 from ..protocol.channel import ALIGN, Arena, Layout, Link, round_up, tensor_nbytes
 from ..protocol.messages import Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
 from ..record import SCHEMA_VERSION, Record
-from ..request import EvalRequest
+from ..request import DEFAULT_TIMING_SECONDS, EvalRequest
 from ..solution.zygote import LOG_NAME, Zygote
 from . import timing_phase, warm_references
 from .fingerprint import device_name, software
@@ -155,7 +155,7 @@ def _evaluate(
         if not ref.cases[f"seed{request.seeds[0]}"].entry["finite"]:
             rec.fail("error", "the reference output has NaN/Inf at these sizes")
             return
-        timing_seconds = request.timing_seconds or (1.5 if request.device == "cpu" else 6.0)
+        timing_seconds = request.timing_seconds or DEFAULT_TIMING_SECONDS[request.device]
         base: dict[str, Any] = {}
         if request.time_solution and request.baseline:
             with _phase(rec, "baseline"):
