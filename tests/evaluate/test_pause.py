@@ -175,19 +175,19 @@ def test_pausing_a_process_that_is_gone_is_harmless():
     ids=["honest", "forks_a_setsid_child"],
 )
 def test_every_window_after_the_first_finds_the_solutions_side_stopped(tmp_path, monkeypatch, solution):
-    from kernelbench_v3.evaluate.supervisor import clock
+    from kernelbench_v3.evaluate.supervisor import call_side
 
     seen: list[dict[int, str]] = []  # at each window's opening: the state of everything below the zygote
-    real_run = clock.Windows.run
+    real_call = call_side.CallSide.call
 
-    def run(self, k, **kwargs):
+    def call(self, set_index):
         pauser = self.session.pauser
-        if self.session.paused:  # not the first window of this process (the solution's, the echo's)
-            fresh = pauser.members - pauser.stopped.keys()  # the echo, started since the last window
+        if self.session.paused:  # not the first call of this process (the solution's, the echo's)
+            fresh = pauser.members - pauser.stopped.keys()  # a member started since the last call
             seen.append({pid: _wait_for(pid, "TtZ") for pid in descendants(pauser.root) - fresh})
-        return real_run(self, k, **kwargs)
+        return real_call(self, set_index)
 
-    monkeypatch.setattr(clock.Windows, "run", run)
+    monkeypatch.setattr(call_side.CallSide, "call", call)
     request = EvalRequest(
         "level1/23_Softmax",
         solution,
