@@ -207,7 +207,7 @@ def add_baselines(sub: argparse._SubParsersAction) -> None:
 
 def cmd_baselines(args: argparse.Namespace) -> int:
     from ..catalog.problem import discover
-    from ..evaluate.baselines import fill
+    from ..evaluate.supervisor.scoring import fill
 
     device = args.device or default_device()
     if device == "cuda":

@@ -3,10 +3,10 @@
 The supervisor is the process that calls `evaluate`; it never imports the solution. It reads the
 problem's source once (and materializes only from those bytes), computes the reference in
 itself, gets the baseline from the cache or a baseline child (reference code only), then has the
-zygote fork a fresh sandboxed solution process and drives it request by request (`session`):
-setup, every planned case, the kernel-evidence pass, timing (`clock`). Inputs go out and outputs
+zygote fork a fresh sandboxed solution process and drives it (`candidate`: setup, every planned
+case, the kernel-evidence pass, timing by `timing_phase` and `clock`). Inputs go out and outputs
 come back as raw bytes in a shared arena; the verdict (`verdict`) and the reported time are
-decided here. Every step has a deadline on the supervisor's clock, and when the evaluation ends
+decided here. Each phase's seconds go into `Record.phase_s` (`phases`). Every step has a deadline on the supervisor's clock, and when the evaluation ends
 the solution process and everything it spawned are killed.
 """
 
@@ -14,56 +14,27 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import random
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from ...vocab import runs_gpu_name
-from ..cases import CORRECTNESS, RECOMPUTE, plan_cases
-from ..protocol.channel import ALIGN, Arena, Layout, Link, round_up, tensor_nbytes
-from ..protocol.messages import Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
+from ..cases import plan_cases
 from ..record import SCHEMA_VERSION, Record
 from ..request import DEFAULT_TIMING_SECONDS, EvalRequest
 from ..solution.zygote import LOG_NAME, Zygote
-from . import timing_phase, warm_references
+from . import warm_references
+from .candidate import flood, run_solution
 from .fingerprint import device_name, software
-from .pause import ProcessPause
-from .reference import ReferenceRun, compute
+from .phases import phase
+from .reference import compute
 from .reference_cache import for_evaluation, key_fields
 from .scoring import fill_timing, request_baseline
-from .session import CaseResult, Session, SessionLost
-from .timed_memory import TimingUnavailable
-from .verdict import SolutionFacts, judge
+from .session import SessionLost
+from .verdict import judge
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
-EVIDENCE_CASES = 2  # cases (never the first, which compiles) picked at random for kernel evidence
-# Step limits when the request gives none (`step_limits`).
-START_LIMIT_S = 60.0
-SETUP_LIMIT_S = 30.0
-CASE_LIMIT_S = 15.0
-FIRST_CASE_COMPILE_S = 20.0
-WINDOW_LIMIT_S = 30.0
-REFERENCE_FACTOR = 20.0
-CPU_ADDRESS_SPACE = 16 << 30  # RLIMIT_AS of a CPU solution process
-FILE_SIZE_LIMIT = 256 << 20  # RLIMIT_FSIZE of a solution process (a larger write kills it)
-FLOOD_BYTES = 32 << 20  # more output than this on stdout/stderr fails the solution
-CUDA_MEMORY_FRACTION = 0.9  # of the device, for the solution process
-
-
-@contextmanager
-def _phase(rec: Record, name: str) -> Iterator[None]:
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        rec.phase_s[name] = round(rec.phase_s.get(name, 0.0) + time.monotonic() - started, 3)
 
 
 def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -> Record:
@@ -127,7 +98,7 @@ def _evaluate(
     rec: Record,
     cache_dir: Any,
 ) -> None:
-    with _phase(rec, "setup"):
+    with phase(rec, "setup"):
         scan = None
         if request.scan_source:
             from .tamper_scan import scan as scan_source
@@ -136,7 +107,7 @@ def _evaluate(
         zygote = _warm_zygote(request.device) or Zygote(request.device, work / "zygote.log")  # imports torch meanwhile
     try:
         plan = plan_cases(request.seeds, request.other_shape)
-        with _phase(rec, "reference"):
+        with phase(rec, "reference"):
             try:
                 fields = key_fields(rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
                 warm_key = warm_references.key_of(fields)
@@ -158,17 +129,17 @@ def _evaluate(
         timing_seconds = request.timing_seconds or DEFAULT_TIMING_SECONDS[request.device]
         base: dict[str, Any] = {}
         if request.time_solution and request.baseline:
-            with _phase(rec, "baseline"):
+            with phase(rec, "baseline"):
                 base = request_baseline(request, problem, source, sizes, cache_dir, timing_seconds)
         scratch = work / "solution"
         scratch.mkdir(mode=0o700)
         (scratch / "solution.py").write_bytes(solution_bytes)
-        with _phase(rec, "candidate"):
-            facts = _run_solution(zygote, work, scratch, request, ref, timing_seconds, rec, scan)
-        with _phase(rec, "verdict"):
+        with phase(rec, "candidate"):
+            facts = run_solution(zygote, work, scratch, request, ref, timing_seconds, rec, scan)
+        with phase(rec, "verdict"):
             rec.log_tail, flooded = _log_tail(scratch / LOG_NAME, request.max_log_bytes)
             if flooded:
-                facts.lost = facts.lost or SessionLost(f"wrote more than {FLOOD_BYTES >> 20} MiB to stdout/stderr")
+                facts.lost = facts.lost or SessionLost(flooded)
                 facts.lost_during = facts.lost_during or "running"
             rec.sandbox = str(facts.sandbox.get("kind", "none"))
             rec.sandbox_details = facts.sandbox
@@ -180,7 +151,7 @@ def _evaluate(
             judge(rec, facts, ref, request, scan)
             fill_timing(rec, facts, base, request)
     finally:
-        with _phase(rec, "cleanup"):
+        with phase(rec, "cleanup"):
             try:
                 leftovers = zygote.reap()
                 if leftovers:
@@ -228,236 +199,15 @@ def _syntax_error(source: bytes, path: Path) -> str:
     return ""
 
 
-def _log_tail(path: Path, limit: int) -> tuple[str, bool]:
-    """The last `limit` bytes of the solution process's output, and whether it flooded."""
+def _log_tail(path: Path, limit: int) -> tuple[str, str | None]:
+    """The last `limit` bytes of the solution process's output, and why it flooded (or None)."""
     try:
         size = path.stat().st_size
         with open(path, "rb") as f:
             f.seek(max(0, size - limit))
-            return f.read().decode("utf-8", "replace"), size > FLOOD_BYTES
+            return f.read().decode("utf-8", "replace"), flood(path)
     except OSError:
-        return "", False
+        return "", None
 
 
-def _arena_size(ref: ReferenceRun, device: str) -> tuple[int, int, int, int]:
-    """(input region, output region, CPU timing region, total) for this reference's cases; the
-    doorbell's words come first (`timing_phase.DOORBELL_OFFSET`), the regions from ALIGN on."""
-    inputs = max(
-        sum(tensor_nbytes(x) + ALIGN for x in run.inputs if isinstance(x, torch.Tensor)) for run in ref.cases.values()
-    )
-    state = sum(tensor_nbytes(t) + ALIGN for shape in ref.shapes.values() for t in shape.model.state_dict().values())
-    outputs = max(tensor_nbytes(run.saved["expected"]) for run in ref.cases.values())
-    input_region = round_up(max(inputs, state) + ALIGN)
-    output_region = round_up(outputs + ALIGN)
-    timing_region = timing_phase.cpu_region_bytes(ref) if device == "cpu" else 0
-    return input_region, output_region, timing_region, ALIGN + input_region + output_region + timing_region
-
-
-@dataclass(frozen=True)
-class StepLimits:
-    """The supervisor's deadline for each step of a solution process, in seconds."""
-
-    start: float
-    setup: float
-    case: float
-    first_case: float  # the first call compiles the solution's kernels
-    window: float
-    finish: float = 60.0
-
-
-def step_limits(request: EvalRequest, reference_s: float, cases: int) -> StepLimits:
-    """Each step's limit: the request's `timeout_s` when given, else derived from the problem (the
-    reference's time per case), so a solution that hangs at import or in forward fails within a
-    minute while an honest one is never cut short."""
-    if request.timeout_s is not None:
-        t = float(request.timeout_s)
-        return StepLimits(min(t, 300.0), t, t, t, t)
-    per_case = reference_s / max(cases, 1)
-    case = min(CASE_LIMIT_S + REFERENCE_FACTOR * per_case, 300.0)
-    compile_s = FIRST_CASE_COMPILE_S if request.device == "cuda" else 0.0
-    return StepLimits(START_LIMIT_S, SETUP_LIMIT_S, case, case + compile_s, case + WINDOW_LIMIT_S)
-
-
-def _run_solution(
-    zygote: Any,
-    work: Path,
-    scratch: Path,
-    request: EvalRequest,
-    ref: ReferenceRun,
-    timing_seconds: float,
-    rec: Record,
-    scan: Any,
-) -> SolutionFacts:
-    facts = SolutionFacts()
-    input_region, output_region, timing_region, total = _arena_size(ref, request.device)
-    arena = Arena.create(total)
-    limits = {
-        "address_space_bytes": CPU_ADDRESS_SPACE if request.device == "cpu" else None,
-        "file_size_bytes": FILE_SIZE_LIMIT,
-    }
-    links: list[Link] = []
-    pauser = ProcessPause(zygote.proc.pid)  # the solution's side, stopped between timed windows
-
-    def open_session(folder: Path, own_arena: Arena | None = None) -> Session:
-        used = own_arena or arena
-        spawned = zygote.spawn(scratch=folder, arena_fd=used.fd, arena_size=used.size, limits=limits)
-        pauser.add_member(spawned.pid)
-        log = folder / LOG_NAME
-
-        def flooded() -> str | None:
-            size = log.stat().st_size if log.exists() else 0
-            return f"wrote more than {FLOOD_BYTES >> 20} MiB to stdout/stderr" if size > FLOOD_BYTES else None
-
-        link = Link(spawned.sock)
-        links.append(link)
-        if own_arena is not None:  # the echo: no case inputs or outputs
-            return Session(link, own_arena, ALIGN, ALIGN, 0, pid=spawned.pid, watch=flooded, pauser=pauser)
-        return Session(
-            link, arena, ALIGN, ALIGN + input_region, output_region, pid=spawned.pid, watch=flooded, pauser=pauser
-        )
-
-    try:
-        with _phase(rec, "solution_spawn"):  # waits for a zygote still importing torch
-            session = open_session(scratch)
-        run = _Run(session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work)
-        run.cpu_region = (ALIGN + input_region + output_region, timing_region)
-        try:
-            run.drive()
-        except SessionLost as lost:
-            facts.lost = lost
-            session.resume()  # a process paused between windows could not exit to say how it ended
-            if not lost.timed_out:
-                how = zygote.exit_status(session.pid)
-                lost.reason += f" ({how})" if how else ""
-    finally:
-        for link in links:
-            link.close()
-        arena.close()
-    return facts
-
-
-class _Run:
-    """One solution process driven through setup, every planned case and timing."""
-
-    def __init__(self, session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work):
-        self.session, self.facts, self.scratch, self.request, self.ref = session, facts, scratch, request, ref
-        self.timing_seconds, self.rec, self.scan = timing_seconds, rec, scan
-        self.open_session, self.work = open_session, work
-        self.cpu_region = (0, 0)
-        self.rng = random.SystemRandom()
-        correctness = [n for n in ref.order if ref.cases[n].case.group == CORRECTNESS]
-        self.correctness = correctness
-        self.limits = step_limits(request, rec.phase_s.get("reference", 0.0), len(ref.order))
-
-    def drive(self) -> None:
-        """Setup, every planned case, timing, finish; each step's seconds go into `rec.phase_s`
-        as `solution_<step>`."""
-        session, facts, request, ref, rec = self.session, self.facts, self.request, self.ref, self.rec
-        facts.lost_during = "starting"
-        with _phase(rec, "solution_start"):
-            ready = parse_reply(session.link.receive(self.limits.start))
-        if ready.kind != "ready":
-            raise SessionLost(f"the solution process answered {ready.kind!r} instead of ready")
-        facts.sandbox = dict(ready.sandbox)
-        facts.lost_during = "importing the solution"
-        with _phase(rec, "solution_setup"):
-            reply = self._setup(session, str(self.scratch / "solution.py"), with_state=True)
-        if isinstance(reply, Failed):
-            facts.failed_stage, facts.error = reply.stage, reply.error
-            return
-        facts.class_name, facts.state_dict = reply.class_name, reply.state_dict
-        facts.import_flag_changes, facts.tampered = reply.import_flag_changes, list(reply.tampered)
-        if any(v for report in facts.state_dict.values() for v in (report or {}).values()):
-            return  # the reference's weights do not load: nothing else is meaningful
-        # Never the first call (it compiles, or on CPU prepares the interpreter) nor the second
-        # shape (it compiles again): a sample must show the forward as it runs from then on.
-        later = [n for n in ref.order[1:] if ref.cases[n].case.shape == "main"] or ref.order[:1]
-        sampled = set(self.rng.sample(later, min(EVIDENCE_CASES, len(later))))
-        for i, name in enumerate(ref.order):
-            run = ref.cases[name]
-            facts.lost_during = f"running case {name}"
-            reuse = self.correctness[0] if run.case.group == RECOMPUTE else None
-            message = RunCase(
-                name,
-                run.case.shape,
-                session.write_inputs(run.inputs),
-                session.slot(),
-                reuse_buffers_of=reuse,
-                evidence=name in sampled,
-            )
-            limit = self.limits.first_case if i == 0 else self.limits.case
-            with _phase(rec, "solution_cases"):
-                reply, wall = session.request(message, limit, ("case_done",))
-            if isinstance(reply, Failed):
-                facts.failed_stage, facts.error = reply.stage, reply.error
-                return
-            if reply.case != name:
-                raise SessionLost(f"the solution process answered for case {reply.case!r}, not {name!r}")
-            facts.cases[name] = CaseResult(reply, session.read_output(reply.output), wall)
-            if name in sampled:
-                facts.evidence_samples.append((f"case {name}", dict(reply.evidence)))
-        if request.time_solution:
-            with _phase(self.rec, "solution_precheck"):
-                skip = self._already_incorrect()
-            if skip:
-                facts.timing_skipped = skip
-            else:
-                facts.lost_during = "timing"
-                with _phase(rec, "solution_timing"):
-                    try:
-                        facts.timing = timing_phase.run(self._timing_context(), self.timing_seconds, self.rng)
-                    except TimingUnavailable as exc:
-                        facts.timing_skipped = f"not timed: {exc}"
-                if facts.timing is not None and facts.timing.evidence:
-                    facts.evidence_samples.append(("a timed call", facts.timing.evidence))
-        facts.lost_during = "finishing"
-        with _phase(self.rec, "solution_finish"):
-            reply, _ = session.request(Finish(), self.limits.finish, ("finished",))
-        if isinstance(reply, Finished):
-            facts.tampered += [t for t in reply.tampered if t not in facts.tampered]
-
-    def _setup(self, session: Session, path: str, with_state: bool) -> Any:
-        layout = Layout(session.input_offset)
-        shapes = {}
-        for name, shape in self.ref.shapes.items():
-            if not with_state and name != "main":
-                continue
-            state = session.write_state(shape.model.state_dict(), layout) if with_state else {}
-            shapes[name] = ShapeSetup([_init_arg(a) for a in shape.module.get_init_inputs()], state)
-        message = Setup(self.request.device, path, shapes, CUDA_MEMORY_FRACTION)
-        reply, _ = session.request(message, self.limits.setup, ("setup_done",))
-        return reply
-
-    def _already_incorrect(self) -> str:
-        """Why timing would be wasted (a check already failed), or ''."""
-        trial = Record(device=self.request.device, precision_used=self.rec.precision_used)
-        judge(trial, self.facts, self.ref, self.request, self.scan)
-        if trial.correct:
-            return ""
-        return f"not timed: the solution is already {trial.status} ({trial.failed_check} failed)"
-
-    def _timing_context(self) -> timing_phase.TimingContext:
-        return timing_phase.TimingContext(
-            session=self.session,
-            ref=self.ref,
-            case=self.correctness[0],
-            device=self.request.device,
-            tolerance=self.request.tolerance,
-            cpu_region=self.cpu_region,
-            open_session=self.open_session,
-            setup=lambda session, path: self._setup(session, path, with_state=False),
-            work=self.work,
-            start_limit_s=self.limits.start,
-            window_limit_s=self.limits.window,
-        )
-
-
-def _init_arg(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return [_init_arg(v) for v in value]
-    if isinstance(value, (bool, int, float, str)) or value is None:
-        return value
-    raise TypeError(f"get_init_inputs() returned a {type(value).__name__}; only numbers, text and lists can be sent")
-
-
-__all__ = ["run_evaluation"]
+__all__ = ["run_evaluation", "keep_zygotes_warm"]

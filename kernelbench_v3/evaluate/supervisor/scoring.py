@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...vocab import GPU_TIMING_METHODS
 from ..record import Record
-from ..request import DEFAULT_TIMEOUT_S, EvalRequest
+from ..request import DEFAULT_TIMEOUT_S, DEFAULT_TIMING_SECONDS, EvalRequest
 from . import physics
 from .fingerprint import device_name
 from .verdict import SolutionFacts
@@ -58,6 +60,37 @@ def request_baseline(
         env=env,
         retry_failed=request.retry_failed_baseline,
     )
+
+
+# Filling the baseline cache ahead of evaluations (`kbv3 baselines`): each problem's baseline got
+# exactly as an evaluation of it would get it (the same cache key), so the evaluations that
+# follow find it cached. Nothing of a solution runs here.
+@dataclass(frozen=True)
+class BaselineResult:
+    problem_id: str
+    entry: dict[str, Any]  # baseline.get_baseline's dict: baseline_ms, baseline_type, cached, error ...
+
+
+def fill(
+    problem_ids: Iterable[str],
+    *,
+    device: str = "cuda",
+    problems_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    timing_seconds: float | None = None,
+    retry_failed: bool = False,
+) -> Iterator[BaselineResult]:
+    """The baseline of each problem, from the cache or timed now and cached, in order."""
+    from ...catalog.problem import default_problems_dir, get_problem
+
+    root = Path(problems_dir) if problems_dir is not None else default_problems_dir()
+    seconds = timing_seconds or DEFAULT_TIMING_SECONDS[device]
+    for problem_id in problem_ids:
+        problem = get_problem(problem_id, root)
+        source = problem.path.read_bytes().decode("utf-8")
+        sizes = dict(problem.reduced) if device == "cpu" and problem.reduced_sizes else {}
+        request = EvalRequest(problem_id, problem.path, device=device, retry_failed_baseline=retry_failed)
+        yield BaselineResult(problem_id, request_baseline(request, problem, source, sizes, cache_dir, seconds))
 
 
 def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request: EvalRequest) -> None:
@@ -106,4 +139,4 @@ def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request
                 rec.sol_fraction = sol / rec.sol_ms
 
 
-__all__ = ["fill_timing", "request_baseline", "problem_speed_of_light_ms"]
+__all__ = ["BaselineResult", "fill", "fill_timing", "request_baseline", "problem_speed_of_light_ms"]
