@@ -64,10 +64,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
             print(
                 part.drop(columns=["gpu", "correct", "total"])
                 .rename(columns={"correct_str": "correct"})
-                .to_string(index=False, float_format=lambda v: f"{v:.3g}")
+                .to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:.3g}")
             )
         print("\n== speedup distribution (correct runs) ==")
-        print(dist.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        if dist.empty:
+            print("no correct run has a speedup (timed on the CPU, or without a baseline): no distribution")
+        else:
+            print(dist.to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:.3g}"))
         cpu = int((~joined["timing_meaningful"].astype(bool)).sum()) if "timing_meaningful" in joined.columns else 0
         if cpu:
             print(
@@ -94,7 +97,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         )
         for row in flags.itertuples(index=False):  # each reason in full: it names the peak used
             print(
-                f"run {row.run}  {row.model} / {row.gpu} / {row.problem}  speedup {row.speedup:.3g}x  "
+                f"run {row.run}  {row.model} / {row.gpu} / {row.problem}  speedup {_speedup_text(row.speedup)}  "
                 f"{row.flag}:\n    {row.reason}"
             )
     if len(missing):
@@ -107,12 +110,15 @@ def add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
         help="evaluator records as a table: problem, status, failed check and reason, time, speedup, SOL",
-        description="Print RESULTS (eval-batch Parquet or JSONL, the demo's records.jsonl, or one "
-        "`kbv3 eval --json` object) as a per-problem table: problem, status, the failed check and its "
-        "reason, the scored time, the speedup and the fraction of the speed of light reached. "
+        description="Print RESULTS (eval-batch Parquet or JSONL, the demo's records.jsonl, one "
+        "`kbv3 eval --json` object, or a published results.csv) as a per-problem table: problem, the split "
+        "and the device it ran on, status, the failed check and its reason, the scored time, the speedup, "
+        "the fraction of the speed of light reached and the row's anomaly flags (n/a: no such figure). "
         "--html OUT also writes a self-contained page of the table with the leaderboard and its figures.",
     )
-    p.add_argument("results", type=Path, help="records file: .parquet, .jsonl or .json")
+    p.add_argument(
+        "results", type=Path, help="records file (.parquet, .jsonl or .json) or a published runs table (.csv)"
+    )
     p.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML page to OUT")
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
     p.set_defaults(func=cmd_report)
@@ -124,21 +130,36 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .args import check_writable_parent
 
     if not args.results.is_file():
-        raise CliError(f"results file {args.results} does not exist (give eval-batch's --out, or a records .jsonl)")
+        what = "is a folder, not a file" if args.results.is_dir() else "does not exist"
+        raise CliError(f"results file {args.results} {what} (give eval-batch's --out, or a records .jsonl)")
     if args.html is not None:
         check_writable_parent(args.html, "--html")
     try:
-        runs, joined = load_report(args.results, args.problems)
+        runs, joined, flags = load_report(args.results, args.problems)
     except RunsSourceError as exc:
         raise CliError(str(exc)) from None
     except RunsSchemaError as exc:
         print(f"kbv3 report: {exc}", file=sys.stderr)
         return 1
-    print(terminal_text(report_table(runs)))
+    # The page is written before the table is printed: a path that cannot be written fails
+    # with nothing on stdout, never after a full table.
     if args.html is not None:
-        args.html.write_text(html_page(runs, joined, title=f"kbv3 report: {args.results.name}"), encoding="utf-8")
+        page = html_page(runs, joined, title=f"kbv3 report: {args.results.name}", flags=flags)
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        args.html.write_text(page, encoding="utf-8")
+    print(terminal_text(report_table(joined, flags), runs=runs, flags=flags))
+    if args.html is not None:
         print(f"wrote {args.html}")
     return 0
+
+
+def _speedup_text(value) -> str:
+    """`2.5x`, or `n/a` where the run has no speedup (timed on the CPU, incorrect, no baseline)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "n/a"
+    return "n/a" if number != number else f"{number:.3g}x"
 
 
 def _records(frame) -> list:

@@ -92,7 +92,9 @@ def read_runs_table(path: Path | str) -> tuple[pd.DataFrame, str]:
     if kind == "records":
         # A batch journal may hold retries: the last record of a (model, GPU, problem) wins.
         keys = [c for c in ("model", "gpu", "problem", "problem_id") if c in frame.columns]
+        before = len(frame)
         frame = frame.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)
+        frame.attrs["superseded"] = before - len(frame)  # said by `kbv3 report`, never silent
     return frame, kind
 
 
@@ -251,6 +253,7 @@ def load_runs(
         runs = attach_solutions(runs, folder)
     runs.attrs["source"] = origin
     runs.attrs["kind"] = kind
+    runs.attrs["superseded"] = int(raw.attrs.get("superseded", 0))
     return runs
 
 
