@@ -54,9 +54,14 @@ def evaluate_item(item: BatchItem, settings: BatchSettings) -> dict[str, Any]:
     from ..catalog.problem import get_problem
     from ..evaluate import evaluate
 
+    problem = get_problem(item.problem_id, settings.problems_root)
     sizes: dict[str, Any] = {}
     if settings.sizes == "reduced":
-        sizes = get_problem(item.problem_id, settings.problems_root).reduced
+        sizes = problem.reduced
+    elif settings.device == "cpu":
+        # The evaluator reads no sizes on the CPU as "reduced": `--shapes default` there names
+        # the file's own sizes, or it would be silently ignored. (On CUDA none means default.)
+        sizes = dict(problem.sizes)
     request = settings.options.request(
         item.problem_id,
         importable_path(Path(item.solution_path)),

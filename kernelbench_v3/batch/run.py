@@ -24,8 +24,8 @@ This module and everything it imports stay free of `datasets` (the GPU hosts lac
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog.problem import Problem, discover
+from ..paths import write_atomically
 from ..vocab import SPLITS, runs_gpu_name
 from .journal import Journal, JournalError, Key, latest_records, read_journal, record_key  # noqa: F401
 from .progress import Progress, Throughput
@@ -203,11 +204,9 @@ def write_parquet(records: Iterable[dict[str, Any]], out: Path | str) -> int:
             if name in row:
                 row[name] = json.dumps(row[name], sort_keys=True)
         rows.append(row)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    pd.DataFrame(rows).to_parquet(tmp, index=False)
-    os.replace(tmp, out)
+    buffer = io.BytesIO()
+    pd.DataFrame(rows).to_parquet(buffer, index=False)
+    write_atomically(Path(out), buffer.getvalue())  # no temporary left behind on an error
     return len(rows)
 
 
@@ -293,14 +292,14 @@ def run_batch(
         redo = {k for k, r in done.items() if retry_errors and r.get("status") == "error"}
         todo = [it for it in found.items if it.key not in done or it.key in redo]
         warm = {(r["problem_id"], r["gpu"]) for r in done.values()}
-        queue = WorkQueue(todo, warm)
         shown = Progress(len(todo), progress)
+        queue = WorkQueue(todo, warm, on_take=lambda item: shown.starting(item_label(item)))
 
         def on_record(item: BatchItem, record: dict[str, Any], worker: str = "") -> None:
             record = executors.stamp(record, item)
             book.append(record)  # durable before this worker is handed its next item
             done[item.key] = record
-            shown.record(record, worker)
+            shown.record(record, worker, item_label(item))
 
         try:
             if todo:
@@ -329,6 +328,11 @@ def run_batch(
         wall_s=time.monotonic() - started,
         throughput=throughput,
     )
+
+
+def item_label(item: BatchItem) -> str:
+    """How progress names an evaluation: `level1/23_Softmax (model)`."""
+    return f"{item.problem_id} ({item.model})" if item.model else item.problem_id
 
 
 def failure_line(record: dict[str, Any]) -> str:

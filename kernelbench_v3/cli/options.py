@@ -50,7 +50,8 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--timing-seconds",
         type=positive_seconds,
-        help="timing budget per timed function (default: 15 on CUDA, 4 on CPU)",
+        help="timing budget per timed function, in seconds (default: the evaluator's own budget for the "
+        "device, recorded in the record's timing details)",
     )
     p.add_argument(
         "--no-baseline",

@@ -375,7 +375,7 @@ def _command(solutions: Path, out: Path) -> list[str]:
         "cpu",
         "--workers",
         "2",
-        "--sizes",
+        "--shapes",
         "reduced",
         "--timeout",
         str(TIMEOUT_S),
