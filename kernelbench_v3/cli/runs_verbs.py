@@ -40,7 +40,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             args.source, problems=args.problems, solutions=not summary, facts=not summary and not args.no_facts
         )
     except RunsSourceError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(exc.worded_for("--source")) from None
     except RunsSchemaError as exc:
         print(f"kbv3 runs: {exc}", file=sys.stderr)
         return 1
