@@ -28,8 +28,9 @@ ALLOWED_ARROWS: dict[str, set[str]] = {
     "prompts": SHARED | {"catalog", "hardware", "evaluate"},  # a prompt states the evaluator's rules
     "dataset": SHARED | {"catalog", "hardware", "prompts"},
     "runs": SHARED | {"catalog", "hardware"},
-    "batch": SHARED | {"catalog", "evaluate", "runs"},  # runs: solution files in the runs layout
-    "serve": SHARED | {"catalog", "evaluate"},  # the local service: warm supervisors behind a socket
+    "workers": SHARED | {"evaluate"},  # a long-lived evaluation worker's life: watchdog, warm-up
+    "batch": SHARED | {"catalog", "evaluate", "runs", "workers"},  # runs: solution files in the runs layout
+    "serve": SHARED | {"catalog", "evaluate", "workers"},  # the local service: warm supervisors behind a socket
     "cli": SHARED | {"<package>", "catalog", "hardware", "evaluate", "prompts", "dataset", "runs", "batch", "serve"},
     "<package>": SHARED | {"catalog", "dataset", "evaluate", "runs"},  # the lazy top-level API
     "__main__": {"cli"},

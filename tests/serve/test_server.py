@@ -316,9 +316,9 @@ def test_a_signal_stops_the_service_cleanly(where, sig):
 
 
 def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, monkeypatch):
-    from kernelbench_v3.serve import server as server_module
+    from kernelbench_v3 import workers
 
-    monkeypatch.setattr(server_module, "WATCHDOG_SLACK_S", 0.5)  # watchdog: 4 x 0.1 s + 0.5 s
+    monkeypatch.setattr(workers, "WATCHDOG_SLACK_S", 0.5)  # watchdog: 4 x 0.1 s + 0.5 s
     with running(where):
         client = Evaluator(where, timeout_s=30)
         wait_for(lambda: worker(client, "cpu0")["ready"])
