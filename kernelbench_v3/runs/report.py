@@ -29,7 +29,7 @@ NA = "n/a"
 CPU_SPEEDUP = "n/a on CPU"
 CPU_NOTE = "n/a on CPU: CPU timing through the Triton interpreter tests the machinery; it is no performance figure"
 CPU_BOARD_NOTE = (
-    "{n} record(s) timed on the CPU count for correctness only: their speedup, fast_p above 0 and "
+    "{n} record(s) evaluated on the CPU count for correctness only: their speedup, fast_p above 0 and "
     "speed-of-light fraction are n/a (interpreter timing tests the machinery)"
 )
 REPORT_COLUMNS = [

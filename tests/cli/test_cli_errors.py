@@ -68,7 +68,14 @@ def _spawn(args: list[str], **kwargs) -> subprocess.Popen:
 # ---------------------------------------------------------------- the list, one test each
 
 
-@pytest.mark.parametrize("args", [["ls"], ["runs", "summary", "--json", "--source", str(PUBLISHED)]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ls"],
+        # A fresh process that imports pandas and the runs wing: over 2 s on a loaded machine.
+        pytest.param(["runs", "summary", "--json", "--source", str(PUBLISHED)], marks=pytest.mark.slow),
+    ],
+)
 def test_closed_stdout_is_quiet_not_a_broken_pipe_traceback(args):
     # `kbv3 ls | head -1`: the reader is gone before kbv3 writes.
     proc = _spawn(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

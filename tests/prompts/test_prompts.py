@@ -231,6 +231,7 @@ def test_cli_prompts_options(tmp_path, capsys):
     assert "neither a bundled template" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a fresh process importing `datasets`: over 2 s on its own
 def test_jsonl_loads_with_datasets(prompt_files, tmp_path):
     """The files load with `datasets.load_dataset("json", ...)`, in a fresh offline process."""
     script = textwrap.dedent("""
