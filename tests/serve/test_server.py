@@ -315,9 +315,12 @@ def test_a_signal_stops_the_service_cleanly(where, sig):
             proc.wait()
 
 
-def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, monkeypatch):
+def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, monkeypatch, caplog):
+    import logging
+
     from kernelbench_v3 import workers
 
+    caplog.set_level(logging.INFO, logger="kernelbench_v3")
     monkeypatch.setattr(workers, "WATCHDOG_SLACK_S", 0.5)  # watchdog: 4 x 0.1 s + 0.5 s
     with running(where):
         client = Evaluator(where, timeout_s=30)
@@ -329,6 +332,12 @@ def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, mon
         status = worker(client, "cpu0")
         assert status["restarts"] == 1 and status["pid"] != pid
         wait_for(lambda: not _alive(pid))
+    # What the service says goes through `logging` (issue 29): the restart, and its start and end.
+    said = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
+    assert any(
+        n == "kernelbench_v3.serve.slot" and lvl == logging.WARNING and "past its watchdog" in m for n, lvl, m in said
+    )
+    assert any(n == "kernelbench_v3.serve.server" and m.startswith("listening on") for n, _, m in said)
 
 
 def test_a_request_whose_client_left_is_dropped_from_the_queue(where):
