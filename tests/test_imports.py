@@ -9,6 +9,7 @@ evaluator below the batch, analysis and dataset machinery that drive it. docs/ar
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from tests.paths import PACKAGE as ROOT
@@ -81,6 +82,7 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     return found
 
 
+@functools.cache  # read-only for the tests; parsing every module once is enough per session
 def import_graph() -> dict[str, set[str]]:
     known = modules()
     return {name: imports_of(name, path, known) for name, path in known.items()}

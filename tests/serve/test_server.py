@@ -35,6 +35,16 @@ def where():
         yield Path(folder) / "run" / "s.sock"
 
 
+@pytest.fixture(autouse=True)
+def quick_polls(monkeypatch):
+    """The service's threads wake every POLL_S to look for work, a stop or a hung-up client;
+    a shorter poll here only makes the tests wait less (the subprocess ones keep the real one)."""
+    from kernelbench_v3.serve import server, slot
+
+    monkeypatch.setattr(slot, "POLL_S", 0.02)
+    monkeypatch.setattr(server, "POLL_S", 0.02)
+
+
 @contextmanager
 def running(path: Path, **kwargs):
     server = Server(path, command=FAKE, **{"device": "cpu", **kwargs})
