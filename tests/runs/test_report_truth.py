@@ -164,3 +164,27 @@ def test_report_help_names_csv(capsys):
     with pytest.raises(SystemExit):
         main(["report", "--help"])
     assert ".csv" in capsys.readouterr().out
+
+
+def test_the_html_page_escapes_what_a_record_says(tmp_path):
+    """Point 16: the page comes from a Jinja2 template with autoescape, not joined strings."""
+    import pandas as pd
+
+    from kernelbench_v3.runs.report import html_page
+
+    runs = pd.DataFrame(
+        [
+            {
+                "problem_id": "level1/23_Softmax",
+                "model": "<b>m</b>",
+                "gpu": "H100",
+                "status": "failed",
+                "correct": False,
+                "failed_check": "import",
+                "error": "<script>alert(1)</script>",
+            }
+        ]
+    )
+    page = html_page(runs, title="t & <u>")
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;b&gt;m&lt;/b&gt;" in page and "<title>t &amp; &lt;u&gt;</title>" in page
