@@ -161,12 +161,13 @@ def terminal_text(table: pd.DataFrame, width: int = 60, runs: pd.DataFrame | Non
     counts = table["status"].value_counts()
     lines += ["", f"{len(table)} record(s): " + ", ".join(f"{n} {s}" for s, n in counts.items())]
     lines += _notes(table, runs if runs is not None else pd.DataFrame())
-    for item in _flag_items(flags, runs):
+    for item in _flag_items(flags):
         lines.append(f"  {item['problem']} ({item['model']}, {item['gpu']}) {item['flag']}: {item['reason']}")
     return "\n".join(lines)
 
 
-def _flag_items(flags: pd.DataFrame | None, runs: pd.DataFrame | None) -> list[dict[str, str]]:
+def _flag_items(flags: pd.DataFrame | None) -> list[dict[str, str]]:
+    """Each flag of `flag_anomalies` as the text a reader sees: which row, which flag, why."""
     if flags is None or flags.empty:
         return []
     return [
@@ -227,7 +228,7 @@ def html_page(
             for _, row in table.iterrows()
         ],
         "notes": _notes(table, runs),
-        "flagged": _flag_items(flags, runs),
+        "flagged": _flag_items(flags),
         "board": None,
         "figures": [],
     }
