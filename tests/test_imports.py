@@ -9,6 +9,7 @@ evaluator below the batch, analysis and dataset machinery that drive it. docs/ar
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from tests.paths import PACKAGE as ROOT
@@ -28,8 +29,9 @@ ALLOWED_ARROWS: dict[str, set[str]] = {
     "prompts": SHARED | {"catalog", "hardware", "evaluate"},  # a prompt states the evaluator's rules
     "dataset": SHARED | {"catalog", "hardware", "prompts"},
     "runs": SHARED | {"catalog", "hardware"},
-    "batch": SHARED | {"catalog", "evaluate", "runs"},  # runs: solution files in the runs layout
-    "serve": SHARED | {"catalog", "evaluate"},  # the local service: warm supervisors behind a socket
+    "workers": SHARED | {"evaluate"},  # a long-lived evaluation worker's life: watchdog, warm-up
+    "batch": SHARED | {"catalog", "evaluate", "runs", "workers"},  # runs: solution files in the runs layout
+    "serve": SHARED | {"catalog", "evaluate", "workers"},  # the local service: warm supervisors behind a socket
     # prompts -> model -> samples: the batch journal's durability, runs' samples layout
     "generate": SHARED | {"catalog", "prompts", "batch", "runs"},
     "cli": SHARED
@@ -83,6 +85,7 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     return found
 
 
+@functools.cache  # read-only for the tests; parsing every module once is enough per session
 def import_graph() -> dict[str, set[str]]:
     known = modules()
     return {name: imports_of(name, path, known) for name, path in known.items()}

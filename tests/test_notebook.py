@@ -38,7 +38,10 @@ def _kernel_name() -> str:
 
 
 @pytest.mark.slow
-def test_notebook_executes_and_draws(tmp_path, monkeypatch):
+@pytest.mark.parametrize("source", ["fixture", "offline"])
+def test_notebook_executes_and_draws(tmp_path, monkeypatch, source):
+    """With KBV3_RUNS_SOURCE, and offline without it (issue 29, point 14): then it says why and
+    goes on with the shipped fixture, never a SystemExit that speaks of command-line flags."""
     root = tmp_path / "problems"
     for pid in FIXTURE_PROBLEMS:
         source = PROBLEMS / f"{pid}.py"
@@ -46,7 +49,11 @@ def test_notebook_executes_and_draws(tmp_path, monkeypatch):
             pytest.skip(f"problem file {pid} not written yet")
         (root / pid).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, root / f"{pid}.py")
-    monkeypatch.setenv("KBV3_RUNS_SOURCE", str(PUBLISHED))
+    if source == "fixture":
+        monkeypatch.setenv("KBV3_RUNS_SOURCE", str(PUBLISHED))
+    else:
+        monkeypatch.delenv("KBV3_RUNS_SOURCE", raising=False)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("KBV3_PROBLEMS_DIR", str(root))
     monkeypatch.delenv("MPLBACKEND", raising=False)
 
@@ -76,6 +83,8 @@ def test_notebook_executes_and_draws(tmp_path, monkeypatch):
     assert all(len(o["data"]["image/png"]) > 5000 for o in images)
     text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "21 runs from" in text
+    if source == "offline":
+        assert "HF_HUB_OFFLINE is set" in text and "Using the shipped fixture" in text and "--source" not in text
     assert "3/4" in text  # the card table
     assert "faster_than_light" in text and "near_identity" in text
     html = "\n".join(str(o.get("data", {}).get("text/html", "")) for o in outputs)

@@ -73,6 +73,7 @@ def test_kimi_delta_attention_chunked_matches_loop(T, strong_decay):
     torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.slow  # the whole model against a Python loop: about 2 s each
 @pytest.mark.parametrize(
     "stem,fn", [("7_GatedDeltaNet", "gated_delta_attention"), ("8_KimiDeltaAttention", "kimi_delta_attention")]
 )

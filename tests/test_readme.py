@@ -124,3 +124,11 @@ def test_the_service_snippet_runs(tmp_path, monkeypatch):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_notebook_command_names_what_exists():
+    """Issue 29, point 14: the README says how to run the notebook, with paths that exist."""
+    line = next(line for line in README.splitlines() if "jupyter execute" in line)
+    words = line.split()
+    assert (REPO / words[0].split("=", 1)[1] / "results.csv").is_file()
+    assert (REPO / words[-1]).is_file() and words[-1].endswith(".ipynb")

@@ -95,7 +95,7 @@ def run_once(gpus: str, args: argparse.Namespace, solutions: Path, work: Path, b
         "--relax-kernel-check",
         "--timeout",
         str(args.timeout),
-        "--sizes",
+        "--shapes",
         args.sizes,
         "--model",
         "reference",

@@ -242,7 +242,7 @@ def batch_pass(name: str, gpus: str, solutions: Path, n: int, args, env, work: P
     if args.device == "cuda":
         command += ["--gpus", gpus]
     else:
-        command += ["--workers", str(len(gpus.split(","))), "--sizes", "reduced"]
+        command += ["--workers", str(len(gpus.split(","))), "--shapes", "reduced"]
     print(f"[batch {tag}] {n} solutions, until {max(0.0, deadline - time.monotonic()):.0f}s from now", flush=True)
     started = time.monotonic()
     rc, _, stopped = run_group(command, env, deadline - time.monotonic(), log=run_dir / "log.txt")

@@ -18,10 +18,10 @@ here imports `datasets`, and `torch` only inside workers.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import tempfile
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -29,19 +29,14 @@ from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 from typing import Any
 
+from .. import workers
 from .queue import BatchItem, BatchSettings, WorkQueue
+
+log = logging.getLogger(__name__)
 
 EvaluateFn = Callable[[BatchItem, BatchSettings], dict[str, Any]]
 OnRecord = Callable[[BatchItem, dict[str, Any], str], None]  # item, record, worker (e.g. "gpu0")
 
-# Past the evaluator's own per-child timeout, how long a worker may stay silent before the batch
-# assumes the evaluator itself is stuck: an evaluation runs a few children (reference, baseline
-# compile, solution) each bounded by timeout_s.
-WATCHDOG_FACTOR = 4.0
-WATCHDOG_SLACK_S = 120.0
-# A worker's start (spawn, imports, its zygote) has its own allowance: the watchdog of an item
-# starts when the worker says it has begun it, so a slow start on a busy host costs no record.
-WORKER_START_S = 600.0
 STARTED = "started"  # what a worker sends when it begins an item
 RAY_WORKER_KEY = "_kbv3_ray_worker"  # carried next to a Ray task's record, removed before journaling
 
@@ -54,9 +49,14 @@ def evaluate_item(item: BatchItem, settings: BatchSettings) -> dict[str, Any]:
     from ..catalog.problem import get_problem
     from ..evaluate import evaluate
 
+    problem = get_problem(item.problem_id, settings.problems_root)
     sizes: dict[str, Any] = {}
     if settings.sizes == "reduced":
-        sizes = get_problem(item.problem_id, settings.problems_root).reduced
+        sizes = problem.reduced
+    elif settings.device == "cpu":
+        # The evaluator reads no sizes on the CPU as "reduced": `--shapes default` there names
+        # the file's own sizes, or it would be silently ignored. (On CUDA none means default.)
+        sizes = dict(problem.sizes)
     request = settings.options.request(
         item.problem_id,
         importable_path(Path(item.solution_path)),
@@ -136,18 +136,10 @@ def _call(evaluate_fn: EvaluateFn, item: BatchItem, settings: BatchSettings) -> 
 def _worker_main(conn, env: dict[str, str], evaluate_fn: EvaluateFn, parent_pid: int) -> None:
     """A worker process: pin to its GPU, then evaluate items until told to stop."""
     os.environ.update(env)  # before anything in this process touches CUDA
-
-    def exit_when_orphaned() -> None:  # the batch was SIGKILLed: do not keep evaluating
-        while os.getppid() == parent_pid:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=exit_when_orphaned, daemon=True).start()
-    from ..evaluate.supervisor.evaluation import keep_zygotes_warm
-    from ..evaluate.supervisor.warm_references import keep_references_warm
-
-    keep_zygotes_warm()  # one zygote per worker, a fresh solution process per item
-    keep_references_warm()  # the last problem's reference, for the next solution of that problem
+    workers.exit_when_orphaned(parent_pid)  # the batch was SIGKILLed: do not keep evaluating
+    # One zygote per worker (a fresh solution process per item) and the last problem's
+    # reference, started with the first item: a worker's start is its own allowance.
+    workers.warm_up()
     while True:
         try:
             message = conn.recv()
@@ -191,7 +183,7 @@ class _Worker:
         self.ensure_started()
         self.item = item
         self.watchdog_s = watchdog_s
-        self.deadline = time.monotonic() + WORKER_START_S + watchdog_s
+        self.deadline = time.monotonic() + workers.WORKER_START_S + watchdog_s
         self.conn.send((item, settings))
 
     def collect(self) -> dict[str, Any] | str | None:
@@ -207,9 +199,11 @@ class _Worker:
         if not self.process.is_alive():
             code = self.process.exitcode
             self.kill()
+            log.warning("batch worker %s died (exit code %s); its item gets an error record", self.name, code)
             return f"batch worker {self.name} died (exit code {code}) during the evaluation"
         if time.monotonic() > self.deadline:
             self.kill()
+            log.warning("batch worker %s silent past its watchdog: killed", self.name)
             return f"batch watchdog: no result from worker {self.name} in time; worker killed"
         return None
 
@@ -240,7 +234,7 @@ class LocalExecutor:
         self.settings = settings
         self.slots = slots
         self.evaluate_fn = evaluate_fn
-        self.watchdog_s = settings.timeout_s * WATCHDOG_FACTOR + WATCHDOG_SLACK_S
+        self.watchdog_s = workers.watchdog_s(settings.timeout_s)
 
     def run(self, queue: WorkQueue, on_record: OnRecord) -> None:
         workers = [_Worker(name, env, self.evaluate_fn) for name, env in self.slots.items()]

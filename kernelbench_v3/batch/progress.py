@@ -5,7 +5,9 @@ reports: evaluations per hour per worker (one worker per GPU locally; per node a
 Ray) and in total, and the ETA. On a terminal it is a tqdm bar whose postfix carries the
 verdict counts and each worker's rate; elsewhere (a log file, CI) it prints one plain line every
 `every_n` records and at least every `every_s` seconds, so a log shows progress without a
-carriage-return bar. `Throughput` is computed from the records of this run and the run's wall
+carriage-return bar. Each evaluation is named as it starts (a plain line, or the bar's
+description), and the periodic line names what is running, so a slow first evaluation is never
+a silent wait. `Throughput` is computed from the records of this run and the run's wall
 clock alone: `evals_per_hour = n / (wall_s / 3600)`.
 """
 
@@ -18,7 +20,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
-EVERY_S = 30.0  # non-TTY: a line at least this often
+EVERY_S = 10.0  # non-TTY: a line at least this often (as `kbv3 eval` and the demo)
 
 
 @dataclass
@@ -86,6 +88,7 @@ class Progress:
         self.started = clock()
         self.statuses: Counter = Counter()
         self.by_worker: dict[str, list[dict[str, Any]]] = {}
+        self.running: list[str] = []  # labels of the evaluations started and not yet recorded
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._last_line = self.started
@@ -115,8 +118,23 @@ class Progress:
         done, elapsed = self.done, self.clock() - self.started
         return None if not done else (self.total - done) * elapsed / done
 
-    def record(self, record: dict[str, Any], worker: str = "") -> None:
+    def starting(self, label: str) -> None:
+        """An evaluation (`label`: its problem and model) has been handed to a worker."""
         with self._lock:
+            self.running.append(label)
+            if not self.enabled:
+                return
+            if self._bar is not None:
+                self._bar.set_description_str(f"eval-batch {label}", refresh=True)
+            else:
+                started = self.done + len(self.running)
+                print(f"eval-batch: started {label} ({started}/{self.total})", file=self.stream, flush=True)
+                self._last_line = self.clock()
+
+    def record(self, record: dict[str, Any], worker: str = "", label: str | None = None) -> None:
+        with self._lock:
+            if label is not None and label in self.running:
+                self.running.remove(label)
             self.statuses[record.get("status", "?")] += 1
             self.by_worker.setdefault(worker or "worker", []).append(record)
             if not self.enabled:
@@ -137,7 +155,10 @@ class Progress:
         return (
             f"eval-batch {done}/{self.total} ({100.0 * done / max(self.total, 1):.0f}%) "
             f"elapsed {_clock(elapsed)}, ETA {_clock(eta) if eta is not None else '?'}, "
-            f"{total_rate:.1f} evals/h" + (f" [{rates}]" if rates else "") + (f"; {counts}" if counts else "")
+            f"{total_rate:.1f} evals/h"
+            + (f" [{rates}]" if rates else "")
+            + (f"; {counts}" if counts else "")
+            + (f"; running: {', '.join(self.running)}" if self.running else "")
         )
 
     def _print(self) -> None:

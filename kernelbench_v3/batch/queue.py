@@ -8,7 +8,7 @@ it sits below both, so executors need not import batch (batch imports executors 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,7 +81,13 @@ class WorkQueue:
     evaluation has either cached it or failed at it; a retry one at a time would not help.)
     """
 
-    def __init__(self, items: Iterable[BatchItem], warm: Iterable[tuple[str, str]] = ()):
+    def __init__(
+        self,
+        items: Iterable[BatchItem],
+        warm: Iterable[tuple[str, str]] = (),
+        on_take: Callable[[BatchItem], None] | None = None,
+    ):
+        self._on_take = on_take  # told of each item as a worker takes it (progress names it)
         self._pending: list[BatchItem] = list(items)
         self._warm: set[tuple[str, str]] = set(warm)
         self._warming: set[tuple[str, str]] = set()
@@ -114,6 +120,8 @@ class WorkQueue:
             self._warming.add(group)
         self._running.add(item.key)
         self._running_items[item.key] = item
+        if self._on_take is not None:
+            self._on_take(item)
         return item
 
     def _may_start(self, group: tuple[str, str]) -> bool:

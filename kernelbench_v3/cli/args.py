@@ -123,6 +123,19 @@ def split_name(text: str) -> str:
     return split
 
 
+def split_arg(text: str) -> str:
+    """`--split`: a split by any of its spellings (`h100`, `H100`, `RTX 3090`), as `--gpu` takes it."""
+    from ..vocab import SPLITS, split_of
+
+    split = split_of(text) if text.strip() else None
+    if split is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a split; choose one of {', '.join(SPLITS)}")
+    return split
+
+
+SPLIT_METAVAR = "{rtx3090,h100,b200}"
+
+
 def sizes_text(text: str) -> dict[str, Any]:
     """`batch_size=16,dim=256` -> {"batch_size": 16, "dim": 256} (numbers or True/False)."""
     sizes: dict[str, Any] = {}
@@ -200,6 +213,15 @@ def check_gpus(device: str | None, gpus: tuple[int, ...] | None, executor: str) 
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def check_input_file(path: Path, what: str, hint: str = "") -> None:
+    """CliError unless `path` is a file: a folder and a missing path are told apart."""
+    path = Path(path)
+    if path.is_file():
+        return
+    problem = "is a folder, not a file" if path.is_dir() else "does not exist"
+    raise CliError(f"{what}: {path} {problem}" + (f"; {hint}" if hint else ""))
 
 
 def check_writable_parent(path: Path, what: str) -> None:

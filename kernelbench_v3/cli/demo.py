@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
+
+from .heartbeat import HEARTBEAT_S, heartbeat
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 # The checkout's examples when run from a source tree, else the copy a wheel ships (setup.py).
@@ -28,7 +28,6 @@ EXAMPLES_DIR = next(
     _PACKAGE / "_examples",
 )
 CPU_TIMING_SECONDS = 1.0  # per timed function on CPU: enough to run the timing machinery
-HEARTBEAT_S = 10.0  # a progress line at least this often while an evaluation runs
 
 
 def example_solutions(examples_dir: Path = EXAMPLES_DIR) -> dict[str, Path]:
@@ -104,7 +103,7 @@ def run_demo(
                 baseline=not on_cpu,
                 timing_seconds=CPU_TIMING_SECONDS if on_cpu else None,
             )
-            with _heartbeat(pid, say):
+            with heartbeat(pid, say, HEARTBEAT_S):
                 record = evaluate(request)
             sink.write(record.to_json() + "\n")
             sink.flush()
@@ -121,26 +120,6 @@ def run_demo(
 
 def _first(text: str | None) -> str:
     return (text or "").strip().splitlines()[0][:160] if (text or "").strip() else ""
-
-
-@contextmanager
-def _heartbeat(what: str, say: Callable[[str], None], every: float | None = None) -> Iterator[None]:
-    """Say that `what` is still running every `every` seconds (HEARTBEAT_S) until the block ends."""
-    every = HEARTBEAT_S if every is None else every
-    done = threading.Event()
-    started = time.monotonic()
-
-    def beat() -> None:
-        while not done.wait(every):
-            say(f"        ... {what} still running ({time.monotonic() - started:.0f} s)")
-
-    thread = threading.Thread(target=beat, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
 
 
 def summary_json(records: list[dict]) -> str:

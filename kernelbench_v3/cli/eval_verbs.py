@@ -10,12 +10,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..vocab import DEVICES, EXECUTORS, SIZE_MODES, SPLITS
+from ..vocab import DEVICES, EXECUTORS, SIZE_MODES
 from .args import (
+    SPLIT_METAVAR,
     CliError,
     check_cuda,
     check_eval_problem,
     check_gpus,
+    check_input_file,
     check_writable_parent,
     default_device,
     gpu_indices,
@@ -23,8 +25,10 @@ from .args import (
     positive_int,
     problems_dir,
     sizes_text,
+    split_arg,
     split_name,
 )
+from .heartbeat import HEARTBEAT_S, heartbeat
 from .options import add_eval_options, eval_options_from
 
 
@@ -67,8 +71,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..evaluate import evaluate
     from ..evaluate.supervisor.report import describe
 
-    if not args.solution.is_file():
-        raise CliError(f"argument --solution: file {args.solution} does not exist")
+    check_input_file(args.solution, "argument --solution", "give the solution's .py file")
     sizes = check_eval_problem(args.problem, args.gpu, args.sizes, args.problems)
     if args.server is not None:
         from .serve_verbs import eval_on_server
@@ -85,7 +88,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
             sizes=sizes,
             model=args.model,
         )
-        record = evaluate(request, problems_dir=args.problems, cache_dir=args.cache)
+        say = _stderr_line
+        say(f"kbv3 eval: evaluating {args.problem} on {request.device} (a line every {HEARTBEAT_S:g} s) ...")
+        with heartbeat(args.problem, say):
+            record = evaluate(request, problems_dir=args.problems, cache_dir=args.cache)
     except (KeyError, ValueError, FileNotFoundError) as exc:
         print(f"kbv3 eval: {exc}", file=sys.stderr)
         return 2
@@ -94,6 +100,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         print(describe(record))
     return 0 if record.correct else 1
+
+
+def _stderr_line(text: str) -> None:
+    # Progress goes to stderr: stdout stays the verdict (or the one JSON object of --json).
+    print(text, file=sys.stderr, flush=True)
 
 
 def add_eval_batch(sub: argparse._SubParsersAction) -> None:
@@ -105,19 +116,20 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
         "finishes (<out>.journal.jsonl); rerunning the same command skips what is done.",
     )
     p.add_argument("solutions", type=Path, help="folder of solution files")
-    p.add_argument("--split", required=True, choices=SPLITS)
-    p.add_argument("--out", required=True, type=Path, help="Parquet file of records to write")
+    p.add_argument("--split", required=True, type=split_arg, metavar=SPLIT_METAVAR)
+    p.add_argument("--out", required=True, type=Path, help="Parquet file of records to write (.parquet)")
     p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
     p.add_argument("--gpus", type=gpu_indices, help="GPU indices for the workers, e.g. 0,1 (default: all visible)")
     p.add_argument("--workers", type=positive_int, default=1, help="worker processes on --device cpu")
     p.add_argument("--executor", choices=EXECUTORS, default="local")
     p.add_argument("--address", help="Ray cluster address (default: start Ray in-process)")
     p.add_argument(
-        "--sizes",
+        "--shapes",
         choices=SIZE_MODES,
-        default="default",
-        help="problem shapes: the files' own, or each problem's REDUCED_SIZES",
+        help="problem shapes: the files' own (default on CUDA), or each problem's REDUCED_SIZES (default on CPU)",
     )
+    # `--sizes` is eval's NAME=VALUE; here it would mean something else, so it only points the way.
+    p.add_argument("--sizes", help=argparse.SUPPRESS)
     add_eval_options(p)
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
     p.add_argument(
@@ -133,6 +145,9 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_eval_batch)
 
 
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
 def cmd_eval_batch(args: argparse.Namespace) -> int:
     import signal
 
@@ -140,7 +155,17 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
 
     # Every check before anything is created: a refused command leaves no Parquet or journal.
     if not args.solutions.is_dir():
-        raise CliError(f"solutions folder {args.solutions} does not exist (or is not a folder)")
+        what = "is a file, not a folder" if args.solutions.is_file() else "does not exist"
+        raise CliError(f"solutions folder {args.solutions} {what}")
+    if args.sizes is not None:
+        raise CliError(
+            "argument --sizes: eval-batch takes --shapes default|reduced (NAME=VALUE sizes are `kbv3 eval --sizes`)"
+        )
+    if args.out.suffix not in PARQUET_SUFFIXES:
+        raise CliError(
+            f"argument --out: eval-batch writes Parquet; name the file .parquet (got {args.out.name}); "
+            "`kbv3 report` reads it"
+        )
     if args.address and args.executor != "ray":
         raise CliError("argument --address: only used with --executor ray")
     device = check_gpus(args.device, args.gpus, args.executor)
@@ -155,7 +180,7 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
     settings = BatchSettings(
         split=args.split,
         device=device,
-        sizes=args.sizes,
+        sizes=args.shapes or ("reduced" if device == "cpu" else "default"),
         problems_root=str(args.problems.resolve()) if args.problems else None,
         options=eval_options_from(args),
     )
@@ -184,7 +209,8 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
         print("kbv3 eval-batch: interrupted; rerun the same command to finish", file=sys.stderr)
         return 130
     print(describe_batch(result))
-    return 0
+    # As `eval`: 1 when the work ran and found a failure (README, Exit codes).
+    return 0 if all(r.get("status") == "correct" for r in result.records) else 1
 
 
 def add_baselines(sub: argparse._SubParsersAction) -> None:

@@ -97,5 +97,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def entry() -> None:
+    """The `kbv3` program: `main`, then exit with its code. After an interrupt the process leaves
+    at once (`os._exit`): Python's own shutdown restores the default SIGINT handler, so a second
+    Ctrl-C arriving during it would end the process by the signal instead of with code 130."""
+    code = main()
+    if code == 130:
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 
 from ..vocab import DEVICES, SPLITS
-from .args import CliError, check_cuda, check_writable_parent, problems_dir
+from .args import SPLIT_METAVAR, CliError, check_cuda, check_writable_parent, problems_dir, split_arg
 
 
 def add_ls(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ls", help="list the problems (optionally one split)")
-    p.add_argument("--split", choices=SPLITS)
+    p.add_argument("--split", type=split_arg, metavar=SPLIT_METAVAR)
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_ls)
@@ -26,7 +26,10 @@ def add_ls(sub: argparse._SubParsersAction) -> None:
 def cmd_ls(args: argparse.Namespace) -> int:
     from ..catalog.problem import discover
 
-    for p in discover(args.problems, split=args.split):
+    problems = sorted(discover(args.problems, split=args.split), key=lambda p: natural_key(p.problem_id))
+    if not args.json:
+        print(f"{'problem':<60} {'level':<7}  {'op type':<16} splits")
+    for p in problems:
         if args.json:
             print(
                 json.dumps(
@@ -43,8 +46,15 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 )
             )
         else:
-            print(f"{p.problem_id:<60} level {p.level}  {p.op_type:<16} {','.join(p.gpus)}")
+            print(f"{p.problem_id:<60} {p.level:<7}  {p.op_type:<16} {','.join(p.gpus)}")
     return 0
+
+
+def natural_key(problem_id: str) -> tuple:
+    """`level1/2_...` before `level1/10_...`: digits compare as numbers, as a person reads them."""
+    import re
+
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", problem_id))
 
 
 def add_validate(sub: argparse._SubParsersAction) -> None:
@@ -68,7 +78,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def add_prompts(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("prompts", help="write one prompt per problem of a split as JSON lines")
-    p.add_argument("--split", required=True, choices=SPLITS)
+    p.add_argument("--split", required=True, type=split_arg, metavar=SPLIT_METAVAR)
     p.add_argument(
         "--template", default="default", help="a bundled template name or the path of a Jinja2 template file"
     )
@@ -162,7 +172,7 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
         "evaluate the bundled example solutions",
     )
     p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
-    p.add_argument("--split", default="h100", choices=SPLITS)
+    p.add_argument("--split", default="h100", type=split_arg, metavar=SPLIT_METAVAR)
     p.add_argument("--device", choices=DEVICES, help="default: cuda when available")
     p.add_argument(
         "--all-examples",

@@ -40,7 +40,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             args.source, problems=args.problems, solutions=not summary, facts=not summary and not args.no_facts
         )
     except RunsSourceError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(exc.worded_for("--source")) from None
     except RunsSchemaError as exc:
         print(f"kbv3 runs: {exc}", file=sys.stderr)
         return 1
@@ -64,10 +64,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
             print(
                 part.drop(columns=["gpu", "correct", "total"])
                 .rename(columns={"correct_str": "correct"})
-                .to_string(index=False, float_format=lambda v: f"{v:.3g}")
+                .to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:.3g}")
             )
         print("\n== speedup distribution (correct runs) ==")
-        print(dist.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        if dist.empty:
+            print("no correct run has a speedup (timed on the CPU, or without a baseline): no distribution")
+        else:
+            print(dist.to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:.3g}"))
         cpu = int((~joined["timing_meaningful"].astype(bool)).sum()) if "timing_meaningful" in joined.columns else 0
         if cpu:
             print(
@@ -94,7 +97,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         )
         for row in flags.itertuples(index=False):  # each reason in full: it names the peak used
             print(
-                f"run {row.run}  {row.model} / {row.gpu} / {row.problem}  speedup {row.speedup:.3g}x  "
+                f"run {row.run}  {row.model} / {row.gpu} / {row.problem}  speedup {_speedup_text(row.speedup)}  "
                 f"{row.flag}:\n    {row.reason}"
             )
     if len(missing):
@@ -107,12 +110,15 @@ def add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
         help="evaluator records as a table: problem, status, failed check and reason, time, speedup, SOL",
-        description="Print RESULTS (eval-batch Parquet or JSONL, the demo's records.jsonl, or one "
-        "`kbv3 eval --json` object) as a per-problem table: problem, status, the failed check and its "
-        "reason, the scored time, the speedup and the fraction of the speed of light reached. "
+        description="Print RESULTS (eval-batch Parquet or JSONL, the demo's records.jsonl, one "
+        "`kbv3 eval --json` object, or a published results.csv) as a per-problem table: problem, the split "
+        "and the device it ran on, status, the failed check and its reason, the scored time, the speedup, "
+        "the fraction of the speed of light reached and the row's anomaly flags (n/a: no such figure). "
         "--html OUT also writes a self-contained page of the table with the leaderboard and its figures.",
     )
-    p.add_argument("results", type=Path, help="records file: .parquet, .jsonl or .json")
+    p.add_argument(
+        "results", type=Path, help="records file (.parquet, .jsonl or .json) or a published runs table (.csv)"
+    )
     p.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML page to OUT")
     p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
     machine = p.add_mutually_exclusive_group()
@@ -132,11 +138,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .args import check_writable_parent
 
     if not args.results.is_file():
-        raise CliError(f"results file {args.results} does not exist (give eval-batch's --out, or a records .jsonl)")
+        what = "is a folder, not a file" if args.results.is_dir() else "does not exist"
+        raise CliError(f"results file {args.results} {what} (give eval-batch's --out, or a records .jsonl)")
     if args.html is not None:
         check_writable_parent(args.html, "--html")
     try:
-        runs, joined = load_report(args.results, args.problems)
+        runs, joined, flags = load_report(args.results, args.problems)
     except RunsSourceError as exc:
         raise CliError(str(exc)) from None
     except RunsSchemaError as exc:
@@ -144,6 +151,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 1
     from ..runs import pass_at_k
 
+    # The page is written before anything is printed: a path that cannot be written fails with
+    # nothing on stdout, never after a full table.
+    if args.html is not None:
+        page = html_page(runs, joined, title=f"kbv3 report: {args.results.name}", flags=flags)
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        args.html.write_text(page, encoding="utf-8")
     if args.json or args.csv:
         summaries = pass_at_k.model_summaries(runs)
         if args.json:
@@ -158,11 +171,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         problems = pass_at_k.problem_table(runs)
         if (problems["samples"] > 1).any():
             print(problems.to_string(index=False, float_format=lambda v: f"{v:.3g}") + "\n")
-        print(terminal_text(report_table(pass_at_k.sort_records_best_first(runs))))
+        table = report_table(pass_at_k.sort_records_best_first(joined), flags)
+        print(terminal_text(table, runs=runs, flags=flags))
     if args.html is not None:
-        args.html.write_text(html_page(runs, joined, title=f"kbv3 report: {args.results.name}"), encoding="utf-8")
         print(f"wrote {args.html}", file=sys.stderr if args.json or args.csv else sys.stdout)  # stdout stays parseable
     return 0
+
+
+def _speedup_text(value) -> str:
+    """`2.5x`, or `n/a` where the run has no speedup (timed on the CPU, incorrect, no baseline)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "n/a"
+    return "n/a" if number != number else f"{number:.3g}x"
 
 
 def _records(frame) -> list:

@@ -8,11 +8,11 @@ so an interrupted run never leaves a half-written file behind.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..catalog.problem import Problem, discover
+from ..paths import write_atomically
 from ..vocab import SPLITS
 from .render import DEFAULT_TEMPLATE, messages_to_text, to_messages
 
@@ -40,17 +40,8 @@ def prompt_rows(
 
 
 def write_jsonl(rows: Iterable[dict], out: Path | str) -> int:
-    """Write rows as JSON lines to `out` (atomically); returns the number of rows."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    count = 0
-    try:
-        with tmp.open("w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-                count += 1
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return count
+    """Write rows as JSON lines to `out` (atomically, `paths.write_atomically`); returns the
+    number of rows."""
+    lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in rows]
+    write_atomically(Path(out), "".join(lines))
+    return len(lines)

@@ -4,8 +4,10 @@ Per GPU and model, `correct` is the number of distinct problems with a correct r
 the number of problems in that GPU's split (43, 54, 58 for the full catalog), so a model that
 skipped problems is not flattered. The geometric mean speedup is over correct runs; `fast_p`
 (KernelBench's metric, p in 0, 1, 1.5, 2) is the share of the split's problems solved correctly
-with a best speedup above p (fast_0 = share correct); the mean and median fraction of the speed
-of light are `sol_light_ms / sol_ms` over correct runs; cost per correct is the summed
+with a best speedup above p (fast_0 = share correct); where no correct run of a model has a
+speedup (every one timed on the CPU, or without a baseline) fast_p above 0 is NaN (no figure
+exists), never 0; the mean and median fraction of the speed of light are
+`speed_of_light.sol_fraction` over correct runs; cost per correct is the summed
 `estimated_cost_usd` of all the model's runs on that GPU divided by `correct`. Without a
 catalog, `total` is the number of distinct problems anyone ran on that GPU. Also the speedup
 distribution per level.
@@ -20,7 +22,7 @@ import pandas as pd
 
 from ..catalog.problem import Problem
 from ..vocab import SPLIT_OF_RUNS_GPU
-from .speed_of_light import add_roofline
+from .speed_of_light import add_roofline, sol_fraction
 
 GPU_ORDER = tuple(SPLIT_OF_RUNS_GPU)
 
@@ -57,10 +59,23 @@ def _best_speedups(good: pd.DataFrame) -> pd.Series:
     return good.groupby("_key")["speedup"].max()
 
 
+def _fast_share(best: pd.Series, p: float, correct: int, total: int) -> float:
+    """fast_p of one (GPU, model): NaN without a total, or for p > 0 when no correct run has a
+    speedup (timed on the CPU, or no baseline): 0 would read as "measured and never faster"."""
+    if not total:
+        return np.nan
+    if p == 0 or correct == 0:  # nothing correct: nothing faster either, a measured 0
+        return correct / total
+    if not best.notna().any():
+        return np.nan
+    return int((best > p).sum()) / total
+
+
 def fast_p(joined: pd.DataFrame, thresholds=FAST_P, problems: Iterable[Problem] | None = None) -> pd.DataFrame:
     """One row per (GPU, model, p): `fast_p`, the share of the split's problems that the model
     solved correctly with a speedup above p (KernelBench's fast_p; fast_0 is the share correct).
-    A problem counts once, with its best correct run."""
+    A problem counts once, with its best correct run; NaN above p = 0 where no correct run has a
+    speedup."""
     totals = _split_totals(problems, joined)
     frame = joined.assign(_key=problem_key(joined), _correct=joined["correct"].fillna(False).astype(bool))
     rows = []
@@ -68,28 +83,25 @@ def fast_p(joined: pd.DataFrame, thresholds=FAST_P, problems: Iterable[Problem] 
         best = _best_speedups(group[group["_correct"]])
         total = int(totals.get(gpu, 0))
         for p in thresholds:
-            hits = len(best) if p == 0 else int((best > p).sum())
-            rows.append({"gpu": gpu, "model": model, "p": float(p), "fast_p": hits / total if total else np.nan})
+            rows.append({"gpu": gpu, "model": model, "p": float(p), "fast_p": _fast_share(best, p, len(best), total)})
     return pd.DataFrame(rows, columns=["gpu", "model", "p", "fast_p"])
 
 
 def leaderboard(joined: pd.DataFrame, problems: Iterable[Problem] | None = None) -> pd.DataFrame:
     """One row per (GPU, model): correct, total, `correct_str` ("33/43"), attempted runs,
     geometric-mean speedup on correct runs, `fast_0` .. `fast_2` (share of the split's problems
-    correct with a speedup above p; fast_0 = share correct), the mean and median fraction of
-    the speed of light reached by correct runs (`sol_light_ms / sol_ms`: 1 = at the roofline of
-    the fastest precision in reach; NaN without roofline figures), total cost and cost per
-    correct problem."""
+    correct with a speedup above p; fast_0 = share correct; NaN above 0 where no correct run
+    has a speedup), the mean and median fraction of the speed of light reached by correct runs
+    (`speed_of_light.sol_fraction`: 1 = at the roofline of the fastest precision in reach; NaN
+    without roofline figures), total cost and cost per correct problem."""
     totals = _split_totals(problems, joined)
     if "sol_light_ms" not in joined.columns and {"flops", "bytes", "supported_precisions"} <= set(joined.columns):
         joined = add_roofline(joined)
-    frame = joined.assign(_key=problem_key(joined), _correct=joined["correct"].fillna(False).astype(bool))
-    if "sol_light_ms" in frame.columns:
-        frame["_sol_fraction"] = frame["sol_light_ms"] / frame["sol_ms"]
-    else:
-        frame["_sol_fraction"] = np.nan
-    if "timing_meaningful" in frame.columns:  # a CPU time (Triton interpreter) reaches no speed of light
-        frame.loc[~frame["timing_meaningful"].fillna(True).astype(bool), "_sol_fraction"] = np.nan
+    frame = joined.assign(
+        _key=problem_key(joined),
+        _correct=joined["correct"].fillna(False).astype(bool),
+        _sol_fraction=sol_fraction(joined),
+    )
     fast_columns = [fast_p_column(p) for p in FAST_P]
     rows = []
     for (gpu, model), group in frame.groupby(["gpu", "model"], sort=False):
@@ -98,7 +110,7 @@ def leaderboard(joined: pd.DataFrame, problems: Iterable[Problem] | None = None)
         speedups = good["speedup"].dropna()
         speedups = speedups[speedups > 0]
         best = _best_speedups(good)
-        fractions = good["_sol_fraction"].replace([np.inf, -np.inf], np.nan).dropna()
+        fractions = good["_sol_fraction"].dropna()
         cost = group["estimated_cost_usd"].sum(min_count=1)
         total = int(totals.get(gpu, 0))
         row = {
@@ -111,8 +123,7 @@ def leaderboard(joined: pd.DataFrame, problems: Iterable[Problem] | None = None)
             "geomean_speedup": float(np.exp(np.log(speedups).mean())) if len(speedups) else np.nan,
         }
         for p, column in zip(FAST_P, fast_columns):
-            hits = correct if p == 0 else int((best > p).sum())
-            row[column] = hits / total if total else np.nan
+            row[column] = _fast_share(best, p, correct, total)
         row.update(
             {
                 "mean_sol_fraction": float(fractions.mean()) if len(fractions) else np.nan,

@@ -13,7 +13,8 @@ Inputs accepted by `load_runs(source)`:
   links, ...) are filled with nulls;
 - `None`: the Hub dataset (needs network; offline, pass a local path instead).
 
-The schema itself and row validation live in `runs_schema` (re-exported here).
+The schema itself and row validation live in `schema`, reading files and reaching the Hub in
+`sources` (both re-exported here).
 
 The `level` column is matched robustly because the published data is not consistent: it holds
 1-4 for level1-4 problems but 1 for every graphics / tile_specialized / cutile problem (even
@@ -24,7 +25,6 @@ So problems are matched by file name first; a category written in `level` (`"lev
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -47,161 +47,19 @@ from .schema import (  # noqa: F401 - re-exported: the runs API in one place
     validate_runs,
 )
 from .solution_files import attach_solutions, problem_file_name
-
-HUB_REPO_ID = "Infatoshi/kernelbench-v3-runs"
-RESULTS_FILE = "results.csv"
-SOLUTIONS_DIR = "solutions"
-
-
-class RunsSourceError(ValueError):
-    """A runs source that cannot be found or read (names the path or the Hub repository)."""
-
-
-# ---------------------------------------------------------------- reading
-
-
-def read_runs_table(path: Path | str) -> tuple[pd.DataFrame, str]:
-    """Raw table and its kind ("runs" or "records") from a CSV, Parquet or JSONL file."""
-    path = Path(path)
-    if not path.is_file():
-        raise RunsSourceError(f"runs file {path} does not exist")
-    suffix = path.suffix
-    try:
-        if suffix == ".csv":
-            # Strings only: types are checked by validate_runs, so a bad cell is reported, not guessed.
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        elif suffix in (".parquet", ".pq"):
-            frame = pd.read_parquet(path)
-        elif suffix == ".jsonl":
-            frame = _read_jsonl(path)
-        elif suffix == ".json":
-            frame = _read_json(path)
-        else:
-            raise RunsSourceError(f"{path}: unsupported runs file type {suffix!r} (use .csv, .parquet or .jsonl)")
-    except RunsSourceError:
-        raise
-    except Exception as exc:  # a parser error: say which file
-        raise RunsSourceError(f"{path}: cannot be read as {suffix}: {exc}") from exc
-    if frame.empty:
-        what = "a header and no rows" if suffix == ".csv" and len(frame.columns) else "no runs"
-        raise RunsSourceError(
-            f"{path} holds {what}: there is nothing to analyze; "
-            "pass a results.csv or records file with at least one run"
-        )
-    kind = _kind_of(frame)
-    if kind == "records":
-        # A batch journal may hold retries: the last record of a (model, GPU, problem, sample) wins.
-        keys = [c for c in ("model", "gpu", "problem", "problem_id", "sample") if c in frame.columns]
-        frame = frame.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)
-    return frame, kind
-
-
-def _read_jsonl(path: Path) -> pd.DataFrame:
-    """Records of a JSONL file; lines that are not runs (a batch journal's header) are skipped."""
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise RunsSourceError(f"{path} line {number}: not valid JSON ({exc})") from None
-            if isinstance(obj, dict) and "problem" in obj:
-                rows.append(obj)
-    return pd.DataFrame(rows)
-
-
-def _read_json(path: Path) -> pd.DataFrame:
-    """One record (what `kbv3 eval --json` prints) or a list of them."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if isinstance(data, dict):
-        data = [data]
-    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        raise RunsSourceError(f"{path}: expected a JSON object (one record) or a list of objects")
-    return pd.DataFrame(data)
-
-
-def _resolve_source(source: Path | str | None, repo_id: str, revision: str | None, solutions: bool) -> Path:
-    if source is not None:
-        path = Path(source).expanduser()
-        if path.is_dir():
-            for name in (RESULTS_FILE, "records.parquet", "records.jsonl", "results.parquet"):
-                if (path / name).is_file():
-                    return path / name
-            raise RunsSourceError(f"folder {path} holds no {RESULTS_FILE}, records.parquet or records.jsonl")
-        if not path.exists():
-            raise RunsSourceError(f"runs source {path} does not exist")
-        return path
-    why = hub_unreachable()
-    if why:
-        raise RunsSourceError(f"cannot fetch {RESULTS_FILE} of the Hub dataset {repo_id}: {why}; {offline_hint()}")
-    try:
-        hf_hub_download, snapshot_download = import_hub()
-        if solutions:
-            folder = snapshot_download(
-                repo_id, repo_type="dataset", revision=revision, allow_patterns=[RESULTS_FILE, f"{SOLUTIONS_DIR}/*"]
-            )
-            return Path(folder) / RESULTS_FILE
-        return Path(hf_hub_download(repo_id, RESULTS_FILE, repo_type="dataset", revision=revision))
-    except Exception as exc:
-        raise RunsSourceError(
-            f"could not fetch {RESULTS_FILE} of the Hub dataset {repo_id} ({type(exc).__name__}: {exc}); "
-            f"{offline_hint()}"
-        ) from exc
-
-
-# A small published-schema runs table the checkout ships (tests/fixtures): what to try offline.
-SHIPPED_FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "runs" / "published_schema_fixture"
-HUB_PROBE_S = 3.0  # how long to wait for a connection to the Hub before saying it is unreachable
-
-
-def import_hub():
-    """`hf_hub_download, snapshot_download`, imported without tqdm's notebook warning: in Jupyter
-    without ipywidgets `tqdm.auto` warns "IProgress not found" and falls back to the plain bar,
-    which is what the download shows anyway."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="IProgress not found")
-        from huggingface_hub import hf_hub_download, snapshot_download
-    return hf_hub_download, snapshot_download
-
-
-def offline_hint() -> str:
-    """How to run without the Hub: a local results.csv, and the fixture the checkout ships."""
-    hint = "pass --source PATH (load_runs(PATH)): a local results.csv, its folder, or eval-batch records"
-    if (SHIPPED_FIXTURE / RESULTS_FILE).is_file():
-        hint += f" (the checkout ships a small one: --source {SHIPPED_FIXTURE})"
-    return hint
-
-
-def hub_unreachable() -> str:
-    """Why the Hub cannot be used right now ("" when it may be): HF_HUB_OFFLINE is set, or no
-    connection to its host within HUB_PROBE_S (so an offline machine fails at once, not after
-    the client's retries)."""
-    import os
-    import threading
-    from urllib.parse import urlparse
-
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        return "HF_HUB_OFFLINE is set"
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-    url = urlparse(endpoint)
-    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme != "http" else 80)
-    outcome: list[str] = []
-
-    def probe() -> None:
-        import socket
-
-        try:
-            socket.create_connection((host, port), timeout=HUB_PROBE_S).close()
-            outcome.append("")
-        except OSError as exc:
-            outcome.append(f"{host} cannot be reached ({exc.strerror or exc})")
-
-    thread = threading.Thread(target=probe, daemon=True)  # name resolution has no timeout of its own
-    thread.start()
-    thread.join(HUB_PROBE_S + 1.0)
-    return outcome[0] if outcome else f"{host} did not answer within {HUB_PROBE_S:g} s"
+from .sources import (  # noqa: F401 - re-exported: the runs API in one place
+    HUB_REPO_ID,
+    RESULTS_FILE,
+    SHIPPED_FIXTURE,
+    SOLUTIONS_DIR,
+    RunsSourceError,
+    _kind_of,
+    _resolve_source,
+    hub_unreachable,
+    import_hub,
+    offline_hint,
+    read_runs_table,
+)
 
 
 def load_runs(
@@ -251,6 +109,7 @@ def load_runs(
         runs = attach_solutions(runs, folder)
     runs.attrs["source"] = origin
     runs.attrs["kind"] = kind
+    runs.attrs["superseded"] = int(raw.attrs.get("superseded", 0))
     return runs
 
 
@@ -268,10 +127,6 @@ def _drop_cpu_speedups(runs: pd.DataFrame) -> pd.DataFrame:
     runs["timing_meaningful"] = meaningful.astype(bool)
     runs.loc[~runs["timing_meaningful"], "speedup"] = np.nan
     return runs
-
-
-def _kind_of(frame: pd.DataFrame) -> str:
-    return "records" if all(m in frame.columns for m in RECORD_MARKERS[:2]) else "runs"
 
 
 def _catalog(problems: Sequence[Problem] | Path | str | None) -> list[Problem]:

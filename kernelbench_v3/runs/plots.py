@@ -137,7 +137,8 @@ def fast_p_curves(joined: pd.DataFrame, thresholds=None):
     """One panel per GPU: each model's fast_p (share of the split's problems correct with a
     speedup above p) against the threshold p, from 0 (the share correct) up; the leaderboard's
     thresholds (0, 1, 1.5, 2) are marked. A model has one colour in every panel, and one legend
-    (beside the panels) names every model of any panel."""
+    (beside the panels) names every model of any panel. A model with no speedup at all (timed
+    on the CPU) is one point at p = 0 marked n/a, never a curve that falls to 0."""
     plt = _pyplot()
     from matplotlib.lines import Line2D
 
@@ -152,7 +153,23 @@ def fast_p_curves(joined: pd.DataFrame, thresholds=None):
     for ax, gpu in zip(axes[0], gpus):
         sub = curves[curves["gpu"] == gpu]
         for model, line in sub.groupby("model", sort=True):
-            ax.step(line["p"], line["fast_p"], where="post", color=colours[str(model)], label=str(model))
+            colour = colours[str(model)]
+            if line.loc[line["p"] > 0, "fast_p"].isna().all():
+                # No correct run of this model has a speedup (CPU timing, no baseline): only
+                # fast_0 exists. A curve falling to 0 would read as "measured, never faster".
+                share = line.loc[line["p"] == 0, "fast_p"]
+                ax.plot([0.0], share.iloc[:1], marker="o", color=colour, label=str(model))
+                ax.annotate(
+                    f"{model}: fast_0 only; no speedup (n/a)",
+                    (0.0, float(share.iloc[0]) if len(share) else 0.0),
+                    xytext=(8, 0),
+                    textcoords="offset points",
+                    fontsize=8,
+                    va="center",
+                    color=colour,
+                )
+                continue
+            ax.step(line["p"], line["fast_p"], where="post", color=colour, label=str(model))
         for p in FAST_P:
             ax.axvline(p, color="grey", lw=0.6, ls=":")
         ax.set_title(f"{gpu}: fast_p per model")

@@ -1,27 +1,63 @@
 """`kbv3 report`: evaluator records (eval-batch Parquet/JSONL, the demo's records.jsonl, one
-`kbv3 eval --json` object) as a table a person reads, in the terminal or as one HTML page.
+`kbv3 eval --json` object) or a published runs table as a table a person reads, in the terminal
+or as one HTML page.
 
-One row per record: the problem, the model and GPU (the split reported for), the status, the
-failed check and its reason, the scored time, the speedup (`n/a on CPU`: a time through the
-Triton interpreter tests the machinery, it is no performance figure) and the fraction of the
-speed of light reached. The HTML page is self-contained (styles inline, figures as PNG data
-URIs): the same table, the leaderboard of the records and its figures (fast_p per model,
-speedup by level).
+One row per record: the problem, the model, the split it is reported for and the device it ran
+on, the status, the failed check and its reason, the scored time, the speedup, the fraction of
+the speed of light reached (`speed_of_light.sol_fraction`, the figure the leaderboard averages)
+and the anomaly flags of the row (`anomalies.flag_anomalies`, so a faster-than-light row is
+flagged where it is shown). `n/a` marks every figure that does not exist: a CPU time through the
+Triton interpreter tests the machinery and is no performance figure, an incorrect solution has
+no speedup. The HTML page is rendered from a Jinja2 template with autoescape (`templates/`):
+the same table, the flags with their reasons, the leaderboard of the records and its figures
+(fast_p per model, speedup by level), self-contained.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import io
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from .speed_of_light import sol_fraction, timed_on_gpu
+
+NA = "n/a"
 CPU_SPEEDUP = "n/a on CPU"
 CPU_NOTE = "n/a on CPU: CPU timing through the Triton interpreter tests the machinery; it is no performance figure"
-REPORT_COLUMNS = ["problem", "model", "gpu", "status", "failed_check", "reason", "scored_ms", "speedup", "sol_fraction"]
+CPU_BOARD_NOTE = (
+    "{n} record(s) evaluated on the CPU count for correctness only: their speedup, fast_p above 0 and "
+    "speed-of-light fraction are n/a (interpreter timing tests the machinery)"
+)
+REPORT_COLUMNS = [
+    "problem",
+    "model",
+    "split",
+    "ran_on",
+    "status",
+    "failed_check",
+    "reason",
+    "scored_ms",
+    "speedup",
+    "sol_fraction",
+    "flags",
+]
+HEADERS = [
+    "problem",
+    "model",
+    "split",
+    "ran on",
+    "status",
+    "failed check",
+    "reason",
+    "scored ms",
+    "speedup",
+    "SOL",
+    "flags",
+]
 
 
 def _first_line(text: Any, limit: int = 160) -> str:
@@ -31,60 +67,119 @@ def _first_line(text: Any, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _timed_on_cpu(row: pd.Series) -> bool:
-    if "timing_meaningful" in row and row["timing_meaningful"] is not None and not pd.isna(row["timing_meaningful"]):
-        return not bool(row["timing_meaningful"])
-    return row.get("device") == "cpu"
+def _present(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and np.isnan(value)) and value is not pd.NA
 
 
-def report_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per record (columns REPORT_COLUMNS), from a frame of `runs.load.load_runs`.
+def _ran_on(row: pd.Series) -> str:
+    """Where the run was timed: the record's `ran_on`; `cpu` for an older CPU record; a published
+    run (no such column) ran on the GPU it is listed under."""
+    ran_on = row.get("ran_on")
+    if isinstance(ran_on, str) and ran_on:
+        return ran_on
+    if row.get("device") == "cpu":
+        return "cpu"
+    gpu = row.get("gpu")
+    return gpu if isinstance(gpu, str) and "ran_on" not in row.index else "?"
 
-    `speedup` and `sol_fraction` are text: a number, `n/a on CPU (...)` or `-`."""
+
+def _flag_names(flags: pd.DataFrame | None) -> dict[Any, str]:
+    if flags is None or flags.empty:
+        return {}
+    return flags.groupby("run", observed=True)["flag"].agg(lambda s: ", ".join(map(str, s))).to_dict()
+
+
+def report_table(runs: pd.DataFrame, flags: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per record (columns REPORT_COLUMNS), from a frame of `runs.load.load_runs` (or
+    `join_runs` with `add_roofline`, which gives published runs their speed-of-light fraction).
+    `flags`: `flag_anomalies` of that frame, keyed by its index.
+
+    `speedup` and `sol_fraction` are text: a number, `n/a on CPU` or `n/a`."""
+    fractions = sol_fraction(runs)
+    on_gpu = timed_on_gpu(runs)
+    flagged = _flag_names(flags)
     rows = []
-    for _, row in runs.iterrows():
+    for label, row in runs.iterrows():
         status = row.get("status")
         if not isinstance(status, str) or not status:
             status = "correct" if bool(row.get("correct")) else "incorrect"
         speedup = row.get("speedup")
-        if speedup is not None and not pd.isna(speedup):
+        if _present(speedup):
             speed = f"{float(speedup):.3f}x"
-        elif status == "correct" and _timed_on_cpu(row):
+        elif status == "correct" and not on_gpu[label]:
             speed = CPU_SPEEDUP
         else:
-            speed = "-"
-        fraction = row.get("sol_fraction")
+            speed = NA
+        fraction = fractions[label]
         sol_ms = row.get("sol_ms")
         failed = row.get("failed_check")
         rows.append(
             {
                 "problem": row.get("problem_id") if isinstance(row.get("problem_id"), str) else row.get("problem"),
                 "model": row.get("model") or "(unnamed)",
-                "gpu": row.get("gpu") or "",
+                "split": row.get("gpu") or "",
+                "ran_on": _ran_on(row),
                 "status": status,
                 "failed_check": failed if isinstance(failed, str) else "",
                 "reason": _first_line(row.get("error")) if status != "correct" else "",
-                "scored_ms": f"{float(sol_ms):.4g}" if sol_ms is not None and not pd.isna(sol_ms) else "-",
+                "scored_ms": f"{float(sol_ms):.4g}" if _present(sol_ms) else NA,
                 "speedup": speed,
-                "sol_fraction": f"{float(fraction):.1%}" if fraction is not None and not pd.isna(fraction) else "-",
+                "sol_fraction": f"{float(fraction):.1%}" if _present(fraction) else NA,
+                "flags": flagged.get(label, ""),
             }
         )
     return pd.DataFrame(rows, columns=REPORT_COLUMNS)
 
 
-def terminal_text(table: pd.DataFrame, width: int = 60) -> str:
+def _notes(table: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """What the table's reader must know: why figures are n/a, which rows a file held twice."""
+    notes = []
+    if (table["speedup"] == CPU_SPEEDUP).any():
+        notes.append(CPU_NOTE)
+    superseded = int(runs.attrs.get("superseded", 0))
+    if superseded:
+        notes.append(
+            f"{superseded} earlier record(s) of the same model, split and problem in this file were superseded "
+            "by later ones (a rerun appends); the last of each is shown"
+        )
+    if table["flags"].ne("").any():
+        notes.append(
+            f"{int(table['flags'].ne('').sum())} row(s) flagged as anomalies: their figures are doubtful "
+            "(reasons below; `kbv3 runs anomalies --source FILE` runs every check)"
+        )
+    return notes
+
+
+def terminal_text(table: pd.DataFrame, width: int = 60, runs: pd.DataFrame | None = None, flags=None) -> str:
     """The table as left-aligned fixed-width text (the reason cut to `width` characters), then
-    a count of statuses and, where a speedup is `n/a on CPU`, why."""
+    a count of statuses and the notes: why a figure is n/a, superseded records, and each flag
+    with its reason."""
     shown = table.assign(reason=table["reason"].map(lambda r: r if len(r) <= width else r[: width - 3] + "..."))
-    headers = ["problem", "model", "gpu", "status", "failed check", "reason", "scored ms", "speedup", "SOL"]
-    rows = [headers] + [[str(v) for v in row] for row in shown.itertuples(index=False)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    rows = [HEADERS] + [[str(v) for v in row] for row in shown.itertuples(index=False)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     counts = table["status"].value_counts()
     lines += ["", f"{len(table)} record(s): " + ", ".join(f"{n} {s}" for s, n in counts.items())]
-    if (table["speedup"] == CPU_SPEEDUP).any():
-        lines.append(CPU_NOTE)
+    lines += _notes(table, runs if runs is not None else pd.DataFrame())
+    for item in _flag_items(flags):
+        lines.append(f"  {item['problem']} ({item['model']}, {item['gpu']}) {item['flag']}: {item['reason']}")
     return "\n".join(lines)
+
+
+def _flag_items(flags: pd.DataFrame | None) -> list[dict[str, str]]:
+    """Each flag of `flag_anomalies` as the text a reader sees: which row, which flag, why."""
+    if flags is None or flags.empty:
+        return []
+    return [
+        {
+            "problem": str(r.problem_id if isinstance(r.problem_id, str) else r.problem),
+            "model": str(r.model or "(unnamed)"),
+            "gpu": str(r.gpu),
+            "flag": str(r.flag),
+            "reason": str(r.reason),
+        }
+        for r in flags.itertuples(index=False)
+    ]
 
 
 def _figure_uri(fig) -> str:
@@ -96,74 +191,81 @@ def _figure_uri(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
-th { background: #f0f0f0; }
-tr.correct td.status { color: #176317; font-weight: bold; }
-tr.incorrect td.status, tr.failed td.status, tr.error td.status, tr.incomplete td.status { color: #b00020; font-weight: bold; }
-img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
-p.note { color: #555; }
-"""
+def _board_cell(value: Any) -> str:
+    if isinstance(value, (float, np.floating)):
+        return NA if np.isnan(value) else f"{value:.3g}"
+    return NA if value is None or value is pd.NA else str(value)
 
 
-def html_page(runs: pd.DataFrame, joined: pd.DataFrame | None = None, title: str = "kbv3 report") -> str:
-    """One self-contained HTML page: the records' table, their leaderboard and its figures."""
-    table = report_table(runs)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in REPORT_COLUMNS)
-    body = []
-    for row in table.itertuples(index=False):
-        cells = "".join(
-            f'<td class="{name}">{html.escape(str(value))}</td>' for name, value in zip(REPORT_COLUMNS, row)
-        )
-        body.append(f'<tr class="{html.escape(row.status)}">{cells}</tr>')
+def _environment():
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    return Environment(
+        loader=PackageLoader("kernelbench_v3.runs", "templates"),
+        autoescape=select_autoescape(["html", "j2"], default_for_string=True, default=True),
+        keep_trailing_newline=True,
+    )
+
+
+def html_page(
+    runs: pd.DataFrame,
+    joined: pd.DataFrame | None = None,
+    title: str = "kbv3 report",
+    flags: pd.DataFrame | None = None,
+) -> str:
+    """One self-contained HTML page: the records' table, their flags, their leaderboard and its
+    figures. `joined` (with roofline columns) gives the SOL column and the leaderboard."""
+    frame = joined if joined is not None else runs
+    table = report_table(frame, flags)
     counts = ", ".join(f"{n} {s}" for s, n in table["status"].value_counts().items())
-    parts = [
-        "<!DOCTYPE html>",
-        f'<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>',
-        f"<style>{STYLE}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-        f"<p>{len(table)} record(s): {html.escape(counts)}. Source: {html.escape(str(runs.attrs.get('source', '')))}</p>",
-        '<h2>Records</h2><table id="records"><thead><tr>' + head + "</tr></thead><tbody>",
-        *body,
-        "</tbody></table>",
-    ]
-    if (table["speedup"] == CPU_SPEEDUP).any():
-        parts.append(f'<p class="note">{html.escape(CPU_NOTE)}.</p>')
+    context: dict[str, Any] = {
+        "title": title,
+        "summary": f"{len(table)} record(s): {counts}",
+        "source": str(runs.attrs.get("source", "")),
+        "headers": HEADERS,
+        "rows": [
+            {"status": row["status"], "cells": [(name, str(row[name])) for name in REPORT_COLUMNS]}
+            for _, row in table.iterrows()
+        ],
+        "notes": _notes(table, runs),
+        "flagged": _flag_items(flags),
+        "board": None,
+        "figures": [],
+    }
     if joined is not None and len(joined):
         from . import plots
         from .leaderboard import leaderboard
 
-        board = leaderboard(joined)
-        shown = board.drop(columns=["correct", "total"]).rename(columns={"correct_str": "correct"})
-        parts.append("<h2>Leaderboard</h2>")
-        parts.append(
-            shown.to_html(index=False, na_rep="-", float_format=lambda v: f"{v:.3g}", border=0, table_id="leaderboard")
-        )
+        board = leaderboard(joined).drop(columns=["correct", "total"]).rename(columns={"correct_str": "correct"})
+        cpu = int((~timed_on_gpu(joined)).sum())
+        context["board"] = {
+            "headers": list(board.columns),
+            "rows": [[_board_cell(v) for v in row] for row in board.itertuples(index=False)],
+            "notes": [CPU_BOARD_NOTE.format(n=cpu)] if cpu else [],
+        }
         figures = [("fast_p per model", plots.fast_p_curves)]
         if joined["speedup"].notna().any():
             figures.append(("speedup by level", plots.speedup_by_level))
-        parts.append("<h2>Figures</h2>")
-        for name, draw in figures:
-            parts.append(f'<figure><img alt="{html.escape(name)}" src="{_figure_uri(draw(joined))}"></figure>')
-    parts.append("</body></html>")
-    return "\n".join(parts)
+        context["figures"] = [{"name": name, "uri": _figure_uri(draw(joined))} for name, draw in figures]
+    return _environment().get_template("report.html.j2").render(**context)
 
 
-def load_report(source: Path | str, problems=None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(records as loaded, records joined with the catalog) of a records file."""
+def load_report(source: Path | str, problems=None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(records as loaded, records joined with the catalog and the roofline, their anomaly
+    flags) of a records file or runs table."""
     import warnings
 
     from ..catalog.problem import discover
+    from .anomalies import flag_anomalies
     from .load import join_runs, load_runs
+    from .speed_of_light import add_roofline
 
     catalog = discover(problems) if problems is None or isinstance(problems, (str, Path)) else list(problems)
     runs = load_runs(source, problems=catalog, solutions=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # unmatched records are still listed in the table
-        joined = join_runs(runs, catalog, None)
-    return runs, joined
+        joined = add_roofline(join_runs(runs, catalog, None))
+    return runs, joined, flag_anomalies(joined)
 
 
-__all__ = ["CPU_SPEEDUP", "REPORT_COLUMNS", "html_page", "load_report", "report_table", "terminal_text"]
+__all__ = ["CPU_SPEEDUP", "NA", "REPORT_COLUMNS", "html_page", "load_report", "report_table", "terminal_text"]

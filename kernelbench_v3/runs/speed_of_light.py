@@ -1,6 +1,7 @@
 """Speed-of-light columns for joined runs: the roofline time of each run's problem on its GPU at the
-fastest precision in reach and at the reference's precision, the headroom they leave, and the
-text that names which peak a figure uses."""
+fastest precision in reach and at the reference's precision, the headroom they leave, the
+fraction of the speed of light a run reached (one definition for the report and the
+leaderboard), and the text that names which peak a figure uses."""
 
 from __future__ import annotations
 
@@ -53,6 +54,31 @@ def add_roofline(joined: pd.DataFrame) -> pd.DataFrame:
     out["sol_ref_precision"] = pd.Series([v[3] for v in values], index=out.index, dtype=object)
     out["headroom"] = out["ref_ms"] / out["sol_ref_ms"]
     return out
+
+
+def timed_on_gpu(frame: pd.DataFrame) -> pd.Series:
+    """Per run: True unless its time is known to be no performance figure (`timing_meaningful`
+    False: a CPU time through the Triton interpreter). Published runs, which have no such
+    column, were timed on their GPU."""
+    if "timing_meaningful" not in frame.columns:
+        return pd.Series(True, index=frame.index)
+    return frame["timing_meaningful"].map(lambda v: True if v is None or pd.isna(v) else bool(v)).astype(bool)
+
+
+def sol_fraction(frame: pd.DataFrame) -> pd.Series:
+    """Per run, the fraction of the speed of light reached (1 = at the roofline; above 1 is
+    faster than physically possible): the record's own `sol_fraction` where it has one (an
+    evaluator record, computed at the sizes it ran), else `sol_light_ms / sol_ms` (a published
+    run, at the default sizes); NaN where the time is no performance figure or either is
+    unknown. `kbv3 report`'s SOL column and the leaderboard's mean/median both read this."""
+    own = pd.to_numeric(frame["sol_fraction"], errors="coerce") if "sol_fraction" in frame.columns else None
+    if "sol_light_ms" in frame.columns and "sol_ms" in frame.columns:
+        light = pd.to_numeric(frame["sol_light_ms"], errors="coerce") / pd.to_numeric(frame["sol_ms"], errors="coerce")
+    else:
+        light = pd.Series(np.nan, index=frame.index)
+    fraction = light if own is None else own.where(own.notna(), light)
+    fraction = fraction.astype(float).replace([np.inf, -np.inf], np.nan)
+    return fraction.where(timed_on_gpu(frame))
 
 
 def peak_text(gpu: str, precision: str) -> str:

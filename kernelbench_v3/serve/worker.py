@@ -2,7 +2,8 @@
 
 Started by the service with its GPU pinned (`CUDA_VISIBLE_DEVICES`) and one end of a socket pair
 as `--fd`. It keeps its zygote warm (`keep_zygotes_warm`), so every solution still gets a fresh,
-sandboxed process forked from it, and the last problem's reference in memory; then it says
+sandboxed process forked from it, and the last problem's reference in memory (`workers.warm_up`,
+as a batch worker does); then it says
 `ready` and answers `evaluate` frames with `record` (or `error` for a request `evaluate` refused)
 until told to `stop` or its service goes away.
 
@@ -16,44 +17,12 @@ import os
 import socket
 import sys
 import tempfile
-import threading
-import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+from .. import workers
 from .protocol import SOURCE_LABEL, Conn, PeerGone, error_record, request_from_json
-
-
-def _exit_when_orphaned(parent_pid: int) -> None:
-    """The service died (even by SIGKILL): stop evaluating for nobody."""
-    while os.getppid() == parent_pid:
-        time.sleep(0.5)
-    os._exit(1)
-
-
-def warm_up(device: str) -> None:
-    """Pay the start-up now, not in the first request: torch, the evaluator, the zygote."""
-
-    from ..evaluate.supervisor import evaluation
-
-    evaluation.keep_zygotes_warm()
-    try:  # the last problem's reference stays in memory, as in a batch worker
-        from ..evaluate.supervisor.warm_references import keep_references_warm
-
-        keep_references_warm()
-    except ImportError:
-        pass
-    start_zygote = getattr(evaluation, "_warm_zygote", None)
-    if start_zygote is not None:
-        try:
-            start_zygote(device)
-        except Exception:  # the first evaluation starts it (and reports what goes wrong)
-            traceback.print_exc()
-    if device == "cuda":
-        import torch
-
-        torch.cuda.init()
 
 
 def evaluate_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -85,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), required=True)
     parser.add_argument("--name", default="worker")
     args = parser.parse_args(argv)
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    workers.exit_when_orphaned(os.getppid())
     conn = Conn(socket.socket(fileno=args.fd))
-    warm_up(args.device)
+    workers.warm_up(start_on=args.device)  # pay torch, the zygote and CUDA before `ready`
     try:
         conn.send({"kind": "ready", "pid": os.getpid(), "name": args.name})
         while True:

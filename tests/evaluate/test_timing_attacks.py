@@ -25,7 +25,8 @@ EXPECTED = {
     "done_before_work": "timed_outputs",
     # The timed path differs from the cases': the profiled timed call shows other kernels than the
     # profiled cases (custom_kernel), and the judged timed calls fail the case rules (timed_outputs).
-    "calls_batched": "custom_kernel",
+    # calls_batched: which fails first depends on whether the profiled call hit its cache.
+    "calls_batched": ("custom_kernel", "timed_outputs"),
     "timed_only_precision": "custom_kernel",
     "timed_told_by_storage": "custom_kernel",
     "gap_thread_precompute": "correct",
@@ -101,7 +102,8 @@ def test_the_timing_attack_fails_its_check_or_is_scored_by_the_supervisor(record
         assert record.timing_method == "supervisor_calls_cpu" and record.sol_ms, where
     else:
         assert not record.correct, where
-        assert record.failed_check == EXPECTED[name], where
+        expected = EXPECTED[name] if isinstance(EXPECTED[name], tuple) else (EXPECTED[name],)
+        assert record.failed_check in expected, where
         if name in ALSO_FAILED:
             assert record.checks[ALSO_FAILED[name]] == "fail", where
 

@@ -231,6 +231,7 @@ def test_cli_prompts_options(tmp_path, capsys):
     assert "neither a bundled template" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a fresh process importing `datasets`: over 2 s on its own
 def test_jsonl_loads_with_datasets(prompt_files, tmp_path):
     """The files load with `datasets.load_dataset("json", ...)`, in a fresh offline process."""
     script = textwrap.dedent("""
@@ -353,3 +354,12 @@ def test_one_shot_example_solution_is_correct(tmp_path):
         cache_dir=tmp_path / "cache",
     )
     assert record.correct, (record.status, record.error, record.check_details, record.log_tail)
+
+
+def test_the_score_names_no_gpu_as_where_it_is_timed():
+    """Issue 29, point 3: the evaluator times on the GPU it runs on (an H200, a CPU), so the
+    prompt never claims the baseline is timed on the split's GPU."""
+    text = " ".join(render(get_problem("level1/23_Softmax"), "h100").split())
+    score = text[text.index("## Score") :].split("## Output format")[0]
+    assert "timed on the NVIDIA" not in score
+    assert "the one the evaluation runs on" in score and "H100" in score

@@ -73,7 +73,9 @@ def test_report_prints_one_row_per_problem_with_the_failed_check_and_reason(tmp_
     assert lines[0].startswith("m: 4 samples over 4 problems")  # the per-model summary comes first
     start = next(i for i, line in enumerate(lines) if line.startswith("problem "))
     header = lines[start].split()
-    assert header[:4] == ["problem", "model", "gpu", "status"] and "speedup" in header and "SOL" in header
+    assert (
+        header[:6] == ["problem", "model", "split", "ran", "on", "status"] and "speedup" in header and "SOL" in header
+    )
     row = {line.split()[0]: line for line in lines[start + 1 : start + 5]}
     assert "2.000x" in row["level1/23_Softmax"] and "42.0%" in row["level1/23_Softmax"]
     assert "n/a on CPU" in row["level1/26_GELU_"] and "0.000" not in row["level1/26_GELU_"]
@@ -97,7 +99,7 @@ def test_report_html_is_self_contained(tmp_path, capsys):
     assert text.count("<tr class=") == 4 and 'id="leaderboard"' in text
     assert text.count('src="data:image/png;base64,') >= 2  # fast_p per model, speedup by level
     assert not re.search(r'(src|href)="(https?:|//|file:)', text)  # nothing fetched from elsewhere
-    assert "SyntaxError: expected &#x27;:&#x27;" in text and "n/a on CPU" in text
+    assert "SyntaxError: expected &#39;:&#39;" in text and "n/a on CPU" in text
 
 
 def _browser() -> str | None:
@@ -140,13 +142,11 @@ def _png_rows(path: Path) -> tuple[int, int, int, list[bytes]]:
     return width, height, channels, rows
 
 
-@pytest.mark.slow
-def test_report_html_renders_in_a_headless_browser(tmp_path, capsys):
+def _render(page: Path, tmp_path: Path) -> tuple[str, Path]:
+    """(the DOM as the browser parsed it, a 1200x1400 screenshot) of `page` in headless Chromium."""
     browser = _browser()
     if browser is None:
         pytest.skip("no chromium on this machine (apt-get install chromium)")
-    page = tmp_path / "report.html"
-    assert main(["report", str(_records(tmp_path)), "--html", str(page)]) == 0
     flags = [
         browser,
         "--headless",
@@ -158,14 +158,17 @@ def test_report_html_renders_in_a_headless_browser(tmp_path, capsys):
     dom = subprocess.run(
         [*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True
     ).stdout
-    assert dom.count("<tr class=") == 4 and "seed42: max abs error 0.5" in dom  # what the browser parsed
-    shot = tmp_path / "shot.png"
+    shot = page.with_suffix(".png")
     subprocess.run(
         [*flags, f"--screenshot={shot}", "--window-size=1200,1400", page.as_uri()],
         capture_output=True,
         timeout=120,
         check=True,
     )
+    return dom, shot
+
+
+def _drawn(shot: Path, coloured_rows: int = 20) -> None:
     width, height, channels, rows = _png_rows(shot)
     assert (width, height) == (1200, 1400)
     # The page is drawn: text rows near the top, and the figures (wide runs of colour) below the tables.
@@ -174,4 +177,50 @@ def test_report_html_renders_in_a_headless_browser(tmp_path, capsys):
     coloured = [
         y for y, row in enumerate(rows) if any(abs(row[i] - row[i + 2]) > 60 for i in range(0, len(row) - 2, channels))
     ]
-    assert len(coloured) > 20  # the curves and boxes of the figures (blue), not only black text
+    assert len(coloured) > coloured_rows  # the curves and boxes of the figures (blue), not only black text
+
+
+@pytest.mark.slow
+def test_report_html_renders_in_a_headless_browser(tmp_path, capsys):
+    page = tmp_path / "report.html"
+    assert main(["report", str(_records(tmp_path)), "--html", str(page)]) == 0
+    dom, shot = _render(page, tmp_path)
+    assert dom.count("<tr class=") == 4 and "seed42: max abs error 0.5" in dom  # what the browser parsed
+    _drawn(shot)
+
+
+def _cells(dom: str, table_id: str) -> list[str]:
+    part = dom[dom.index(f'id="{table_id}"') :]
+    return re.findall(r"<td[^>]*>([^<]*)</td>", part[: part.index("</table>")])
+
+
+@pytest.mark.slow
+def test_report_html_of_cpu_demo_records_shows_na_in_a_browser(tmp_path, capsys):
+    """Issue 29, point 1: the demo's CPU records, as a browser shows them: n/a wherever no
+    speedup exists, the note that they count for correctness only."""
+    from tests.runs.test_report_truth import cpu_records
+
+    page = tmp_path / "cpu_demo.html"
+    assert main(["report", str(cpu_records(tmp_path)), "--html", str(page)]) == 0
+    dom, shot = _render(page, tmp_path)
+    records = _cells(dom, "records")
+    assert records.count("n/a on CPU") == 3 and records.count("n/a") == 3  # speedup, SOL
+    board = _cells(dom, "leaderboard")
+    assert "0" not in board and all(c not in board for c in ("NaN", "nan", "-"))
+    assert board.count("n/a") >= 6  # geomean, fast_1, fast_1.5, fast_2, mean and median SOL
+    assert "count for correctness only" in dom
+    _drawn(shot, coloured_rows=5)
+
+
+@pytest.mark.slow
+def test_report_html_of_the_runs_fixture_flags_in_a_browser(tmp_path, capsys):
+    """Issue 29, point 2: the published-schema fixture: SOL on every timed row, the
+    faster-than-light row flagged with its reason."""
+    from tests.paths import PUBLISHED
+
+    page = tmp_path / "runs_fixture.html"
+    assert main(["report", str(PUBLISHED / "results.csv"), "--html", str(page)]) == 0
+    dom, shot = _render(page, tmp_path)
+    assert "1483.9%" in _cells(dom, "records") and "faster than physically possible" in dom
+    assert dom.count('class="flags"') >= 1 and "faster_than_light" in dom
+    _drawn(shot)

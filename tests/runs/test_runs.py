@@ -190,8 +190,11 @@ def test_source_errors(tmp_path, catalog):
     (tmp_path / "x.txt").write_text("a")
     with pytest.raises(RunsSourceError, match="unsupported runs file type"):
         load_runs(tmp_path / "x.txt", problems=catalog)
-    with pytest.raises(RunsSourceError, match="HF_HUB_OFFLINE is set; pass --source PATH"):  # tests are offline
+    with pytest.raises(RunsSourceError, match="HF_HUB_OFFLINE is set; load a local source") as info:  # offline
         load_runs(None, problems=catalog)
+    # A library (and a notebook) speaks of paths, not of a command line's flags (issue 29, point 14).
+    assert "--source" not in str(info.value) and info.value.local_source
+    assert "HF_HUB_OFFLINE is set; pass --source PATH" in info.value.worded_for("--source")
 
 
 def test_dataframe_source(catalog):

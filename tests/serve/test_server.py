@@ -35,6 +35,16 @@ def where():
         yield Path(folder) / "run" / "s.sock"
 
 
+@pytest.fixture(autouse=True)
+def quick_polls(monkeypatch):
+    """The service's threads wake every POLL_S to look for work, a stop or a hung-up client;
+    a shorter poll here only makes the tests wait less (the subprocess ones keep the real one)."""
+    from kernelbench_v3.serve import server, slot
+
+    monkeypatch.setattr(slot, "POLL_S", 0.02)
+    monkeypatch.setattr(server, "POLL_S", 0.02)
+
+
 @contextmanager
 def running(path: Path, **kwargs):
     server = Server(path, command=FAKE, **{"device": "cpu", **kwargs})
@@ -315,10 +325,13 @@ def test_a_signal_stops_the_service_cleanly(where, sig):
             proc.wait()
 
 
-def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, monkeypatch):
-    from kernelbench_v3.serve import server as server_module
+def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, monkeypatch, caplog):
+    import logging
 
-    monkeypatch.setattr(server_module, "WATCHDOG_SLACK_S", 0.5)  # watchdog: 4 x 0.1 s + 0.5 s
+    from kernelbench_v3 import workers
+
+    caplog.set_level(logging.INFO, logger="kernelbench_v3")
+    monkeypatch.setattr(workers, "WATCHDOG_SLACK_S", 0.5)  # watchdog: 4 x 0.1 s + 0.5 s
     with running(where):
         client = Evaluator(where, timeout_s=30)
         wait_for(lambda: worker(client, "cpu0")["ready"])
@@ -329,6 +342,12 @@ def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, mon
         status = worker(client, "cpu0")
         assert status["restarts"] == 1 and status["pid"] != pid
         wait_for(lambda: not _alive(pid))
+    # What the service says goes through `logging` (issue 29): the restart, and its start and end.
+    said = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
+    assert any(
+        n == "kernelbench_v3.serve.slot" and lvl == logging.WARNING and "past its watchdog" in m for n, lvl, m in said
+    )
+    assert any(n == "kernelbench_v3.serve.server" and m.startswith("listening on") for n, _, m in said)
 
 
 def test_a_request_whose_client_left_is_dropped_from_the_queue(where):

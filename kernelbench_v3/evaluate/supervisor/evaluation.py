@@ -21,7 +21,7 @@ from typing import Any
 
 from ...vocab import runs_gpu_name
 from ..cases import plan_cases
-from ..record import SCHEMA_VERSION, Record
+from ..record import SCHEMA_VERSION, SKIP, Record
 from ..request import DEFAULT_TIMING_SECONDS, EvalRequest
 from ..solution.zygote import LOG_NAME, Zygote
 from . import warm_references
@@ -33,6 +33,7 @@ from .reference_cache import for_evaluation, key_fields
 from .scoring import fill_timing, request_baseline
 from .session import SessionLost
 from .verdict import judge
+from .zygote_pool import POOL, keep_zygotes_warm, start_warm_zygote  # noqa: F401 (public here too)
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
 
@@ -75,6 +76,8 @@ def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -
             return rec.fail("error", f"{problem.problem_id} cannot run on CPU: {problem.cpu_unsupported}")
         syntax = _syntax_error(solution_bytes, Path(request.solution_path))
         if syntax:  # found before the reference runs: seconds, not the reference's time
+            if request.scan_source:
+                rec.check("source_scan", SKIP, "the source does not parse: see the import check")
             rec.fail("failed", syntax, check="import")
             rec.compiled = False
             return rec
@@ -104,7 +107,7 @@ def _evaluate(
             from .tamper_scan import scan as scan_source
 
             scan = scan_source(solution_bytes.decode("utf-8", "replace"))
-        zygote = _warm_zygote(request.device) or Zygote(request.device, work / "zygote.log")  # imports torch meanwhile
+        zygote = POOL.get(request.device) or Zygote(request.device, work / "zygote.log")  # imports torch meanwhile
     try:
         plan = plan_cases(request.seeds, request.other_shape)
         with phase(rec, "reference"):
@@ -157,35 +160,10 @@ def _evaluate(
                 if leftovers:
                     rec.warnings.append(f"leftover_processes: {leftovers} process(es) the solution left were killed")
             except Exception:
-                _WARM.pop(request.device, None)  # a zygote that cannot reap is not reused
+                POOL.drop(request.device)  # a zygote that cannot reap is not reused
                 zygote.close()
-            if _WARM.get(request.device) is not zygote:
+            if not POOL.holds(zygote):
                 zygote.close()
-
-
-# Zygotes kept alive across evaluations by `keep_zygotes_warm` (a batch worker): device -> zygote.
-_WARM: dict[str, Any] = {}
-_KEEP_WARM = False
-
-
-def keep_zygotes_warm() -> None:
-    """Reuse one zygote per device for every later evaluation in this process (a batch worker
-    evaluating many solutions): each solution still gets a fresh, sandboxed process forked from
-    it, and whatever a solution leaves behind is killed after its evaluation; what is saved is
-    the zygote's own start (a Python process importing torch and Triton)."""
-    global _KEEP_WARM
-    _KEEP_WARM = True
-
-
-def _warm_zygote(device: str) -> Any:
-    """The live warm zygote for `device` (started on first use), or None when not keeping warm."""
-    if not _KEEP_WARM:
-        return None
-    zygote = _WARM.get(device)
-    if zygote is None or zygote.proc.poll() is not None:
-        log = Path(tempfile.mkstemp(prefix=f"kbv3-zygote-{device}-", suffix=".log")[1])
-        zygote = _WARM[device] = Zygote(device, log)
-    return zygote
 
 
 def _syntax_error(source: bytes, path: Path) -> str:
@@ -193,7 +171,7 @@ def _syntax_error(source: bytes, path: Path) -> str:
     try:
         compile(source, str(path), "exec", dont_inherit=True)
     except SyntaxError as exc:
-        return f"{path}:{exc.lineno}: SyntaxError: {exc.msg}"
+        return f'File "{path}", line {exc.lineno}\nSyntaxError: {exc.msg}'
     except ValueError as exc:  # a NUL byte
         return f"{path}: {exc}"
     return ""
@@ -210,4 +188,4 @@ def _log_tail(path: Path, limit: int) -> tuple[str, str | None]:
         return "", None
 
 
-__all__ = ["run_evaluation", "keep_zygotes_warm"]
+__all__ = ["keep_zygotes_warm", "run_evaluation", "start_warm_zygote"]

@@ -1,0 +1,71 @@
+"""The life of a long-lived evaluation worker process, shared by `batch` (one worker per GPU of
+a batch) and `serve` (one warm worker per GPU of the service).
+
+Owns what both kinds of worker must agree on: the watchdog (how long past a request's own step
+limit a silent worker is presumed stuck, and the separate allowance for its start), dying with
+the process that started it (a batch or service killed by SIGKILL leaves no worker evaluating
+for nobody), and warming the supervisor up (the zygote kept across evaluations, the last
+problem's reference kept in memory, CUDA initialised), so that both pay their start-up once.
+The pool of warm zygotes itself is the evaluator's (`evaluate.supervisor.evaluation`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+# Past the evaluator's own per-step limit (timeout_s), how long a worker may stay silent before
+# its owner assumes the evaluator itself is stuck: an evaluation runs a few children (reference,
+# baseline compile, solution), each bounded by timeout_s.
+WATCHDOG_FACTOR = 4.0
+WATCHDOG_SLACK_S = 120.0
+# A worker's start (spawn, torch, its zygote, CUDA) has its own allowance: the watchdog of a
+# request starts when the worker says it has begun it, so a slow start on a busy host costs none.
+WORKER_START_S = 600.0
+DEFAULT_TIMEOUT_S = 600.0  # a request without its own step limit
+ORPHAN_POLL_S = 0.5
+
+log = logging.getLogger(__name__)
+
+
+def watchdog_s(timeout_s: float | None) -> float:
+    """How long a worker may stay silent on a request whose steps are bounded by `timeout_s`."""
+    return float(timeout_s or DEFAULT_TIMEOUT_S) * WATCHDOG_FACTOR + WATCHDOG_SLACK_S
+
+
+def exit_when_orphaned(parent_pid: int) -> threading.Thread:
+    """Start a watch that ends this process once `parent_pid` is no longer its parent (the
+    batch or the service died, even by SIGKILL): never go on evaluating for nobody."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(ORPHAN_POLL_S)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="kbv3-orphan-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def warm_up(start_on: str | None = None) -> None:
+    """Keep the supervisor warm across this process's evaluations: one zygote per device (each
+    solution still gets a fresh, sandboxed process forked from it) and the last problem's
+    reference. `start_on` (a device) pays the start-up here rather than in the first request
+    (the service does; a batch worker starts its zygote with its first item)."""
+    from .evaluate.supervisor import evaluation
+    from .evaluate.supervisor.warm_references import keep_references_warm
+
+    evaluation.keep_zygotes_warm()
+    keep_references_warm()
+    if start_on is None:
+        return
+    try:
+        evaluation.start_warm_zygote(start_on)
+    except Exception:  # the first evaluation starts it again, and reports what goes wrong
+        log.exception("could not start the warm zygote for %s ahead of the first request", start_on)
+    if start_on == "cuda":
+        import torch
+
+        torch.cuda.init()

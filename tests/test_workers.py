@@ -1,0 +1,28 @@
+"""The life of a long-lived evaluation worker is one module (`workers`, issue 29 point 16):
+the batch's workers and the service's agree on the watchdog because they read the same one,
+and neither reaches into the evaluator's warm-zygote pool by `getattr`."""
+
+from __future__ import annotations
+
+import inspect
+
+from kernelbench_v3 import workers
+from kernelbench_v3.batch import executors
+from kernelbench_v3.serve import slot, worker
+
+
+def test_the_watchdog_is_the_step_limit_times_a_factor_plus_slack():
+    assert workers.watchdog_s(10.0) == 10.0 * workers.WATCHDOG_FACTOR + workers.WATCHDOG_SLACK_S
+    assert workers.watchdog_s(None) == workers.DEFAULT_TIMEOUT_S * workers.WATCHDOG_FACTOR + workers.WATCHDOG_SLACK_S
+
+
+def test_batch_and_serve_keep_no_watchdog_of_their_own():
+    for module in (executors, slot, worker):
+        names = set(vars(module))
+        assert not names & {"WATCHDOG_FACTOR", "WATCHDOG_SLACK_S", "WORKER_START_S"}, module.__name__
+        assert "workers" in names  # they read `workers`, the one place
+
+
+def test_no_getattr_on_the_evaluators_pool():
+    for module in (worker, executors, workers):
+        assert "getattr(" not in inspect.getsource(module), module.__name__
