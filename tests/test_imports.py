@@ -126,7 +126,7 @@ def wing_of(module: str) -> str:
 def test_the_graph_sees_the_package():
     graph = import_graph()
     assert f"{PACKAGE}.evaluate.supervisor.evaluation" in graph
-    assert f"{PACKAGE}.catalog.problem" in graph[f"{PACKAGE}.batch.run"]  # module level
+    assert f"{PACKAGE}.catalog.problem" in graph[f"{PACKAGE}.batch.discover"]  # module level
     assert f"{PACKAGE}.evaluate" in graph[f"{PACKAGE}.batch.executors"]  # inside a function
 
 

@@ -56,7 +56,6 @@ GPU_ATTACKS = (
     "done_without_work",
     "calls_batched",
     "timed_only_precision",
-    "gap_thread_precompute",
 )
 ROTATE_L2_FACTOR = 3
 ROTATE_BYTES_CAP = 8 << 30

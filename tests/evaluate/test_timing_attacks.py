@@ -29,7 +29,6 @@ EXPECTED = {
     "calls_batched": ("custom_kernel", "timed_outputs"),
     "timed_only_precision": "custom_kernel",
     "timed_told_by_storage": "custom_kernel",
-    "gap_thread_precompute": "correct",
     "padded_calls": "correct",
     "timer_scaled_fast": "correct",
     "timer_scaled_slow": "correct",

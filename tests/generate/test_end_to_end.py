@@ -68,7 +68,7 @@ def _commands(server, run) -> tuple[list[str], list[str], list[str]]:
         generate, model=MODEL, base_url=server.base_url, samples="2", problems=f"{SOFTMAX},{GELU}",
         api_key_env="KBV3_E2E_KEY", concurrency="1",
     ) + ["--no-progress"]  # fmt: skip
-    evaluate = _with(evaluate, device="cpu", sizes="reduced") + ["--no-progress"]
+    evaluate = _with(evaluate, device="cpu", shapes="reduced") + ["--no-progress"]
     return generate, evaluate, report
 
 

@@ -171,7 +171,7 @@ def _syntax_error(source: bytes, path: Path) -> str:
     try:
         compile(source, str(path), "exec", dont_inherit=True)
     except SyntaxError as exc:
-        return f'File "{path}", line {exc.lineno}\nSyntaxError: {exc.msg}'
+        return f'File "{path}", line {exc.lineno}: SyntaxError: {exc.msg}'
     except ValueError as exc:  # a NUL byte
         return f"{path}: {exc}"
     return ""
