@@ -92,7 +92,3 @@ class TimedMemory:
                 if not isinstance(src, torch.Tensor) or src.shape != dst.shape or src.dtype != dst.dtype:
                     raise TimingUnavailable(f"get_inputs() input {j} changed shape or dtype between draws")
                 dst.copy_(src)
-
-    def snapshot(self, i: int) -> torch.Tensor:
-        """A private copy of slot `i` as it is now."""
-        return self.slots[i].clone()
