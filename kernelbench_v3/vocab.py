@@ -55,10 +55,12 @@ Status = Literal["correct", "incorrect", "failed", "incomplete", "error"]
 CheckOutcome = Literal["pass", "fail", "skip", "not run"]
 BaselineType = Literal["eager", "compile"]
 TimingMethod = Literal[
-    "supervisor_calls_cuda_graphs",
+    "supervisor_gated_cuda_graphs",
     "supervisor_calls_cuda_eager",
     "supervisor_calls_cpu",
-    # Older records: the k-call windows (until TIMING_VERSION 6) and the events before them.
+    # Older records: the rung graph calls (TIMING_VERSION 6), the k-call windows before them
+    # and the events before those.
+    "supervisor_calls_cuda_graphs",
     "supervisor_windows_cuda_graphs",
     "supervisor_windows_eager",
     "supervisor_windows_cpu",
@@ -68,6 +70,7 @@ TimingMethod = Literal[
 ]
 # The methods whose times are GPU performance figures (a CPU time tests the machinery only).
 GPU_TIMING_METHODS = (
+    "supervisor_gated_cuda_graphs",
     "supervisor_calls_cuda_graphs",
     "supervisor_calls_cuda_eager",
     "supervisor_windows_cuda_graphs",

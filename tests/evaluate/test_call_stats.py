@@ -12,7 +12,7 @@ import torch
 
 from kernelbench_v3.evaluate.protocol.doorbell import ARMED, DONE, GO, Doorbell, DoorbellTimeout
 from kernelbench_v3.evaluate.supervisor import clock, physics
-from kernelbench_v3.evaluate.supervisor.call_stats import CallPlan, known, quantile, should_stop, summarize
+from kernelbench_v3.evaluate.supervisor.timing.stats import CallPlan, known, quantile, should_stop, summarize
 
 
 def test_the_summary_is_the_median_with_an_order_statistic_interval():

@@ -79,10 +79,11 @@ class Capture:
 @dataclass(frozen=True)
 class Calls:
     """Serve one-call windows through the doorbell (`doorbell`) from sequence number `first`
-    until the supervisor writes GO = -(the armed number); then reply `calls_done`."""
+    until the supervisor names the set STOP_SET; then reply `calls_done`."""
 
     first: int
     evidence: bool = False  # collect kernel evidence over these calls (not scored)
+    gated: bool = False  # arm each captured call behind the gate (`gate`) instead of polling GO
     kind: str = "calls"
 
 

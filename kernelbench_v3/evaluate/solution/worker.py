@@ -22,7 +22,7 @@ from ...catalog.specs import dtype_name
 from ..cases import PARAM_SEED, single_output
 from ..evidence import ProgramLog, collect, install_program_counter
 from ..protocol.channel import DTYPES, Arena, Link, PeerGone, TensorRef, tensor_nbytes
-from ..protocol.doorbell import DONE, SET, Doorbell
+from ..protocol.doorbell import ARMED, DONE, GO, SET, STOP_SET, WAKE, Doorbell
 from ..protocol.doorbell import NBYTES as DOORBELL_BYTES
 from ..timed_calls import TimedCalls, resolve, view
 from . import guard
@@ -109,7 +109,10 @@ class Worker:
         self.region: torch.Tensor | None = None
         self.calls: TimedCalls | None = None
         self.bell: Doorbell | None = None
-        self._wake: torch.Tensor | None = None
+        self.gate: Any = None  # the doorbell's gate words, once registered (`_open_gate`)
+        self.driver: Any = None
+        self.stream: Any = None
+        self.bell_address = 0
         self.solution: Any = None  # the imported solution module
 
     # --- requests ---------------------------------------------------------------------------
@@ -218,7 +221,8 @@ class Worker:
         else:
             offset, nbytes = (int(v) for v in region["arena"])
             self.region = self.arena.view(TensorRef(offset, (nbytes,), "uint8"))
-        self.bell = Doorbell(self.arena.view(TensorRef(int(msg["doorbell"]), (DOORBELL_BYTES,), "uint8")))
+        block = self.arena.view(TensorRef(int(msg["doorbell"]), (DOORBELL_BYTES,), "uint8"))
+        self.bell, self.bell_address = Doorbell(block), block.data_ptr()
         layout = msg["layout"]
         model = self.models["main"]
         sets = [resolve(self.region, args) for args in layout["sets"]]
@@ -252,21 +256,35 @@ class Worker:
         }
 
     def calls_(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Serve one-call windows through the doorbell until the supervisor says stop (GO set to
-        minus the armed number). Each call runs on the set the supervisor names and is finished
-        (synchronised) before DONE is written."""
+        """Serve one-call windows through the doorbell until the supervisor names STOP_SET.
+
+        Gated (a captured graph, `msg["gated"]`): arming enqueues wait(GO >= seq) -> the set's
+        graph -> write(DONE = seq) on one stream and says ARMED; the GPU runs the call when the
+        supervisor opens the gate, and this process is stopped meanwhile. Rung: arming says
+        ARMED, then the call runs on the host's GO, is synchronised and answers DONE."""
         assert self.calls is not None and self.bell is not None, "prepare_timing comes first"
         bell, calls, cuda = self.bell, self.calls, self.device == "cuda"
-        observe = bool(msg.get("evidence")) or not calls.graphs  # eager calls are always observed
+        gated = bool(msg.get("gated")) and cuda and bool(calls.graphs)
+        if gated:
+            self._open_gate()
+        observe = not gated and (bool(msg.get("evidence")) or not calls.graphs)  # eager calls: observed
         spin = {"spin_s": float("inf")} if cuda else {"spin_s": CPU_SPIN_S, "sleep_s": CPU_SLEEP_S}
         seq, own_ms, ev = int(msg["first"]), [], {}
         with torch.no_grad():
             while True:
-                if bell.serve_wait(seq, CALL_WAIT_S, self._activate, **spin) == -seq:
-                    break
+                bell.wait(WAKE, seq, CALL_WAIT_S, **spin)
                 s = bell.read(SET)
+                if s == STOP_SET:
+                    break
                 if not 0 <= s < len(calls.sets):
                     raise SolutionFailed("timing", f"the supervisor named input set {s}")  # never: trusted
+                if gated:
+                    self.gate.enqueue(self.driver, self.stream, seq, calls.graphs[s].replay)
+                    bell.write(ARMED, seq)
+                    seq += 1
+                    continue
+                bell.write(ARMED, seq)
+                bell.wait(GO, seq, CALL_WAIT_S, **spin)
                 began = time.perf_counter()
                 if observe:
                     _, ev = collect(lambda s=s: calls.run(s), self.device, self.programs, bool(msg.get("evidence")))
@@ -281,13 +299,15 @@ class Worker:
             ev["calls"] = 1
         return {"kind": "calls_done", "calls": len(own_ms), "own_ms": own_ms[:MAX_OWN], "evidence": ev}
 
-    def _activate(self) -> None:
-        """Make this process's GPU context the running one before a timed call opens."""
-        if self.device == "cuda":
-            if self._wake is None:
-                self._wake = torch.zeros(1, device="cuda")
-            self._wake.add_(1)
-            torch.cuda.current_stream().synchronize()
+    def _open_gate(self) -> None:
+        """Register the doorbell's block with this process's CUDA context (once)."""
+        if self.gate is None:
+            from ..protocol.gate import Driver
+
+            self.driver, self.stream = Driver(), torch.cuda.Stream()
+            gate = self.bell.gate_words()
+            gate.register(self.driver, self.bell_address)
+            self.gate = gate
 
     def finish(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {"kind": "finished", "tampered": guard.tampered(self.namespaces)}

@@ -31,8 +31,9 @@ from ...paths import cache_root, write_atomically
 # Bump when the timing method changes, so old cache entries are not reused (2: L2 flushed by a
 # read; 3: two flush passes; 4: the supervisor's windows, slope over k; 5: the solution's
 # stopping rule, at least 8 rounds on CUDA; 6: one call per window, its inputs written and the
-# L2 cleared just before it, the median of the per-call times).
-TIMING_VERSION = 6
+# L2 cleared just before it, the median of the per-call times; 7: the gated call, the compiled
+# reference called as a user calls it, its input copy included).
+TIMING_VERSION = 7
 CUDA_REGION_BYTES = 12 << 30  # the baseline's timing region, at most
 CUDA_SETS = 4  # input sets, as the solution's timing region has
 RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
@@ -120,7 +121,7 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     lock = spec.get("timing_lock")
     with torch.no_grad(), timing_lock(lock):
         result: dict[str, Any] = {
-            "eager": time_calls(model, module, template, device, seconds, graphs=True),
+            "eager": time_calls(model, module, template, device, seconds),
             "precision": input_precision(template),
         }
     if spec.get("compile", True):
@@ -132,96 +133,79 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
 
 def _time_compiled(model: Any, module: Any, template: list[Any], device: str, seconds: float, lock: Any) -> dict:
-    """torch.compile(mode="reduce-overhead") is inductor's kernels replayed from CUDA graphs. On
-    CUDA the same kernels (default mode) are captured in this timer's own graphs, one per input
-    set, exactly as a solution's calls are, so no Python wrapper runs inside a timed call; where
-    that capture fails, reduce-overhead itself is timed, its own graphs replayed call by call."""
+    """torch.compile(mode="reduce-overhead"), called as a user calls it: each call copies its new
+    inputs into the compiled graphs' static buffers and replays them, and that copy is part of
+    its time, as in the seed's harness and the published runs."""
     import torch
 
-    if device == "cuda":
-        compiled = torch.compile(model)
-        with torch.no_grad():
-            for _ in range(3):  # compile before timing
-                compiled(*template)
-            with timing_lock(lock):
-                timed = time_calls(compiled, module, template, device, seconds, graphs=True)
-        if timed.get("cuda_graphs"):
-            return {**timed, "compile_mode": "default, replayed from the timer's CUDA graphs"}
     compiled = torch.compile(model, mode="reduce-overhead")
     with torch.no_grad():
         for _ in range(3):  # compile and record the CUDA graphs before timing
             compiled(*template)
         with timing_lock(lock):
-            timed = time_calls(compiled, module, template, device, seconds, graphs=False)
-    return {**timed, "compile_mode": "reduce-overhead"}
+            timed = time_calls(compiled, module, template, device, seconds)
+    return {**timed, "compile_mode": "reduce-overhead, called as a user calls it"}
 
 
-def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: float, graphs: bool) -> dict[str, Any]:
-    """The reference's per-call time as solutions are timed (`clock`): one call at a time on
-    new inputs, the L2 cleared before it, the median of the per-call times under the solutions'
-    stopping rule (`call_stats`). This process is trusted and alone on its device, so on CUDA
-    a call's time is its device time by its own events (`window`), which the solution's
-    windows, less the echo's, estimate from another process."""
+def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: float) -> dict[str, Any]:
+    """The reference's per-call time by `timing.measure`, the method solutions are timed by: one
+    call at a time on new inputs written just before it, the L2 cleared, the echo's window
+    subtracted, under the solutions' stopping rule. On CUDA the call sits behind the gate
+    (`timing.local.GatedLocal`): its GPU work alone is in the window, whatever host work it does;
+    a reference that synchronises the host is timed by events behind the flush instead."""
     import random
 
     import torch
 
+    from ...protocol.gate import Driver, GateUnavailable
     from ..cases import single_output
-    from ..timed_calls import TimedCalls
-    from .call_stats import CallPlan, should_stop, summarize
-    from .clock import METHOD, WARM_CALLS
-    from .device_work import DeviceWork
-    from .timed_memory import TimedMemory, fresh_inputs, set_bytes
+    from .timing.device_work import DeviceWork
+    from .timing.local import EventLocal, GatedLocal, HostLocal, gateable
+    from .timing.measure import Feed, measure
+    from .timing.memory import TimedMemory, fresh_inputs, set_bytes
+    from .timing.stats import CallPlan, summarize
 
     plan = CallPlan.for_device(device, seconds)
     out = single_output(fn(*template))
-    per_set = set_bytes(template, out.numel() * out.element_size())
+    out_nbytes = out.numel() * out.element_size()
+    per_set = set_bytes(template, out_nbytes)
     count = int(max(1, min(CUDA_SETS if device == "cuda" else 2, CUDA_REGION_BYTES // per_set)))
-    region = torch.empty(count * per_set, dtype=torch.uint8, device=device)
-    memory = TimedMemory(region, template, out.shape, out.dtype, count)
-    calls = TimedCalls(fn, memory.sets, memory.slots, copy_eager=False)
-    captured = device == "cuda" and graphs and calls.capture()
-    work = DeviceWork(device, out.numel() * out.element_size())
+    memory = TimedMemory(torch.empty(count * per_set, dtype=torch.uint8, device=device), template, out.shape, out.dtype, count)
+    decoy = TimedMemory(torch.empty(per_set, dtype=torch.uint8, device=device), template, out.shape, out.dtype, 1)
+    work = DeviceWork(device, out_nbytes)
     rng = random.Random()
+    feed = Feed(count, lambda: fresh_inputs(module, device, rng.getrandbits(62)), memory.write, lambda x: decoy.write(0, x))
 
-    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2)) if device == "cuda" else (None, None)
+    def call(s: int) -> Any:
+        return fn(*memory.sets[s])
 
-    def window(timed: TimedCalls, s: int) -> float:
-        """On CUDA the call's device time by this trusted process's own events, queued behind
-        the flush so the device runs them back to back (no launch gap, no host time); on the
-        CPU the host's clock around the call."""
-        if start is None:
-            started = time.perf_counter()
-            timed.run(s)
-            return time.perf_counter() - started
-        work.flush()
-        start.record()
-        timed.run(s)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) * 1e-3
+    def echo(s: int) -> Any:
+        work.echo_graph.replay()
 
-    def one() -> float:
-        s = rng.randrange(count)
-        memory.write(s, fresh_inputs(module, device, rng.getrandbits(62)))
-        work.sync()
-        return window(calls, s)
-
-    for _ in range(WARM_CALLS):
-        one()
-    nets: list[float] = []
     started = time.perf_counter()
-    while not should_stop(nets, time.perf_counter() - started, plan):
-        nets.append(one())
-    summary = summarize(nets)
-    method = METHOD["cpu"] if device == "cpu" else METHOD["graphs" if captured else "eager"]
+    method, why = "cpu", ""
+    if device != "cuda":
+        calls = measure(HostLocal(call), HostLocal(lambda s: None), feed, work, plan, rng, subtract_echo=False)
+    else:
+        method = "gated"
+        try:
+            if not gateable(call):
+                raise GateUnavailable("the reference synchronises the host (torch's sync debug mode)")
+            driver = Driver()
+            calls = measure(GatedLocal(call, driver), GatedLocal(echo, driver), feed, work, plan, rng)
+        except GateUnavailable as exc:
+            torch.cuda.synchronize()
+            method, why = "events", str(exc)
+            calls = measure(EventLocal(call), EventLocal(echo), feed, work, plan, rng)
+    summary = summarize(calls.nets)
     return {
         "method": method,
         "median_ms": summary.median_s * 1e3,
         "calls": summary.to_dict(),
-        "cuda_graphs": bool(captured),
+        "not_gated_because": why,
+        "echo_window_ms": summarize(calls.echo_windows).median_s * 1e3,
+        "echo_call_ms": work.echo_call_s * 1e3,
         "calls_s": round(time.perf_counter() - started, 3),
-        "graph_error": calls.graph_error,
     }
 
 

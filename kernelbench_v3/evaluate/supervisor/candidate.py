@@ -28,7 +28,8 @@ from .pause import ProcessPause
 from .phases import phase
 from .reference import ReferenceRun
 from .session import CaseResult, Session, SessionLost
-from .timed_memory import TimingUnavailable
+from .timing.device_work import calibrate_idle
+from .timing.memory import TimingUnavailable
 from .verdict import SolutionFacts, judge
 
 EVIDENCE_CASES = 2  # cases (never the first, which compiles) picked at random for kernel evidence
@@ -112,6 +113,8 @@ def run_solution(
     }
     links: list[Link] = []
     pauser = ProcessPause(zygote.proc.pid)  # the solution's side, stopped between timed windows
+    if request.device == "cuda" and request.time_solution:
+        calibrate_idle("cuda")  # before any solution process exists: what an idle device's flush costs
 
     def open_session(folder: Path, own_arena: Arena | None = None) -> Session:
         used = own_arena or arena

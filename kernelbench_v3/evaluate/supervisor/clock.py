@@ -1,29 +1,19 @@
 """Timing a solution by the supervisor's clock: one call per window, its inputs written just
-before it, its output read where the call left it.
+before it, its output read where the call left it, every call liable to be judged.
 
-The scored time never comes from a figure the solution process reports. For every timed call
-the supervisor:
+The scored time never comes from a figure the solution process reports. This module prepares
+the solution process's timed calls (`prepare`, `capture`: one CUDA graph per input set, whose
+outputs the supervisor maps through CUDA IPC and reads in place) and hands both processes, the
+solution's and the trusted echo's, to `timing.measure`, which times them call by call through
+the gate (`protocol.gate`) or, where no graph could be captured and on the CPU, the rung doorbell.
 
-1. draws new inputs with the problem's own `get_inputs()` under a seed the solution process
-   never learns and writes them into one of the input sets of its timing region
-   (`timed_memory`), only after the previous call's window has closed: no call can see another
-   call's inputs, so batching or precomputing across calls is impossible by construction;
-2. clears the L2 with its own kernel (`device_work`), so every call starts cold;
-3. runs one call of the trusted echo (a process forked from the same zygote whose call is one
-   tiny kernel) and then the solution's call, each as a window of its own (`call_side`): the
-   process is resumed, makes its GPU context the active one and arms; the window runs from
-   ringing the doorbell to seeing DONE; the call's net time is its window less the echo's (plus
-   the echo kernel's own duration). Arming must take what the echo's arming takes (give or
-   take noise): work done before the window opens fails (`work_before_window`);
-4. times a flush of its own right after each of the two windows, from its call until the device
-   has run it: a flush after the solution's call that takes longer than one after the echo's
-   means the solution's work was still running past DONE (`gap_work`);
-5. reads the output in place (the graph's output through CUDA IPC, or the set's slot) after the
-   window has closed, at random and only after the call has answered, and judges it exactly as a
-   correctness case (`Verifier`: tolerance, the float64 precision rule, dtype, finiteness).
+Judging runs to the end (`Judging`): every timed call, first to last, has the same chance of
+being judged, fixed once the warm calls have measured what judging costs and never changed
+after, so nothing the solution sees of past calls tells it anything of the next one. A judged
+call gets exactly a correctness case's rules (`Verifier`: tolerance, dtype, finiteness and the
+float64 precision rule), decided only after the call answered.
 
-Between windows every process of the solution's side is stopped (`Session.pause`). The score is
-the median of the net times, with its confidence interval; timing stops by `call_stats`.
+After the calls: the gap, prep and busy checks (`timing.checks`) and the summary (`timing.stats`).
 """
 
 from __future__ import annotations
@@ -38,31 +28,24 @@ import torch
 
 from ..protocol.doorbell import Doorbell
 from ..protocol.messages import Capture, Failed, PrepareTiming, TimingReady
-from .call_side import CallSide
-from .call_stats import CallPlan, should_stop, summarize
 from .checks import compare_case
-from .device_work import DeviceWork
 from .session import Session, SessionLost
-from .timed_memory import TimedMemory, TimingUnavailable, fresh_inputs
+from .timing.checks import GAP_WORK, GPU_BUSY, WORK_BEFORE_WINDOW, gap, prep
+from .timing.device_work import DeviceWork
+from .timing.measure import Calls, Feed, measure
+from .timing.memory import TimedMemory, TimingUnavailable, fresh_inputs
+from .timing.sides import GateTampered, RemoteSide
+from .timing.stats import CallPlan, summarize
 
 METHOD = {
-    "graphs": "supervisor_calls_cuda_graphs",
+    "gated": "supervisor_gated_cuda_graphs",
     "eager": "supervisor_calls_cuda_eager",
     "cpu": "supervisor_calls_cpu",
 }
-GAP_WORK = "gap_work"
-WORK_BEFORE_WINDOW = "work_before_window"
-WARM_CALLS = 3  # per side, before any call is scored (first replays, page faults)
-MAX_VERIFIED = 64  # timed outputs judged per evaluation, at most
-MIN_VERIFY_SHARE = 0.1  # every call is judged with at least this chance ...
-VERIFY_BUDGET_S = 1.5  # ... and with more, up to 1, while the reference's runs fit this budget
-PRECISION_CHECKS = 4  # judged calls that also get the float64 reference (precision rule)
-GAP_SLACK = 0.5  # a flush after the solution may take this much longer than after the echo ...
-GAP_SLACK_S = 50e-6  # ... plus this, plus writing back the call's output (at most a full L2):
-# both include switching the GPU back to the supervisor's context, which varies by tens of us
-ARM_SLACK = 0.25  # arming may take this much longer than the echo's ...
-ARM_SLACK_S = 25e-6  # ... plus this (both wake a stopped process and switch the GPU's context)
-CPU_ARM_SLACK, CPU_ARM_SLACK_S = 3.0, 5e-3  # a loaded CPU host wakes processes late; no performance figure
+GATE_TAMPERED = "gate_tampered"
+TIMING_GAP_FLAGS = (GAP_WORK, WORK_BEFORE_WINDOW, GPU_BUSY, GATE_TAMPERED)  # each fails `timing_gap`
+JUDGE_BUDGET = 1.0  # judging may cost this share of the timing loop's own time ...
+MIN_JUDGE_SHARE = 0.05  # ... but every call is judged with at least this chance
 MAX_RAW_CALLS = 400  # per-call figures kept in the record
 
 
@@ -75,6 +58,12 @@ class TimingOutcome:
     verified: int = 0
     evidence: dict[str, Any] = field(default_factory=dict)  # kernel evidence of one timed call
     observed: list[dict[str, Any]] = field(default_factory=list)  # what every observed timed call dispatched
+    gap_reasons: dict[str, str] = field(default_factory=dict)  # flag -> why it fails `timing_gap`
+
+    def flag(self, name: str, why: str) -> None:
+        if name not in self.flags:
+            self.flags.append(name)
+        self.gap_reasons.setdefault(name, why)
 
 
 class Verifier:
@@ -117,6 +106,46 @@ class Outputs:
         return self.mapped[s] if self.mapped else self.memory.slots[s]
 
 
+class Judging:
+    """Decides, after each call answered, whether to judge it, and judges it (`Verifier`).
+
+    The warm calls are always judged, which measures what one judgement costs; from then on every
+    call is judged with one fixed chance, JUDGE_BUDGET of the loop's own seconds per call over a
+    judgement's seconds, at least MIN_JUDGE_SHARE: bounded by cost, never by a count, so the
+    2,000th call is as likely to be judged as the 10th."""
+
+    def __init__(self, verifier: Verifier, outputs: Outputs, rng: Any, clock: Callable[[], float] = time.perf_counter):
+        self.verifier, self.outputs, self.rng, self.clock = verifier, outputs, rng, clock
+        self.share: float | None = None
+        self.verified = 0
+        self.failures: list[str] = []
+        self.judge_s: list[float] = []
+        self.loop_s: list[float] = []
+        self._last = clock()
+
+    def after_call(self, set_index: int, inputs: list[Any], index: int, warm: bool) -> None:
+        now = self.clock()
+        self.loop_s.append(now - self._last)
+        if warm or self.share is None and not self.judge_s:
+            self._judge(set_index, inputs, index)
+        else:
+            if self.share is None:
+                per_judgement = sorted(self.judge_s)[len(self.judge_s) // 2]
+                per_call = sorted(self.loop_s)[len(self.loop_s) // 2]
+                self.share = max(MIN_JUDGE_SHARE, min(1.0, JUDGE_BUDGET * per_call / max(per_judgement, 1e-9)))
+            if self.rng.random() < self.share:
+                self._judge(set_index, inputs, index)
+        self._last = self.clock()
+
+    def _judge(self, set_index: int, inputs: list[Any], index: int) -> None:
+        started = self.clock()
+        why = self.verifier.check(f"timed call {index}", inputs, self.outputs.of(set_index), True)
+        self.verified += 1
+        if why:
+            self.failures.append(why)
+        self.judge_s.append(self.clock() - started)
+
+
 def prepare(session: Session, region: dict[str, Any], memory: TimedMemory, doorbell: int, timeout_s: float) -> None:
     reply, _ = session.request(PrepareTiming(region, memory.layout(), doorbell), timeout_s, ("timing_ready",))
     if isinstance(reply, Failed):
@@ -138,6 +167,15 @@ class Sides:
     solution_bell: Doorbell
     echo: Session
     echo_bell: Doorbell
+
+
+def _decoy(memory: TimedMemory) -> TimedMemory:
+    """One input set in memory only the timer can reach: the echo's call gets the same write."""
+    from .timing.memory import set_bytes
+
+    nbytes = set_bytes(memory.template, memory.out_nbytes)
+    region = torch.empty(nbytes, dtype=torch.uint8, device=memory.region.device)
+    return TimedMemory(region, memory.template, memory.out_shape, memory.out_dtype, 1)
 
 
 def time_solution(
@@ -168,119 +206,114 @@ def time_solution(
             outcome.details["graph_error"] = ready.detail
     outputs = Outputs(memory, shared)
     work = DeviceWork(device, memory.out_nbytes)
-    solution = CallSide(sides.solution, sides.solution_bell, work, timeout_s, clock)
-    echo = CallSide(sides.echo, sides.echo_bell, work, timeout_s, clock)
-    loop = _Loop(memory, module, device, rng, work, solution, echo, outputs, verifier)
+    cuda = device == "cuda"
+    solution = RemoteSide(sides.solution, sides.solution_bell, sides.solution_bell.gate_words(), timeout_s, cuda, clock)
+    echo = RemoteSide(sides.echo, sides.echo_bell, sides.echo_bell.gate_words(), timeout_s, cuda, clock)
+    decoy = _decoy(memory)
+    feed = Feed(
+        memory.count,
+        lambda: fresh_inputs(module, device, rng.getrandbits(62)),
+        memory.write,
+        lambda inputs: decoy.write(0, inputs),
+    )
+    judging = Judging(verifier, outputs, rng)
+    done = None
     try:
-        solution.start()
-        echo.start()
-        for _ in range(WARM_CALLS):
-            loop.one(scored=False)
-        started = clock()
-        while not should_stop(loop.nets, clock() - started, plan):
-            loop.one(scored=True)
-        elapsed = clock() - started
+        solution.start(gated=graphs)
+        echo.start(gated=graphs)
+        try:
+            calls = measure(solution, echo, feed, work, plan, rng, judging, subtract_echo=cuda, clock=clock)
+        except GateTampered as exc:
+            outcome.flag(GATE_TAMPERED, f"the solution's gate was opened or answered outside its call: {exc}")
+            calls = None
         done = solution.stop()
         echo.stop()
+        if calls is not None and not calls.busy:
+            outcome.evidence = _evidence_call(solution, memory, feed, rng, work)
     finally:
         outputs.mapped = []
     if done.evidence:
         outcome.observed.append({"ops": done.evidence.get("ops", {})})
-    _evidence_call(outcome, loop, solution)
-    _finish(outcome, loop, plan, device, graphs, elapsed, done.own_ms)
+    if calls is None:
+        outcome.failures, outcome.verified = judging.failures, judging.verified
+        return outcome
+    _finish(outcome, calls, judging, memory, work, device, graphs, done.own_ms)
     return outcome
 
 
-class _Loop:
-    """The timed calls of one timing, one at a time."""
-
-    def __init__(self, memory, module, device, rng, work, solution, echo, outputs, verifier):
-        self.memory, self.module, self.device, self.rng, self.work = memory, module, device, rng, work
-        self.solution, self.echo, self.outputs, self.verifier = solution, echo, outputs, verifier
-        self.nets: list[float] = []
-        self.arms: list[tuple[float, float]] = []  # per scored call: (solution, echo) s from resume to ARMED
-        self.raw: list[list[float]] = []  # per scored call: solution window, echo window (ms)
-        self.gaps_after_solution: list[float] = []
-        self.gaps_after_echo: list[float] = []
-        self.failures: list[str] = []
-        self.verified = 0
-        self.precision_checked = 0
-        self.verify_share = 1.0
-        self.reference_s: list[float] = []
-
-    def one(self, scored: bool) -> None:
-        s = self.rng.randrange(self.memory.count)
-        inputs = fresh_inputs(self.module, self.device, self.rng.getrandbits(62))
-        self.memory.write(s, inputs)
-        self.work.flush()
-        self.work.sync()
-        echo_s, echo_go_s = self.echo.call(0)
-        after_echo = self.work.timed_flush()
-        solution_s, solution_go_s = self.solution.call(s)
-        after_solution = self.work.timed_flush()
-        if scored:
-            # On the CPU the figure only tests the machinery: a call of a few microseconds is
-            # below the echo's noise there, so the window is kept whole (never negative).
-            echo_net = echo_go_s - self.work.echo_kernel_s if self.work.cuda else 0.0
-            self.nets.append(solution_go_s - echo_net)
-            self.arms.append((solution_s - solution_go_s, echo_s - echo_go_s))
-            self.raw.append([round(solution_s * 1e3, 5), round(echo_s * 1e3, 5)])
-            self.gaps_after_echo.append(after_echo)
-            self.gaps_after_solution.append(after_solution)
-        # Judged or not is decided now, after the call answered: it cannot know in advance.
-        if self.verified < MAX_VERIFIED and self.rng.random() < self.verify_share:
-            self._judge(s, inputs, len(self.nets))
-
-    def _judge(self, s: int, inputs: list[Any], index: int) -> None:
-        started = time.perf_counter()
-        float64 = self.precision_checked < PRECISION_CHECKS
-        why = self.verifier.check(f"timed call {index}", inputs, self.outputs.of(s), float64)
-        self.verified += 1
-        self.precision_checked += float64
-        if why:
-            self.failures.append(why)
-        self.reference_s.append(time.perf_counter() - started)
-        per = sorted(self.reference_s)[len(self.reference_s) // 2]
-        self.verify_share = max(MIN_VERIFY_SHARE, min(1.0, VERIFY_BUDGET_S / max(per * MAX_VERIFIED * 4, 1e-9)))
-
-
-def _evidence_call(outcome: TimingOutcome, loop: _Loop, solution: CallSide) -> None:
-    """One more call, not scored, under the kernel profiler (told only as it opens)."""
-    solution.start(evidence=True)
-    s = loop.rng.randrange(loop.memory.count)
-    loop.memory.write(s, fresh_inputs(loop.module, loop.device, loop.rng.getrandbits(62)))
-    loop.work.sync()
-    solution.call(s)
-    outcome.evidence = dict(solution.stop().evidence)
+def _evidence_call(solution: RemoteSide, memory: TimedMemory, feed: Feed, rng: Any, work: DeviceWork) -> dict:
+    """One more call, not scored, rung (never gated) under the kernel profiler (told only as it opens)."""
+    solution.start(gated=False, evidence=True)
+    s = rng.randrange(memory.count)
+    solution.arm(s)
+    memory.write(s, feed.draw())
+    work.sync()
+    solution.ring()
+    return dict(solution.stop().evidence)
 
 
 def _finish(
-    outcome: TimingOutcome, loop: _Loop, plan: CallPlan, device: str, graphs: bool, elapsed: float, own_ms: list[float]
+    outcome: TimingOutcome,
+    calls: Calls,
+    judging: Judging,
+    memory: TimedMemory,
+    work: DeviceWork,
+    device: str,
+    graphs: bool,
+    own_ms: list[float],
 ) -> None:
-    if not loop.nets:
+    if calls.busy:
+        outcome.flag(GPU_BUSY, calls.busy)
+    outcome.failures, outcome.verified = judging.failures, judging.verified
+    if not calls.nets:
+        if calls.busy:
+            return
         raise TimingUnavailable("no timed call completed")
-    summary = summarize(loop.nets)
-    method = METHOD["cpu"] if device == "cpu" else METHOD["graphs" if graphs else "eager"]
+    summary = summarize(calls.nets)
+    method = METHOD["cpu"] if device == "cpu" else METHOD["gated" if graphs else "eager"]
     own = summarize([ms * 1e-3 for ms in own_ms]).median_s * 1e3 if own_ms else None
-    outcome.failures, outcome.verified = loop.failures, loop.verified
+
+    def ms(values: list[float]) -> float:
+        return summarize(values).median_s * 1e3
+
     outcome.details.update(
         timing_method=method,
         cuda_graphs=graphs,
-        timed_sets=loop.memory.count,
+        gated=graphs and device == "cuda",
+        timed_sets=memory.count,
         calls=summary.to_dict(),
-        arm_ms={
-            "solution": summarize([a for a, _ in loop.arms]).median_s * 1e3,
-            "echo": summarize([b for _, b in loop.arms]).median_s * 1e3,
-        },
-        echo_window_ms=summarize([r[1] * 1e-3 for r in loop.raw]).median_s * 1e3,
-        echo_kernel_ms=loop.work.echo_kernel_s * 1e3,
-        calls_s=round(elapsed, 3),
+        arm_ms={"solution": ms(calls.arms), "echo": ms(calls.echo_arms)},
+        echo_window_ms=ms(calls.echo_windows),
+        echo_kernel_ms=work.echo_kernel_s * 1e3,
+        echo_call_ms=work.echo_call_s * 1e3,
+        idle_flush_ms=work.idle_flush_s * 1e3,
+        calls_s=round(calls.elapsed_s, 3),
         own_ms_per_call=own,
-        verified_calls=loop.verified,
-        raw_calls_ms=loop.raw[:MAX_RAW_CALLS],
+        verified_calls=judging.verified,
+        judge_share=judging.share,
+        raw_calls_ms=[[round(w * 1e3, 5), round(e * 1e3, 5)] for w, e in zip(calls.windows, calls.echo_windows)][
+            :MAX_RAW_CALLS
+        ],
     )
-    _gap_check(outcome, loop)
-    _arm_check(outcome, loop)
+    if work.cuda:
+        found, failed = gap(calls.after, calls.after_echo, memory.out_nbytes, work)
+        outcome.details["gap"] = found
+        if failed:
+            outcome.flag(
+                GAP_WORK,
+                f"a flush right after the solution's calls took {found['flush_after_solution_ms']:.4g} ms against "
+                f"{found['flush_after_echo_ms']:.4g} ms after the echo's (at most {found['bound_ms']:.4g}): "
+                "its work went on running on the GPU after it said done",
+            )
+        found, failed = prep(calls.preps, calls.echo_preps)
+        outcome.details["prep"] = found
+        if failed:
+            outcome.flag(
+                WORK_BEFORE_WINDOW,
+                f"writing the inputs and clearing the L2 before the solution's calls took {found['solution_ms']:.4g} ms "
+                f"against {found['echo_ms']:.4g} ms before the echo's (at most {found['bound_ms']:.4g}): "
+                "work of the solution's ran beside them, before its window opened",
+            )
     outcome.stats = {
         "method": method,
         "median_ms": summary.median_s * 1e3,
@@ -289,37 +322,3 @@ def _finish(
         "ci_rel": summary.rel_halfwidth,
         "reps": summary.calls,
     }
-
-
-def _gap_check(outcome: TimingOutcome, loop: _Loop) -> None:
-    """The flush right after the solution's window must cost what the one right after the echo's
-    does, give or take writing back the solution's output (at most a full L2) and some slack."""
-    if not loop.work.cuda or not loop.gaps_after_echo:
-        return
-    after_echo = summarize(loop.gaps_after_echo).median_s
-    after_solution = summarize(loop.gaps_after_solution).median_s
-    out_bytes = min(loop.memory.out_nbytes, loop.work.l2_bytes)
-    writeback_s = after_echo * out_bytes / max(loop.work.l2_bytes * 2, 1)  # the flush reads 2x L2
-    bound = after_echo * (1 + GAP_SLACK) + GAP_SLACK_S + writeback_s
-    outcome.details["gap"] = {
-        "flush_after_echo_ms": after_echo * 1e3,
-        "flush_after_solution_ms": after_solution * 1e3,
-        "bound_ms": bound * 1e3,
-    }
-    if after_solution > bound:
-        outcome.flags.append(GAP_WORK)
-
-
-def _arm_check(outcome: TimingOutcome, loop: _Loop) -> None:
-    """From being resumed (its inputs already written) to arming, the solution process may take
-    what the echo takes (waking, making its GPU context the active one), give or take noise:
-    work done there, before its window opens, would be off the clock (`work_before_window`)."""
-    if not loop.arms:
-        return
-    solution = summarize([a for a, _ in loop.arms]).median_s
-    echo = summarize([b for _, b in loop.arms]).median_s
-    slack, slack_s = (ARM_SLACK, ARM_SLACK_S) if loop.device == "cuda" else (CPU_ARM_SLACK, CPU_ARM_SLACK_S)
-    bound = echo * (1 + slack) + slack_s
-    outcome.details["arm"] = {"solution_ms": solution * 1e3, "echo_ms": echo * 1e3, "bound_ms": bound * 1e3}
-    if solution > bound:
-        outcome.flags.append(WORK_BEFORE_WINDOW)

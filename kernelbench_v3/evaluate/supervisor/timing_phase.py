@@ -23,10 +23,10 @@ from ..protocol.doorbell import NBYTES as DOORBELL_BYTES
 from ..protocol.doorbell import Doorbell
 from ..protocol.messages import Failed, Finish, parse_reply
 from . import clock
-from .call_stats import CallPlan
+from .timing.stats import CallPlan
 from .reference import ReferenceRun, expected_on_device
 from .session import Session, SessionLost
-from .timed_memory import TimedMemory, set_bytes
+from .timing.memory import TimedMemory, set_bytes
 
 CPU_TIMED_SETS = 2  # input sets and output slots of the CPU timing region (in the arena)
 CUDA_TIMED_SETS = 4  # input sets (each with its CUDA graph) of the CUDA timing region
@@ -152,7 +152,7 @@ def _start_echo(ctx: TimingContext) -> tuple[Session, Arena]:
         if ctx.device == "cuda":
             clock.capture(echo, ctx.window_limit_s + 60.0)
     except (SessionLost, OSError) as exc:
-        from .timed_memory import TimingUnavailable
+        from .timing.memory import TimingUnavailable
 
         raise TimingUnavailable(f"the evaluator's echo process could not start: {exc}") from None
     return echo, arena

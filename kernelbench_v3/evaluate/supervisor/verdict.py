@@ -17,7 +17,7 @@ from ..cases import INPUT_REUSE, STRESS
 from ..record import FAIL, NOT_RUN, PASS, SKIP, Record
 from . import kernel_rule, physics
 from .checks import calibrate_strict, compare_case, merge, ordered_outcomes, tolerance_for
-from .clock import GAP_WORK, WORK_BEFORE_WINDOW, TimingOutcome
+from .clock import TIMING_GAP_FLAGS, TimingOutcome
 from .reference import ReferenceRun
 from .session import CaseResult, SessionLost
 
@@ -117,31 +117,12 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
 
 
 def _judge_time(out: dict[str, tuple[str, str]], rec: Record, timing: TimingOutcome) -> None:
-    """The time itself: no work past DONE (`timing_gap`), and physics as a floor (`impossible_time`)."""
-    gap = timing.details.get("gap")
-    if gap:
-        merge(
-            out,
-            "timing_gap",
-            GAP_WORK in timing.flags,
-            f"a flush right after the solution's calls took {gap['flush_after_solution_ms']:.4g} ms against "
-            f"{gap['flush_after_echo_ms']:.4g} ms after the echo's (at most {gap['bound_ms']:.4g}): "
-            "its work went on running on the GPU after it said done"
-            if GAP_WORK in timing.flags
-            else "",
-        )
-    arm = timing.details.get("arm")
-    if arm:
-        merge(
-            out,
-            "timing_gap",
-            WORK_BEFORE_WINDOW in timing.flags,
-            f"between being resumed for a call and arming for it the solution process took "
-            f"{arm['solution_ms']:.4g} ms against the echo's {arm['echo_ms']:.4g} ms (at most {arm['bound_ms']:.4g}): "
-            "it worked on the call's inputs before its window opened"
-            if WORK_BEFORE_WINDOW in timing.flags
-            else "",
-        )
+    """The time itself: nothing of the solution's ran outside its windows (`timing_gap`: work past
+    DONE, work beside the input write, a device kept busy, a gate opened by the solution), and
+    physics as a floor (`impossible_time`)."""
+    if timing.stats is not None or timing.gap_reasons:
+        reasons = [timing.gap_reasons[f] for f in TIMING_GAP_FLAGS if f in timing.flags]
+        merge(out, "timing_gap", bool(reasons), "; ".join(reasons))
     if timing.stats:
         why = physics.impossible(
             float(timing.stats["median_ms"]), rec.problem_id, rec.ran_on, rec.precision_used, not rec.sizes

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from ...catalog.specs import dtype_name
-from ..protocol.channel import ALIGN, round_up, tensor_nbytes
+from ....catalog.specs import dtype_name
+from ...protocol.channel import ALIGN, round_up, tensor_nbytes
 
 
 class TimingUnavailable(Exception):
@@ -36,7 +36,7 @@ def fresh_inputs(module: Any, device: str, seed: int | None = None) -> list[Any]
     """The problem's `get_inputs()` (under `seed`, or going on from the generators' state), its
     tensors made on `device` directly (factory calls follow the default device), so new inputs
     cost what generating them costs."""
-    from ...catalog.materialize import seed_everything
+    from ....catalog.materialize import seed_everything
 
     if seed is not None:
         seed_everything(seed)
@@ -77,7 +77,7 @@ class TimedMemory:
             offset = round_up(offset + out_nbytes + ALIGN)
         if offset > region.numel():
             raise ValueError(f"the timing region holds {region.numel()} bytes, the layout needs {offset}")
-        from ..timed_calls import resolve, view
+        from ...timed_calls import resolve, view
 
         self.sets = [resolve(region, args) for args in self.set_layout]
         self.slots = [view(region, ref) for ref in self.slot_layout]

@@ -10,9 +10,14 @@ duration. Used by the supervisor (`clock`) and the trusted baseline child alike.
   timed, from the call until the device has run it: a flush right after a solution's call that
   takes longer than one right after the echo's means the solution's work was still running
   (`clock`).
-- **Echo kernel**: the echo's call is one tiny kernel; subtracting the echo's window removes the
-  launch, the doorbell and the synchronisation but also that kernel, whose duration (timed here,
-  back to back in a CUDA graph) is added back.
+- **Echo call**: the echo's call is one replay of a graph of one tiny kernel; subtracting the
+  echo's window removes the gate, the context switch and the graph's launch processing on the
+  GPU, but also that call, whose own duration is added back: `echo_call_s`, timed here exactly
+  as the outside figure times a call (CUDA events around one replay, behind a flush), so the net
+  time of a call is what those events would give it. (`echo_kernel_s`, the kernel alone back to
+  back in a graph, is kept for the record.)
+- **Idle flush**: `calibrate_idle` times a flush once per process before any solution process
+  exists; a device that is busy with someone's kernels later shows against it (`checks.busy`).
 
 No work of the timer's own runs inside a timed window: on a time-sliced GPU every switch between
 two processes' contexts costs about 0.2 ms. On the CPU there is no L2 to clear for a machinery
@@ -29,13 +34,30 @@ import torch
 FLUSH_FACTOR = 2  # read this many times the L2's size
 DEFAULT_L2_BYTES = 50 << 20
 ECHO_KERNELS = 64  # tiny kernels in the graph that times one
+ECHO_CALLS = 21  # single replays of the echo's graph, each behind a flush: their median
+IDLE_FLUSHES = 21
+_IDLE_FLUSH_S: dict[int, float] = {}  # per device index: a flush's seconds on the idle device
+
+
+def calibrate_idle(device: str) -> float:
+    """A timed flush's seconds on the device as it is now (the median of a few), once per process:
+    call it before any solution process exists."""
+    if device != "cuda":
+        return 0.0
+    index = torch.cuda.current_device()
+    if index not in _IDLE_FLUSH_S:
+        work = DeviceWork(device)
+        work.timed_flush()
+        _IDLE_FLUSH_S[index] = sorted(work.timed_flush() for _ in range(IDLE_FLUSHES))[IDLE_FLUSHES // 2]
+    return _IDLE_FLUSH_S[index]
 
 
 class DeviceWork:
     def __init__(self, device: str, dirty_bytes: int = 0):
         self.device = device
         self.cuda = device == "cuda"
-        self.echo_kernel_s = 0.0
+        self.echo_kernel_s = self.echo_call_s = self.idle_flush_s = 0.0
+        self.l2_bytes = DEFAULT_L2_BYTES
         if not self.cuda:
             return
         l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or DEFAULT_L2_BYTES)
@@ -48,7 +70,8 @@ class DeviceWork:
         self._tiny = torch.zeros(1, device="cuda")
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
-        self.echo_kernel_s = self._time_echo_kernel()
+        self.echo_kernel_s, self.echo_call_s = self._time_echo()
+        self.idle_flush_s = _IDLE_FLUSH_S.get(torch.cuda.current_device(), 0.0)
 
     def flush(self) -> None:
         """Clear the L2 by reading a buffer twice its size, then leave one call's output worth
@@ -72,24 +95,37 @@ class DeviceWork:
         if self.cuda:
             torch.cuda.current_stream().synchronize()
 
-    def _time_echo_kernel(self) -> float:
-        """One tiny kernel's duration, from a CUDA graph of ECHO_KERNELS of them."""
+    def _time_echo(self) -> tuple[float, float]:
+        """(one tiny kernel's duration, from a graph of ECHO_KERNELS of them; one replay of the
+        echo's one-kernel graph by events around it, behind a flush: the median of ECHO_CALLS)."""
         tiny = torch.zeros(1, device="cuda")
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             torch.add(tiny, 1)
         torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        many, one = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        with torch.cuda.graph(many):
             for _ in range(ECHO_KERNELS):
                 torch.add(tiny, 1)
-        graph.replay()
-        best = float("inf")
+        with torch.cuda.graph(one):
+            tiny.add_(1)
+        many.replay()
+        one.replay()
+        self.echo_graph, self._echo_tiny = one, tiny  # the echo's call, for a timer that runs its echo in-process
+        kernel = float("inf")
         for _ in range(5):
             self._start.record()
-            graph.replay()
+            many.replay()
             self._end.record()
             self._end.synchronize()
-            best = min(best, self._start.elapsed_time(self._end) * 1e-3 / ECHO_KERNELS)
-        return best
+            kernel = min(kernel, self._start.elapsed_time(self._end) * 1e-3 / ECHO_KERNELS)
+        calls = []
+        for _ in range(ECHO_CALLS):
+            self.flush()
+            self._start.record()
+            one.replay()
+            self._end.record()
+            self._end.synchronize()
+            calls.append(self._start.elapsed_time(self._end) * 1e-3)
+        return kernel, sorted(calls)[ECHO_CALLS // 2]

@@ -1,0 +1,133 @@
+"""The gate: a timed call's GPU work held behind a word of host memory, released by the timer.
+
+To arm call `seq`, the process that owns the call enqueues on one stream: wait until the word GO
+is at least `seq` (`cuStreamWaitValue32`), the call's work, then write `seq` into the word DONE
+(`cuStreamWriteValue32`). The timer's window is from its host write of GO to the moment its host
+sees DONE: no launch, no synchronisation and no host code of the caller's sits inside it, only
+the GPU's own work (and, between two processes' contexts, a context switch the echo's window
+measures). Both words live in host memory the caller registered with `cuMemHostRegister`, so
+the GPU polls and writes it directly; the timer needs no CUDA at all to ring the gate.
+
+This module holds the driver calls torch does not expose (`Driver`) and `GateWords`, the two
+words as a host-side view and as device addresses. It is used by the solution process and the
+echo (their doorbell block in the arena) and by the trusted baseline child (a private page).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+from typing import Any
+
+GATE_DONE_OFFSET = 48  # bytes into the doorbell block: a cache line apart from GO
+GATE_GO_OFFSET = 64
+GATE_BYTES = 128  # the block registered with the driver
+CU_STREAM_WAIT_VALUE_GEQ = 0x0
+CU_STREAM_WRITE_VALUE_DEFAULT = 0x0
+CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP = 0x1 | 0x2
+CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
+
+
+class GateUnavailable(Exception):
+    """This driver or device cannot hold a stream behind a host word."""
+
+
+class Driver:
+    """The few CUDA driver calls the gate needs, through ctypes (torch exposes none of them)."""
+
+    def __init__(self) -> None:
+        try:
+            self.cu = ctypes.CDLL("libcuda.so.1")
+        except OSError as exc:
+            raise GateUnavailable(f"no CUDA driver library: {exc}") from None
+        self._wait = self._fn("cuStreamWaitValue32_v2", "cuStreamWaitValue32")
+        self._write = self._fn("cuStreamWriteValue32_v2", "cuStreamWriteValue32")
+        for f in (self._wait, self._write):
+            f.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+            f.restype = ctypes.c_int
+        self._register = self._fn("cuMemHostRegister_v2", "cuMemHostRegister")
+        self._register.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+        self._register.restype = ctypes.c_int
+        self._device_pointer = self._fn("cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer")
+        self._device_pointer.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_uint]
+        self._device_pointer.restype = ctypes.c_int
+
+    def _fn(self, *names: str) -> Any:
+        for name in names:
+            try:
+                return getattr(self.cu, name)
+            except AttributeError:
+                continue
+        raise GateUnavailable(f"the CUDA driver has none of {names}")
+
+    @staticmethod
+    def _check(rc: int, what: str) -> None:
+        if rc != 0:
+            raise GateUnavailable(f"{what} returned CUresult {rc}")
+
+    def register(self, address: int, nbytes: int) -> int:
+        """Page-lock and map host memory for the current context; its device address."""
+        rc = self._register(ctypes.c_void_p(address), ctypes.c_size_t(nbytes), CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP)
+        if rc not in (0, CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED):
+            self._check(rc, "cuMemHostRegister")
+        device = ctypes.c_uint64(0)
+        self._check(self._device_pointer(ctypes.byref(device), ctypes.c_void_p(address), 0), "cuMemHostGetDevicePointer")
+        return device.value
+
+    def wait_geq(self, stream: Any, address: int, value: int) -> None:
+        rc = self._wait(ctypes.c_void_p(stream.cuda_stream), address, value, CU_STREAM_WAIT_VALUE_GEQ)
+        self._check(rc, "cuStreamWaitValue32")
+
+    def write(self, stream: Any, address: int, value: int) -> None:
+        rc = self._write(ctypes.c_void_p(stream.cuda_stream), address, value, CU_STREAM_WRITE_VALUE_DEFAULT)
+        self._check(rc, "cuStreamWriteValue32")
+
+
+class GateWords:
+    """GO and DONE: 32-bit words at fixed offsets of a host block, readable and writable by the
+    host through `words`, and by the GPU at `go_device` / `done_device` once `register`ed."""
+
+    def __init__(self, block: memoryview):
+        if len(block) < GATE_BYTES:
+            raise ValueError(f"a gate needs {GATE_BYTES} bytes")
+        self._words = block[:GATE_BYTES].cast("B").cast("I")
+        self.go_device = self.done_device = 0
+
+    @property
+    def go(self) -> int:
+        return int(self._words[GATE_GO_OFFSET // 4])
+
+    @go.setter
+    def go(self, value: int) -> None:
+        self._words[GATE_GO_OFFSET // 4] = value
+
+    @property
+    def done(self) -> int:
+        return int(self._words[GATE_DONE_OFFSET // 4])
+
+    @done.setter
+    def done(self, value: int) -> None:
+        self._words[GATE_DONE_OFFSET // 4] = value
+
+    def register(self, driver: Driver, address: int) -> None:
+        """Map the block (host address `address`) for this process's CUDA context."""
+        base = driver.register(address, GATE_BYTES)
+        self.go_device, self.done_device = base + GATE_GO_OFFSET, base + GATE_DONE_OFFSET
+
+    def enqueue(self, driver: Driver, stream: Any, seq: int, work: Any) -> None:
+        """On `stream`: wait until GO >= seq, `work()` (which enqueues on the current stream),
+        then DONE = seq. Nothing here waits for the device."""
+        import torch
+
+        with torch.cuda.stream(stream):
+            driver.wait_geq(stream, self.go_device, seq)
+            work()
+            driver.write(stream, self.done_device, seq)
+
+
+def private_block() -> tuple[mmap.mmap, memoryview, int]:
+    """A page of anonymous host memory for an in-process gate: (mapping, view, address)."""
+    page = mmap.mmap(-1, mmap.PAGESIZE)
+    view = memoryview(page)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+    return page, view, address

@@ -1,0 +1,144 @@
+"""`measure`: time a caller's calls one per window against the trusted echo's, by the timer's
+clock. The solution path (`clock`) and the trusted baseline child (`baseline`) both call it, so a
+solution and its baseline are timed by one method under one stopping rule.
+
+Each call, in order (every step on the timer's side; the caller's side only ever arms):
+
+1. draw new inputs (the problem's own `get_inputs()` under a seed the caller never learns);
+2. the echo's call, exactly as the caller's below: arm it, write the same bytes into the timer's
+   own decoy memory, flush, ring, then time a flush right after its window;
+3. the caller's call: arm it (a gated caller enqueues its GPU work behind the gate; its whole
+   side is stopped from ARMED on), write the inputs into the set it armed, clear the L2 with the
+   timer's own kernel (leaving one output's dirty lines), ring, then time a flush right after;
+4. hand the call to `judge`, which decides at random, now that the call has answered, whether
+   to judge its output exactly as a correctness case.
+
+A call's net time is its window less the echo's window before it, plus the echo call's own
+duration (`DeviceWork.echo_call_s`): what is left is the caller's GPU work. The inputs exist
+only from step 3's write on, while the caller is stopped and watched: the write and the flush
+are timed for both the echo and the caller (`prep`), so a kernel of the caller's left running
+beside them shows as a slower prep (`checks`). Timing ends by `stats.should_stop`, or at once
+when the GPU is found busy while it should be idle (`checks.busy`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from . import checks
+from .device_work import DeviceWork
+from .stats import CallPlan, should_stop
+
+WARM_CALLS = 3  # per side, before any call is scored (first replays, page faults)
+BUSY_EVERY = 16  # scored calls between looks at whether the GPU is busy
+
+
+class Side(Protocol):
+    def arm(self, set_index: int) -> float: ...
+
+    def ring(self) -> float: ...
+
+
+class Judge(Protocol):
+    def after_call(self, set_index: int, inputs: list[Any], index: int, warm: bool) -> None: ...
+
+
+@dataclass(frozen=True)
+class Feed:
+    """Where a call's inputs come from and go to."""
+
+    sets: int
+    draw: Callable[[], list[Any]]  # new inputs (the timer's own memory)
+    write: Callable[[int, list[Any]], None]  # into the set the caller reads
+    decoy: Callable[[list[Any]], None]  # the same bytes into memory only the timer reads
+
+
+@dataclass
+class Calls:
+    """Per scored call, seconds of the timer's clock."""
+
+    nets: list[float] = field(default_factory=list)
+    windows: list[float] = field(default_factory=list)
+    echo_windows: list[float] = field(default_factory=list)
+    arms: list[float] = field(default_factory=list)
+    echo_arms: list[float] = field(default_factory=list)
+    preps: list[float] = field(default_factory=list)  # input write + flush before the caller's window
+    echo_preps: list[float] = field(default_factory=list)
+    after: list[float] = field(default_factory=list)  # a flush right after the caller's window
+    after_echo: list[float] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    busy: str = ""  # why timing stopped early: the GPU was busy when it should have been idle
+
+
+def _prepare(write: Callable[[], None], work: DeviceWork, clock: Callable[[], float]) -> float:
+    started = clock()
+    write()
+    work.flush()
+    work.sync()
+    return clock() - started
+
+
+def measure(
+    caller: Side,
+    echo: Side,
+    feed: Feed,
+    work: DeviceWork,
+    plan: CallPlan,
+    rng: Any,
+    judge: Judge | None = None,
+    subtract_echo: bool = True,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Calls:
+    """Time `caller` one call per window (module docstring). Raises what the sides raise."""
+    calls = Calls()
+    started = clock()
+    index = 0
+    while True:
+        warm = index < WARM_CALLS
+        if not warm and should_stop(calls.nets, clock() - started, plan):
+            break
+        if index == WARM_CALLS:
+            started = clock()
+        s = rng.randrange(feed.sets)
+        inputs = feed.draw()
+        echo_arm = echo.arm(0)
+        echo_prep = _prepare(lambda: feed.decoy(inputs), work, clock)
+        echo_window = echo.ring()
+        after_echo = work.timed_flush(clock)
+        arm = caller.arm(s)
+        prep = _prepare(lambda: feed.write(s, inputs), work, clock)
+        window = caller.ring()
+        after = work.timed_flush(clock)
+        if not warm:
+            # On the CPU the figure only tests the machinery: a call of a few microseconds is
+            # below the echo's noise there, so the window is kept whole (never negative).
+            net = window - echo_window + work.echo_call_s if subtract_echo else window
+            _append(calls, net, window, echo_window, arm, echo_arm, prep, echo_prep, after, after_echo)
+        if judge is not None:  # judged or not is decided now, after the call answered
+            judge.after_call(s, inputs, len(calls.nets), warm)
+        index += 1
+        if not warm and len(calls.nets) % BUSY_EVERY == 0:
+            calls.busy = checks.busy(calls.after_echo, work)
+            if calls.busy:
+                break
+    calls.elapsed_s = clock() - started
+    return calls
+
+
+def _append(calls: Calls, *values: float) -> None:
+    lists: Sequence[list[float]] = (
+        calls.nets,
+        calls.windows,
+        calls.echo_windows,
+        calls.arms,
+        calls.echo_arms,
+        calls.preps,
+        calls.echo_preps,
+        calls.after,
+        calls.after_echo,
+    )
+    for target, value in zip(lists, values):
+        target.append(value)
