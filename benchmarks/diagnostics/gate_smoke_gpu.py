@@ -22,11 +22,16 @@ DEFAULT = [
 def main() -> None:
     from kernelbench_v3.evaluate import EvalRequest, evaluate
 
+    import os
+
+    raw_out = Path(os.environ.get("OUT", "/tmp")) / f"raw_{os.environ.get('LABEL', 'plain')}.jsonl"
     pairs = [(a.split("=")[0], Path(a.split("=")[1])) for a in sys.argv[1:]] or DEFAULT
     for problem, path in pairs:
         started = time.perf_counter()
         rec = evaluate(EvalRequest(problem, path, device="cuda")).to_dict()
         d = rec.get("timing_details") or {}
+        with open(raw_out, "a") as f:
+            f.write(json.dumps({"problem": problem, "raw": d.get("raw_calls_ms"), "echo_call_ms": d.get("echo_call_ms")}) + "\n")
         print(
             json.dumps(
                 {

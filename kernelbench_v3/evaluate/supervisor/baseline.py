@@ -157,7 +157,7 @@ def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: 
 
     import torch
 
-    from ...protocol.gate import Driver, GateUnavailable
+    from ..protocol.gate import Driver, GateUnavailable
     from ..cases import single_output
     from .timing.device_work import DeviceWork
     from .timing.local import EventLocal, GatedLocal, HostLocal, gateable
