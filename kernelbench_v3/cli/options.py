@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..evaluate.request import DEFAULT_TIMING_SECONDS
 from ..vocab import REQUESTABLE_KERNEL_RULES, TOLERANCE_MODES
 from .args import positive_seconds, seeds
+from .flags import add_retry_failed_baseline, add_timing_seconds
 
 
 def add_eval_options(p: argparse.ArgumentParser) -> None:
@@ -48,23 +48,13 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
         "--no-other-shape", action="store_true", help="check correctness at the given shapes only (no second shape)"
     )
     p.add_argument("--no-timing", action="store_true", help="correctness only")
-    p.add_argument(
-        "--timing-seconds",
-        type=positive_seconds,
-        help="timing budget per timed function, in seconds (default: "
-        + ", ".join(f"{s:g} on {d.upper()}" for d, s in DEFAULT_TIMING_SECONDS.items())
-        + ")",
-    )
+    add_timing_seconds(p)
     p.add_argument(
         "--no-baseline",
         action="store_true",
         help="do not time the reference (no ref_ms / speedup): correctness screening",
     )
-    p.add_argument(
-        "--retry-failed-baseline",
-        action="store_true",
-        help="re-time the baseline even if the cache holds a failure for it",
-    )
+    add_retry_failed_baseline(p)
 
 
 def eval_options_from(args: argparse.Namespace):

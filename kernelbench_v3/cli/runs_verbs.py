@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from .args import CliError, problems_dir
+from .args import CliError
+from .flags import add_json, add_problems
 
 
 def add_runs(sub: argparse._SubParsersAction) -> None:
@@ -19,13 +20,13 @@ def add_runs(sub: argparse._SubParsersAction) -> None:
         help="results.csv, its folder, or Parquet/JSONL of evaluator records "
         "(default: the Hub dataset Infatoshi/kernelbench-v3-runs, needs network)",
     )
-    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    add_problems(p)
     p.add_argument(
         "--no-facts",
         action="store_true",
         help="anomalies: skip the per-problem CPU facts (precision and near-identity flags)",
     )
-    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    add_json(p)
     p.set_defaults(func=cmd_runs)
 
 
@@ -114,20 +115,18 @@ def add_report(sub: argparse._SubParsersAction) -> None:
         "`kbv3 eval --json` object, or a published results.csv) as a per-problem table: problem, the split "
         "and the device it ran on, status, the failed check and its reason, the scored time, the speedup, "
         "the fraction of the speed of light reached and the row's anomaly flags (n/a: no such figure). "
-        "--html OUT also writes a self-contained page of the table with the leaderboard and its figures.",
+        "--html OUT also writes a self-contained page of the table with the leaderboard and its figures. "
+        "--json prints one object of data (numbers or null, never display text): `models` (per model: "
+        "samples, problems, pass@k, fast_p@k, ...), `problems` (per model and problem) and `records` (one "
+        "per record); its schema is kernelbench_v3/runs/report.schema.json.",
     )
     p.add_argument(
         "results", type=Path, help="records file (.parquet, .jsonl or .json) or a published runs table (.csv)"
     )
     p.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML page to OUT")
-    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    add_problems(p)
     machine = p.add_mutually_exclusive_group()
-    machine.add_argument(
-        "--json",
-        action="store_true",
-        help="print one JSON object instead: `models` (per model: samples, problems, pass@k, fast_p@k, ...) "
-        "and `problems` (per model and problem)",
-    )
+    add_json(machine)
     machine.add_argument("--csv", action="store_true", help="print the per-model summary as CSV instead")
     p.set_defaults(func=cmd_report)
 

@@ -65,7 +65,7 @@ def _commands(server, run) -> tuple[list[str], list[str], list[str]]:
     )
     assert [generate[0], evaluate[0], report[0]] == ["generate", "eval-batch", "report"] and "--json" in report
     generate = _with(
-        generate, model=MODEL, base_url=server.base_url, samples="2", problems=f"{SOFTMAX},{GELU}",
+        generate, model=MODEL, base_url=server.base_url, samples="2", only=f"{SOFTMAX},{GELU}",
         api_key_env="KBV3_E2E_KEY", concurrency="1",
     ) + ["--no-progress"]  # fmt: skip
     evaluate = _with(evaluate, device="cpu", shapes="reduced") + ["--no-progress"]
