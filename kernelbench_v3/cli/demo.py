@@ -100,7 +100,6 @@ def run_demo(
                 gpu=split,
                 device=device,
                 model="bundled-example",
-                baseline=not on_cpu,
                 timing_seconds=CPU_TIMING_SECONDS if on_cpu else None,
             )
             with heartbeat(pid, say, HEARTBEAT_S):

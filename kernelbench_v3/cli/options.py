@@ -50,9 +50,12 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-timing", action="store_true", help="correctness only")
     add_timing_seconds(p)
     p.add_argument(
-        "--no-baseline",
-        action="store_true",
-        help="do not time the reference (no ref_ms / speedup): correctness screening",
+        "--baseline",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="time the reference (eager and torch.compile) for the speedup (default: on CUDA only; a CPU "
+        "time gives no speedup, so --baseline there only records timing_details.cpu_time_ratio); "
+        "--no-baseline: correctness screening, no ref_ms or speedup",
     )
     add_retry_failed_baseline(p)
 
@@ -68,7 +71,7 @@ def eval_options_from(args: argparse.Namespace):
         scan_source=not args.no_source_scan,
         seeds=args.seeds or EvalOptions().seeds,
         time_solution=not args.no_timing,
-        baseline=not args.no_baseline,
+        baseline=args.baseline,
         other_shape=not args.no_other_shape,
         timing_seconds=args.timing_seconds,
         retry_failed_baseline=args.retry_failed_baseline,

@@ -133,7 +133,7 @@ def add_report(sub: argparse._SubParsersAction) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ..runs.load import RunsSchemaError, RunsSourceError
-    from ..runs.report import html_page, load_report, report_table, terminal_text
+    from ..runs.report import html_page, load_report, report_data, report_table, terminal_text
     from .args import check_writable_parent
 
     if not args.results.is_file():
@@ -156,20 +156,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         page = html_page(runs, joined, title=f"kbv3 report: {args.results.name}", flags=flags)
         args.html.parent.mkdir(parents=True, exist_ok=True)
         args.html.write_text(page, encoding="utf-8")
-    if args.json or args.csv:
-        summaries = pass_at_k.model_summaries(runs)
-        if args.json:
-            problems = _records(pass_at_k.problem_table(runs))
-            print(json.dumps({"models": summaries, "problems": problems}, indent=1))
-        else:
-            print(pass_at_k.summaries_csv(summaries), end="")
+    if args.json:
+        # allow_nan=False: a NaN that slipped through is a bug to see, never invalid JSON printed.
+        print(json.dumps(report_data(runs, joined, flags), indent=1, allow_nan=False))
+    elif args.csv:
+        print(pass_at_k.summaries_csv(pass_at_k.model_summaries(runs)), end="")
     else:
         # The per-model summary, the per-problem table (where a problem has several samples),
         # then every record, each problem's best sample first.
         print(pass_at_k.summaries_text(pass_at_k.model_summaries(runs)) + "\n")
         problems = pass_at_k.problem_table(runs)
         if (problems["samples"] > 1).any():
-            print(problems.to_string(index=False, float_format=lambda v: f"{v:.3g}") + "\n")
+            print(pass_at_k.problem_table_text(problems) + "\n")
         table = report_table(pass_at_k.sort_records_best_first(joined), flags)
         print(terminal_text(table, runs=runs, flags=flags))
     if args.html is not None:
