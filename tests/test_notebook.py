@@ -2,6 +2,7 @@
 and its figures are really produced (image/png outputs)."""
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,11 +45,13 @@ def test_notebook_executes_and_draws(tmp_path, monkeypatch, source):
     goes on with the shipped fixture, never a SystemExit that speaks of command-line flags."""
     root = tmp_path / "problems"
     for pid in FIXTURE_PROBLEMS:
-        source = PROBLEMS / f"{pid}.py"
-        if not source.is_file():
+        # Not `source`: that is the parametrized case, which the fixture branch below reads
+        # (issue 33: the loop once overwrote it, so KBV3_RUNS_SOURCE was never set).
+        problem_file = PROBLEMS / f"{pid}.py"
+        if not problem_file.is_file():
             pytest.skip(f"problem file {pid} not written yet")
         (root / pid).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(source, root / f"{pid}.py")
+        shutil.copy(problem_file, root / f"{pid}.py")
     if source == "fixture":
         monkeypatch.setenv("KBV3_RUNS_SOURCE", str(PUBLISHED))
     else:
@@ -85,6 +88,8 @@ def test_notebook_executes_and_draws(tmp_path, monkeypatch, source):
     assert "21 runs from" in text
     if source == "offline":
         assert "HF_HUB_OFFLINE is set" in text and "Using the shipped fixture" in text and "--source" not in text
+    else:
+        assert "Using the shipped fixture" not in text and "HF_HUB_OFFLINE is set" not in text
     assert "3/4" in text  # the card table
     assert "faster_than_light" in text and "near_identity" in text
     html = "\n".join(str(o.get("data", {}).get("text/html", "")) for o in outputs)
@@ -111,3 +116,38 @@ def test_the_hub_client_is_imported_without_a_tqdm_warning_in_a_notebook(tmp_pat
     client.execute()
     text = "\n".join(str(o.get("text", "")) for o in notebook.cells[0].outputs)
     assert "imported" in text and "TqdmWarning" not in text, text
+
+
+def _tracked_changes() -> str:
+    done = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"not a git checkout: {done.stderr.strip()}")
+    return done.stdout
+
+
+@pytest.mark.slow  # a kernel runs the whole notebook
+def test_the_readme_notebook_command_runs_as_written_and_changes_no_tracked_file():
+    """Issue 33, item 1: the README's line, run from the repository root exactly as written
+    (only `.venv/bin/` points at this interpreter's folder where the checkout has no `.venv`),
+    exits 0, writes the executed copy under the ignored `out/` and leaves git's tracked files as
+    they were."""
+    line = next(line for line in (REPO / "README.md").read_text().splitlines() if "jupyter execute" in line)
+    if not (REPO / ".venv" / "bin" / "jupyter").is_file():
+        line = line.replace(".venv/bin/", f"{Path(sys.executable).parent}/")
+    before, notebook_bytes = _tracked_changes(), NOTEBOOK.read_bytes()
+    executed = REPO / "out" / "speedup_anomalies.ipynb"
+    out_existed, executed_existed = executed.parent.exists(), executed.exists()
+    try:
+        done = subprocess.run(["bash", "-c", line], cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert _tracked_changes() == before and NOTEBOOK.read_bytes() == notebook_bytes
+        cells = nbformat.read(executed, as_version=4).cells
+        text = "\n".join(str(o.get("text", "")) for c in cells if c.cell_type == "code" for o in c.outputs)
+        assert "21 runs from" in text and "Using the shipped fixture" not in text, text[:2000]
+    finally:
+        if not executed_existed:
+            executed.unlink(missing_ok=True)
+        if not out_existed and executed.parent.is_dir() and not any(executed.parent.iterdir()):
+            executed.parent.rmdir()

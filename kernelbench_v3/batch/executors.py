@@ -86,6 +86,7 @@ def failure_record(
     with `status` "failed" and `check` "response" for a sample that has no solution file."""
     from ..catalog.problem import get_problem
     from ..evaluate.record import Record
+    from ..evaluate.supervisor.fingerprint import device_name
 
     record = Record(
         model=item.model,
@@ -95,6 +96,9 @@ def failure_record(
         solution_path=item.solution_path,
         solution_sha256=item.solution_sha256,
         device=settings.device,
+        # Named as an evaluated record names it (`cpu:<model>`, the GPU's name), so a report's
+        # "ran on" reads the same for the batch's failed and evaluated records.
+        ran_on=device_name(settings.device),
     )
     try:
         problem = get_problem(item.problem_id, settings.problems_root)

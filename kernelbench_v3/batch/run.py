@@ -203,16 +203,20 @@ def run_batch(
 
 
 def item_label(item: BatchItem) -> str:
-    """How progress names an evaluation: `level1/23_Softmax (model)`."""
-    return f"{item.problem_id} ({item.model})" if item.model else item.problem_id
+    """How progress names an evaluation: `level1/23_Softmax sample 2 (model)`; the sample is
+    what tells apart the evaluations of one problem's several samples."""
+    sample = f" sample {item.sample}" if item.sample is not None else ""
+    return f"{item.problem_id}{sample} ({item.model})" if item.model else f"{item.problem_id}{sample}"
 
 
 def failure_line(record: dict[str, Any]) -> str:
-    """`level1/23_Softmax (model): incorrect, failed check correctness: <first line of the reason>`."""
+    """`level1/23_Softmax sample 2 (model): incorrect, failed check correctness: <first line of the reason>`."""
     reason = str(record.get("error") or "").strip().splitlines()
     check = record.get("failed_check")
+    sample = record.get("sample")
+    sample_text = f" sample {int(sample)}" if isinstance(sample, (int, float)) and sample == sample else ""
     return (
-        f"{record.get('problem_id')} ({record.get('model') or '-'}): {record.get('status')}"
+        f"{record.get('problem_id')}{sample_text} ({record.get('model') or '-'}): {record.get('status')}"
         + (f", failed check {check}" if check else "")
         + (f": {reason[0][:200]}" if reason else "")
     )

@@ -39,10 +39,12 @@ def ignore_further_interrupts() -> None:
 
 
 class KbParser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one line on stderr (exit 2)."""
+    """An ArgumentParser whose usage errors are one line on stderr (exit 2), in the form every
+    other usage error of `kbv3` takes (`main` prints a CliError the same way): `kbv3 VERB:
+    argument --flag: what is wrong`, without argparse's own "error:" word."""
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
 # ---------------------------------------------------------------- value types
@@ -164,9 +166,11 @@ def problems_dir(text: str) -> Path:
 
     path = Path(text).expanduser()
     if not path.is_dir():
-        raise argparse.ArgumentTypeError(
-            f"problems folder {text!r} does not exist; omit --problems for the bundled problems"
-        )
+        # `--problems level1/23_Softmax` is what `--problems` meant in `generate` before it named
+        # a folder everywhere: point to --only, which takes ids.
+        looks_like_ids = "," in text or (text.count("/") == 1 and not text.startswith((".", "/", "~")))
+        hint = f"problem ids go in --only {text}" if looks_like_ids else "omit --problems for the bundled problems"
+        raise argparse.ArgumentTypeError(f"problems folder {text!r} does not exist; {hint}")
     if not any((path / c).is_dir() for c in CATEGORIES):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a problems folder: it has none of the folders {', '.join(CATEGORIES)}"

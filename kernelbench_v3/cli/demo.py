@@ -7,12 +7,15 @@ split (`examples/solutions/`): on CUDA at default sizes with the baseline and a 
 through the Triton interpreter at reduced sizes, with every check but without the baseline
 (CPU timing tests the machinery, it is no performance figure, so there is no speedup to score)
 and a short timing budget. Each evaluation prints a line when it starts and every few seconds
-while it runs, so the demo is never silent. Records are appended to `OUT/records.jsonl` as each
-finishes (`kbv3 report OUT/records.jsonl` prints them as a table).
+while it runs, so the demo is never silent. Records are written to `OUT/records.jsonl` as each
+finishes (`kbv3 report OUT/records.jsonl` prints them as a table); a rerun replaces the previous
+run's records instead of appending duplicates. `datasets`' own progress bars are silenced while
+the split loads: the demo's numbered steps are its progress.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -66,7 +69,8 @@ def run_demo(
         + ", ".join(f"{s} {n} rows" for s, n in result.counts.items())
     )
 
-    rows = load_problems(split, source=out_dir / "hub", cache_dir=str(out_dir / "hf_cache"))
+    with _datasets_quiet():
+        rows = load_problems(split, source=out_dir / "hub", cache_dir=str(out_dir / "hf_cache"))
     row = rows[0]
     problem = get_problem(row["problem_id"])
     from_row = instantiate_row(row, "cpu", seed=0, sizes=problem.reduced).run()
@@ -91,7 +95,9 @@ def run_demo(
     say(f"[3/3] evaluating {len(examples)} bundled example solution(s) on {device}, {how} ...")
     records = []
     journal = out_dir / "records.jsonl"
-    with journal.open("a", encoding="utf-8") as sink:
+    # "w": a rerun starts the file afresh (appending would list every example twice); each
+    # record is still flushed as it finishes, so an interrupted demo keeps what it evaluated.
+    with journal.open("w", encoding="utf-8") as sink:
         for number, (pid, path) in enumerate(examples.items(), start=1):
             say(f"    ({number}/{len(examples)}) {pid} ...")
             request = EvalRequest(
@@ -100,7 +106,6 @@ def run_demo(
                 gpu=split,
                 device=device,
                 model="bundled-example",
-                baseline=not on_cpu,
                 timing_seconds=CPU_TIMING_SECONDS if on_cpu else None,
             )
             with heartbeat(pid, say, HEARTBEAT_S):
@@ -114,8 +119,22 @@ def run_demo(
                 + (f"  (failed check {record.failed_check}: {_first(record.error)})" if not record.correct else "")
             )
     correct = sum(r["correct"] for r in records)
-    say(f"{correct} of {len(records)} correct; records appended to {journal} (kbv3 report {journal})")
+    say(f"{correct} of {len(records)} correct; records written to {journal} (kbv3 report {journal})")
     return records
+
+
+@contextlib.contextmanager
+def _datasets_quiet():
+    """`datasets`' "Generating ... split" bars off while the block runs, as they were after."""
+    import datasets
+
+    enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if enabled:
+            datasets.enable_progress_bars()
 
 
 def _first(text: str | None) -> str:

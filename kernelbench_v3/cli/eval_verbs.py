@@ -10,9 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..vocab import DEVICES, EXECUTORS, SIZE_MODES
+from ..vocab import EXECUTORS, SIZE_MODES
 from .args import (
-    SPLIT_METAVAR,
     CliError,
     check_cuda,
     check_eval_problem,
@@ -20,13 +19,22 @@ from .args import (
     check_input_file,
     check_writable_parent,
     default_device,
-    gpu_indices,
     ignore_further_interrupts,
     positive_int,
-    problems_dir,
     sizes_text,
-    split_arg,
     split_name,
+)
+from .flags import (
+    add_cache,
+    add_device,
+    add_gpus,
+    add_json,
+    add_no_progress,
+    add_only,
+    add_problems,
+    add_retry_failed_baseline,
+    add_split,
+    add_timing_seconds,
 )
 from .heartbeat import HEARTBEAT_S, heartbeat
 from .options import add_eval_options, eval_options_from
@@ -50,7 +58,7 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
         help="the split the result is reported for (its GPU's speed of light): rtx3090, h100 or b200; "
         "the problem must be in it. The GPU the evaluation runs on is recorded separately (ran_on)",
     )
-    p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
+    add_device(p)
     p.add_argument(
         "--sizes",
         type=sizes_text,
@@ -58,9 +66,9 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     )
     add_eval_options(p)
     p.add_argument("--model", default="", help="model name recorded with the result")
-    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
-    p.add_argument("--cache", type=Path, help="baseline cache folder (default: ~/.cache/kbv3)")
-    p.add_argument("--json", action="store_true", help="print the record as one JSON object, nothing else")
+    add_problems(p)
+    add_cache(p)
+    add_json(p)
     p.add_argument(
         "--server", type=Path, metavar="SOCKET", help="send the evaluation to a running `kbv3 serve` on SOCKET"
     )
@@ -116,10 +124,10 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
         "finishes (<out>.journal.jsonl); rerunning the same command skips what is done.",
     )
     p.add_argument("solutions", type=Path, help="folder of solution files")
-    p.add_argument("--split", required=True, type=split_arg, metavar=SPLIT_METAVAR)
+    add_split(p, required=True)
     p.add_argument("--out", required=True, type=Path, help="Parquet file of records to write (.parquet)")
-    p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
-    p.add_argument("--gpus", type=gpu_indices, help="GPU indices for the workers, e.g. 0,1 (default: all visible)")
+    add_device(p)
+    add_gpus(p)
     p.add_argument("--workers", type=positive_int, default=1, help="worker processes on --device cpu")
     p.add_argument("--executor", choices=EXECUTORS, default="local")
     p.add_argument("--address", help="Ray cluster address (default: start Ray in-process)")
@@ -131,7 +139,7 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
     # `--sizes` is eval's NAME=VALUE; here it would mean something else, so it only points the way.
     p.add_argument("--sizes", help=argparse.SUPPRESS)
     add_eval_options(p)
-    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    add_problems(p)
     p.add_argument(
         "--model", help="model name for a problems/-style folder (default: its name; samples.json names its own)"
     )
@@ -141,7 +149,7 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also rerun journaled records whose status is 'error' (evaluator failures)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_no_progress(p)
     p.set_defaults(func=cmd_eval_batch)
 
 
@@ -221,13 +229,13 @@ def add_baselines(sub: argparse._SubParsersAction) -> None:
         "--only, exactly as an evaluation would, and cache it; later evaluations on this GPU find "
         "it cached. A problem already cached is only reported.",
     )
-    p.add_argument("--split", required=True, type=split_name)
-    p.add_argument("--only", help="comma-separated problem ids of the split (default: all of them)")
-    p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
-    p.add_argument("--timing-seconds", type=float, help="timing budget per timed function")
-    p.add_argument("--retry-failed-baseline", action="store_true", help="re-time cached failures")
-    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
-    p.add_argument("--cache", type=Path, help="cache folder (default: $KBV3_CACHE_DIR or ~/.cache/kbv3)")
+    add_split(p, required=True)
+    add_only(p)
+    add_device(p)
+    add_timing_seconds(p)
+    add_retry_failed_baseline(p)
+    add_problems(p)
+    add_cache(p)
     p.set_defaults(func=cmd_baselines)
 
 
@@ -240,11 +248,10 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         check_cuda("--device cuda")
     ids = [p.problem_id for p in discover(args.problems, split=args.split)]
     if args.only:
-        wanted = [i.strip() for i in args.only.split(",") if i.strip()]
-        unknown = [i for i in wanted if i not in ids]
+        unknown = [i for i in args.only if i not in ids]
         if unknown:
             raise CliError(f"argument --only: {', '.join(unknown)} not in the {args.split} split")
-        ids = wanted
+        ids = list(args.only)
     failed = 0
     print(f"kbv3 baselines: {len(ids)} problem(s) of {args.split} on {device}", file=sys.stderr)
     for result in fill(

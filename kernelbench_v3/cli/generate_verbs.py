@@ -13,23 +13,14 @@ import os
 import sys
 from pathlib import Path
 
-from ..vocab import SPLITS
 from .args import (
     CliError,
     check_writable_parent,
     ignore_further_interrupts,
     positive_int,
     positive_seconds,
-    problems_dir,
 )
-
-
-def problem_ids(text: str) -> tuple[str, ...]:
-    """`level1/23_Softmax,level1/26_GELU_` -> the ids, in order, without repeats."""
-    ids = tuple(dict.fromkeys(item.strip().removesuffix(".py") for item in text.split(",") if item.strip()))
-    if not ids:
-        raise argparse.ArgumentTypeError("no problem id given; e.g. level1/23_Softmax,level1/26_GELU_")
-    return ids
+from .flags import add_no_progress, add_only, add_problems, add_split, add_template
 
 
 def temperature(text: str) -> float:
@@ -57,7 +48,7 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
         "arrive (RUN_DIR/responses.jsonl); rerunning the same command sends only what is missing. Each "
         "response is extracted into RUN_DIR/solutions/, which `kbv3 eval-batch` evaluates.",
     )
-    p.add_argument("--split", required=True, choices=SPLITS)
+    add_split(p, required=True)
     p.add_argument("--model", required=True, help="the model name the endpoint serves (sent as `model`)")
     p.add_argument("--base-url", required=True, help="the API root, e.g. http://127.0.0.1:8000/v1")
     p.add_argument(
@@ -69,17 +60,17 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=temperature, default=0.0, help="sampling temperature (default: 0)")
     p.add_argument("--max-tokens", type=positive_int, default=8192, help="answer length limit (default: 8192)")
     p.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight at once (default: 4)")
-    p.add_argument("--problems", type=problem_ids, metavar="ID,...", help="only these problems of the split")
-    p.add_argument(
-        "--template", default="default", help="a bundled template name or the path of a Jinja2 template file"
-    )
+    add_only(p)
+    add_template(p)
     p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per request (default: 600)")
     p.add_argument(
         "--retries", type=non_negative_int, default=5, help="retries of a 429 or 5xx answer, with backoff (default: 5)"
     )
-    p.add_argument("--problems-dir", type=problems_dir, help="problems folder (default: the bundled one)")
+    add_problems(p)
+    # Its old name: refused with the new one named, rather than argparse's "unrecognized arguments".
+    p.add_argument("--problems-dir", help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, required=True, metavar="RUN_DIR", help="the run folder (created or resumed)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_no_progress(p)
     p.set_defaults(func=cmd_generate)
 
 
@@ -87,6 +78,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from ..generate.client import ChatClient, RetryPolicy, check_base_url, scrub
     from ..generate.run import GenerateError, GenerateSettings, describe, run_generate
 
+    if args.problems_dir is not None:
+        raise CliError("argument --problems-dir: renamed --problems (a problems folder, as in every verb)")
     try:
         check_base_url(args.base_url)
     except ValueError as exc:
@@ -104,8 +97,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         max_tokens=args.max_tokens,
         template=args.template,
-        problems=args.problems or (),
-        problems_root=str(args.problems_dir.resolve()) if args.problems_dir else None,
+        problems=args.only or (),
+        problems_root=str(args.problems.resolve()) if args.problems else None,
     )
     client = ChatClient(args.base_url, key, timeout_s=args.timeout, retry=RetryPolicy(retries=args.retries))
     try:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..evaluate.request import DEFAULT_TIMING_SECONDS
 from ..vocab import REQUESTABLE_KERNEL_RULES, TOLERANCE_MODES
 from .args import positive_seconds, seeds
+from .flags import add_retry_failed_baseline, add_timing_seconds
 
 
 def add_eval_options(p: argparse.ArgumentParser) -> None:
@@ -48,23 +48,16 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
         "--no-other-shape", action="store_true", help="check correctness at the given shapes only (no second shape)"
     )
     p.add_argument("--no-timing", action="store_true", help="correctness only")
+    add_timing_seconds(p)
     p.add_argument(
-        "--timing-seconds",
-        type=positive_seconds,
-        help="timing budget per timed function, in seconds (default: "
-        + ", ".join(f"{s:g} on {d.upper()}" for d, s in DEFAULT_TIMING_SECONDS.items())
-        + ")",
+        "--baseline",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="time the reference (eager and torch.compile) for the speedup (default: on CUDA only; a CPU "
+        "time gives no speedup, so --baseline there only records timing_details.cpu_time_ratio); "
+        "--no-baseline: correctness screening, no ref_ms or speedup",
     )
-    p.add_argument(
-        "--no-baseline",
-        action="store_true",
-        help="do not time the reference (no ref_ms / speedup): correctness screening",
-    )
-    p.add_argument(
-        "--retry-failed-baseline",
-        action="store_true",
-        help="re-time the baseline even if the cache holds a failure for it",
-    )
+    add_retry_failed_baseline(p)
 
 
 def eval_options_from(args: argparse.Namespace):
@@ -78,7 +71,7 @@ def eval_options_from(args: argparse.Namespace):
         scan_source=not args.no_source_scan,
         seeds=args.seeds or EvalOptions().seeds,
         time_solution=not args.no_timing,
-        baseline=not args.no_baseline,
+        baseline=args.baseline,
         other_shape=not args.no_other_shape,
         timing_seconds=args.timing_seconds,
         retry_failed_baseline=args.retry_failed_baseline,

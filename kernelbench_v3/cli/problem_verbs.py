@@ -11,15 +11,20 @@ import json
 import sys
 from pathlib import Path
 
-from ..vocab import DEVICES, SPLITS
-from .args import SPLIT_METAVAR, CliError, check_cuda, check_writable_parent, problems_dir, split_arg
+from ..vocab import SPLITS
+from .args import CliError, check_cuda, check_writable_parent
+from .flags import add_device, add_json, add_problems, add_split, add_template
 
 
 def add_ls(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ls", help="list the problems (optionally one split)")
-    p.add_argument("--split", type=split_arg, metavar=SPLIT_METAVAR)
-    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p = sub.add_parser(
+        "ls",
+        help="list the problems (optionally one split)",
+        description="List the problems, optionally of one split; --json prints one JSON object per problem and line.",
+    )
+    add_split(p)
+    add_problems(p)
+    add_json(p)
     p.set_defaults(func=cmd_ls)
 
 
@@ -59,7 +64,7 @@ def natural_key(problem_id: str) -> tuple:
 
 def add_validate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check every problem file parses and declares what it must")
-    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    add_problems(p)
     p.set_defaults(func=cmd_validate)
 
 
@@ -78,12 +83,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def add_prompts(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("prompts", help="write one prompt per problem of a split as JSON lines")
-    p.add_argument("--split", required=True, type=split_arg, metavar=SPLIT_METAVAR)
-    p.add_argument(
-        "--template", default="default", help="a bundled template name or the path of a Jinja2 template file"
-    )
+    add_split(p, required=True)
+    add_template(p)
     p.add_argument("--one-shot", action="store_true", help="include the worked example")
-    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    add_problems(p)
     p.add_argument("--out", type=Path, required=True, help="output .jsonl file")
     p.set_defaults(func=cmd_prompts)
 
@@ -135,7 +138,7 @@ def add_build(sub: argparse._SubParsersAction) -> None:
         "and nothing is written.",
     )
     p.add_argument("out_dir", type=Path, help="folder to write (new or empty, unless --overwrite)")
-    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    add_problems(p)
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT_DIR")
     p.add_argument("--no-prompts", action="store_true", help="leave out the per-split prompt column")
     p.set_defaults(func=cmd_build)
@@ -172,8 +175,8 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
         "evaluate the bundled example solutions",
     )
     p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
-    p.add_argument("--split", default="h100", type=split_arg, metavar=SPLIT_METAVAR)
-    p.add_argument("--device", choices=DEVICES, help="default: cuda when available")
+    add_split(p, default="h100")
+    add_device(p)
     p.add_argument(
         "--all-examples",
         action="store_true",

@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from .args import CliError, problems_dir
+from .args import CliError
+from .flags import add_json, add_problems
 
 
 def add_runs(sub: argparse._SubParsersAction) -> None:
@@ -19,13 +20,13 @@ def add_runs(sub: argparse._SubParsersAction) -> None:
         help="results.csv, its folder, or Parquet/JSONL of evaluator records "
         "(default: the Hub dataset Infatoshi/kernelbench-v3-runs, needs network)",
     )
-    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    add_problems(p)
     p.add_argument(
         "--no-facts",
         action="store_true",
         help="anomalies: skip the per-problem CPU facts (precision and near-identity flags)",
     )
-    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    add_json(p)
     p.set_defaults(func=cmd_runs)
 
 
@@ -114,27 +115,25 @@ def add_report(sub: argparse._SubParsersAction) -> None:
         "`kbv3 eval --json` object, or a published results.csv) as a per-problem table: problem, the split "
         "and the device it ran on, status, the failed check and its reason, the scored time, the speedup, "
         "the fraction of the speed of light reached and the row's anomaly flags (n/a: no such figure). "
-        "--html OUT also writes a self-contained page of the table with the leaderboard and its figures.",
+        "--html OUT also writes a self-contained page of the table with the leaderboard and its figures. "
+        "--json prints one object of data (numbers or null, never display text): `models` (per model: "
+        "samples, problems, pass@k, fast_p@k, ...), `problems` (per model and problem) and `records` (one "
+        "per record); its schema is kernelbench_v3/runs/report.schema.json.",
     )
     p.add_argument(
         "results", type=Path, help="records file (.parquet, .jsonl or .json) or a published runs table (.csv)"
     )
     p.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML page to OUT")
-    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
+    add_problems(p)
     machine = p.add_mutually_exclusive_group()
-    machine.add_argument(
-        "--json",
-        action="store_true",
-        help="print one JSON object instead: `models` (per model: samples, problems, pass@k, fast_p@k, ...) "
-        "and `problems` (per model and problem)",
-    )
+    add_json(machine)
     machine.add_argument("--csv", action="store_true", help="print the per-model summary as CSV instead")
     p.set_defaults(func=cmd_report)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ..runs.load import RunsSchemaError, RunsSourceError
-    from ..runs.report import html_page, load_report, report_table, terminal_text
+    from ..runs.report import html_page, load_report, report_data, report_table, terminal_text
     from .args import check_writable_parent
 
     if not args.results.is_file():
@@ -157,20 +156,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         page = html_page(runs, joined, title=f"kbv3 report: {args.results.name}", flags=flags)
         args.html.parent.mkdir(parents=True, exist_ok=True)
         args.html.write_text(page, encoding="utf-8")
-    if args.json or args.csv:
-        summaries = pass_at_k.model_summaries(runs)
-        if args.json:
-            problems = _records(pass_at_k.problem_table(runs))
-            print(json.dumps({"models": summaries, "problems": problems}, indent=1))
-        else:
-            print(pass_at_k.summaries_csv(summaries), end="")
+    if args.json:
+        # allow_nan=False: a NaN that slipped through is a bug to see, never invalid JSON printed.
+        print(json.dumps(report_data(runs, joined, flags), indent=1, allow_nan=False))
+    elif args.csv:
+        print(pass_at_k.summaries_csv(pass_at_k.model_summaries(runs)), end="")
     else:
         # The per-model summary, the per-problem table (where a problem has several samples),
         # then every record, each problem's best sample first.
         print(pass_at_k.summaries_text(pass_at_k.model_summaries(runs)) + "\n")
         problems = pass_at_k.problem_table(runs)
         if (problems["samples"] > 1).any():
-            print(problems.to_string(index=False, float_format=lambda v: f"{v:.3g}") + "\n")
+            print(pass_at_k.problem_table_text(problems) + "\n")
         table = report_table(pass_at_k.sort_records_best_first(joined), flags)
         print(terminal_text(table, runs=runs, flags=flags))
     if args.html is not None:

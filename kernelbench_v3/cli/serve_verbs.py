@@ -12,8 +12,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from ..vocab import DEVICES
-from .args import CliError, check_gpus, gpu_indices, problems_dir
+from .args import CliError, check_gpus
+from .flags import add_cache, add_device, add_gpus, add_problems
 
 
 def add_serve(sub: argparse._SubParsersAction) -> None:
@@ -31,10 +31,10 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         help="socket path (default: $KBV3_SOCKET, else $XDG_RUNTIME_DIR/kbv3/serve.sock, else the cache root); "
         "its folder is created 0700 when missing",
     )
-    p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
-    p.add_argument("--gpus", type=gpu_indices, help="GPU indices to serve, one worker each (default: all visible)")
-    p.add_argument("--problems", type=problems_dir, help="problems folder (default: the bundled one)")
-    p.add_argument("--cache", type=Path, help="baseline cache folder (default: ~/.cache/kbv3)")
+    add_device(p)
+    add_gpus(p)
+    add_problems(p)
+    add_cache(p)
     p.set_defaults(func=cmd_serve)
 
 

@@ -24,14 +24,12 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-# Kernel names that come from PyTorch itself or the libraries it calls, or from Inductor
-# (torch.compile) - running one of these is not a custom kernel.
-LIBRARY_KERNEL_PATTERNS: tuple[str, ...] = (
-    r"^void at::",
-    r"^at::",
-    r"at::native",
-    r"^void \(anonymous namespace\)::",
-    r"c10::",
+# Kernel-name patterns, each written once. The forbidden ones (library GEMM, convolution or
+# attention, and torch.compile's Inductor) are a subset of the library ones by construction:
+# LIBRARY_KERNEL_PATTERNS is FORBIDDEN_KERNEL_PATTERNS plus the library kernels a solution may
+# run (elementwise, copies, reductions), so a security rule cannot drift from the list that
+# decides what counts as a custom kernel.
+_GEMM_PATTERNS: tuple[str, ...] = (
     r"cublas",
     r"cublasLt",
     r"^(?:void )?gemmk\d",
@@ -43,19 +41,51 @@ LIBRARY_KERNEL_PATTERNS: tuple[str, ...] = (
     r"^ampere_",
     r"^volta_",
     r"^turing_",
-    r"^sm80_",
-    r"^sm90_",
-    r"^sm100_",
     r"^hopper_",
     r"cutlass_\d+_",
     r"cutlass3x_",
-    r"at::cuda::",
+    r"^nvjet",
+    r"splitKreduce",
+    r"^(?:void )?dot_kernel<",
+)
+_CONVOLUTION_PATTERNS: tuple[str, ...] = (
     r"cudnn",
-    r"^cudnn",
     r"implicit_convolve",
     r"^fft",
     r"^vector_fft",
     r"^regular_fft",
+)
+_ATTENTION_PATTERNS: tuple[str, ...] = (
+    r"flash_fwd",
+    r"flash_bwd",
+    r"fmha",
+    r"pytorch_flash",
+    r"mem_efficient",
+)
+# Triton kernels torch.compile (Inductor) generates: library code, not the solution's own.
+_INDUCTOR_PATTERN = r"^triton_(?:poi|red|per|tem|for|mm|bmm|sort|scan|unk)_"
+# Forbidden in a solution's forward under the strict kernel rule.
+FORBIDDEN_KERNEL_PATTERNS: tuple[str, ...] = (
+    *_GEMM_PATTERNS,
+    *_CONVOLUTION_PATTERNS,
+    *_ATTENTION_PATTERNS,
+    _INDUCTOR_PATTERN,
+)
+# Kernel names that come from PyTorch itself or the libraries it calls, or from Inductor
+# (torch.compile) - running one of these is not a custom kernel.
+LIBRARY_KERNEL_PATTERNS: tuple[str, ...] = (
+    *FORBIDDEN_KERNEL_PATTERNS,
+    r"^void at::",
+    r"^at::",
+    r"at::native",
+    r"at::cuda::",
+    r"^void \(anonymous namespace\)::",
+    r"c10::",
+    r"^sm80_",
+    r"^sm90_",
+    r"^sm100_",
+    r"^void (?:cudnn|cublas)",
+    r"^void splitKreduce",
     r"nchwToNhwc",
     r"nhwcToNchw",
     r"^Memcpy",
@@ -64,56 +94,13 @@ LIBRARY_KERNEL_PATTERNS: tuple[str, ...] = (
     r"^memset",
     r"^void cub::",
     r"^cub::",
-    r"flash_fwd",
-    r"flash_bwd",
-    r"fmha",
-    r"pytorch_flash",
-    r"mem_efficient",
-    r"^void splitKreduce",
-    r"splitKreduce",
-    r"^nvjet",
     r"^Kernel2?$",
-    r"^(?:void )?dot_kernel<",
     r"^(?:void )?scal_kernel<",
     r"^(?:void )?reduce_1Block_kernel<",
-    r"^void (?:cudnn|cublas)",
-    r"^triton_(?:poi|red|per|tem|for|mm|bmm|sort|scan|unk)_",
     r"^cudaGraph",
     r"^nccl",
 )
 _LIBRARY_RE = re.compile("|".join(f"(?:{p})" for p in LIBRARY_KERNEL_PATTERNS), re.IGNORECASE)
-# The subset that is library GEMM, convolution or attention (cuBLAS/cuBLASLt, cuDNN, flash/SDPA)
-# or torch.compile's Inductor: forbidden in a solution's forward under the strict kernel rule.
-FORBIDDEN_KERNEL_PATTERNS: tuple[str, ...] = (
-    r"cublas",
-    r"cublasLt",
-    r"^(?:void )?gemmk\d",
-    r"^(?:void )?gemmSN",
-    r"^(?:void )?gemv2[NT]_",
-    r"^(?:void )?gemvx?_kernel<",
-    r"^sm\d+_xmma",
-    r"xmma_",
-    r"^ampere_",
-    r"^volta_",
-    r"^turing_",
-    r"^hopper_",
-    r"cutlass_\d+_",
-    r"cutlass3x_",
-    r"^nvjet",
-    r"splitKreduce",
-    r"^(?:void )?dot_kernel<",
-    r"cudnn",
-    r"implicit_convolve",
-    r"^fft",
-    r"^vector_fft",
-    r"^regular_fft",
-    r"flash_fwd",
-    r"flash_bwd",
-    r"fmha",
-    r"pytorch_flash",
-    r"mem_efficient",
-    r"^triton_(?:poi|red|per|tem|for|mm|bmm|sort|scan|unk)_",
-)
 _FORBIDDEN_RE = re.compile("|".join(f"(?:{p})" for p in FORBIDDEN_KERNEL_PATTERNS), re.IGNORECASE)
 
 
@@ -126,7 +113,7 @@ def is_library_kernel(name: str) -> bool:
     return bool(_LIBRARY_RE.search(name.strip()))
 
 
-_INDUCTOR_RE = re.compile(r"^triton_(?:poi|red|per|tem|for|mm|bmm|sort|scan|unk)_")
+_INDUCTOR_RE = re.compile(_INDUCTOR_PATTERN)
 
 
 def is_inductor_kernel(name: str) -> bool:

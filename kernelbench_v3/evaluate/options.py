@@ -27,7 +27,7 @@ class EvalOptions:
     scan_source: bool = True
     seeds: tuple[int, ...] = DEFAULT_SEEDS
     time_solution: bool = True
-    baseline: bool = True
+    baseline: bool | None = None  # None: on CUDA only (EvalRequest.baseline)
     other_shape: bool = True
     timing_seconds: float | None = None
     retry_failed_baseline: bool = False

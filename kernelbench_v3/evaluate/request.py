@@ -49,6 +49,12 @@ class EvalRequest:
       baseline); None means DEFAULT_TIMING_SECONDS for the device. Timed calls stop earlier
       once the median's 95% interval is narrow enough; a smaller budget trades precision for
       throughput.
+    - `baseline`: time the reference (eager and `torch.compile`) for the speedup. None (the
+      default): where a speedup is scored, on CUDA; not on the CPU, where interpreter timing is no
+      performance figure and the speedup is never given, so its baseline would be timed only to be
+      thrown away. True times it on the CPU too (the ratio lands in
+      `timing_details.cpu_time_ratio`); False never (correctness screening). `wants_baseline`
+      resolves it for the request's device.
     - `retry_failed_baseline`: re-time the baseline even when the cache holds a failure for it
       (failures are cached like successes; KBV3_RETRY_FAILED_BASELINE=1 does the same).
     """
@@ -64,7 +70,7 @@ class EvalRequest:
     model: str = ""  # the agent / model name that wrote the solution (runs-dataset column)
     seeds: tuple[int, ...] = DEFAULT_SEEDS
     time_solution: bool = True  # False: correctness only
-    baseline: bool = True  # False: do not time the reference (no speedup)
+    baseline: bool | None = None  # None: on CUDA only; True: also on the CPU; False: never (no speedup)
     other_shape: bool = True  # also check at a second shape when the problem has size variables
     max_log_bytes: int = 64_000  # how much child output is kept (the rest is dropped)
     retry_failed_baseline: bool = False
@@ -93,6 +99,11 @@ class EvalRequest:
             raise ValueError(f"EvalRequest.timing_seconds must be positive, got {self.timing_seconds}")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ValueError(f"EvalRequest.timeout_s must be positive, got {self.timeout_s}")
+
+    @property
+    def wants_baseline(self) -> bool:
+        """Whether this request times the baseline (`baseline` resolved for the device)."""
+        return self.device == "cuda" if self.baseline is None else bool(self.baseline)
 
     @property
     def size_overrides(self) -> dict[str, Any]:

@@ -104,8 +104,14 @@ def choose_problems(settings: GenerateSettings) -> list[Problem]:
     if missing:
         from ..catalog.problem import suggest_ids
 
-        hints = [f"{pid} (did you mean {' or '.join(suggest_ids(pid, by_id)) or 'none near'}?)" for pid in missing]
-        raise GenerateError(f"not problems of split {settings.split}: {', '.join(hints)}")
+        hints = []
+        for pid in missing:
+            near = suggest_ids(pid, by_id)
+            hints.append(f"{pid} (did you mean {' or '.join(near)}?)" if near else pid)
+        raise GenerateError(
+            f"argument --only: not problems of split {settings.split}: {', '.join(hints)} "
+            f"(`kbv3 ls --split {settings.split}` lists them)"
+        )
     return [p for p in in_split if p.problem_id in set(settings.problems)]
 
 

@@ -14,6 +14,7 @@ it (NVIDIA's "MB" for caches is MiB-based; the figures are not converted).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -76,6 +77,67 @@ _H200_DS = "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column (sparse figur
 _HGX_B200 = "NVIDIA HGX B200 datasheet, per-GPU figures (8-GPU totals / 8; sparse figures halved)"
 _BW_TUNING = "NVIDIA Blackwell Tuning Guide (CUDA docs): B200, compute capability 10.0, 126 MB L2"
 
+_H100_SXM5 = GpuSpec(
+    key="h100",
+    name="NVIDIA H100 SXM5 80GB",
+    sku="H100",
+    architecture="Hopper (GH100)",
+    compute_capability=(9, 0),
+    sm_count=132,
+    memory_gb=80.0,
+    memory_bandwidth_gbs=3350.0,
+    l2_cache_mb=50.0,
+    peak_tflops={
+        "fp32": 67.0,
+        "tf32": 494.7,
+        "fp16": 989.4,
+        "bf16": 989.4,
+        "fp8": 1978.9,
+        "int8": 1978.9,
+    },
+    sources={
+        "architecture": _H100,
+        "compute_capability": "CUDA C++ Programming Guide, compute capabilities table (H100 = 9.0)",
+        "sm_count": _H100 + " (132 SMs)",
+        "memory_gb": _H100_DS + " (80 GB HBM3)",
+        "memory_bandwidth_gbs": _H100_DS + " (3.35 TB/s)",
+        "l2_cache_mb": _H100 + " (50 MB L2)",
+        "peak_tflops": _H100 + " (dense figures; FP32 67 per " + _H100_DS + ")",
+    },
+    notes=(
+        "The benchmark's H100 target does not state the form factor; the SXM5 part is assumed. "
+        "H100 PCIe: 114 SMs, 2.0 TB/s, FP16/BF16 756 dense."
+    ),
+)
+
+
+def _h200_from(h100: GpuSpec) -> GpuSpec:
+    """The H200 SXM is the H100 SXM5's GH100 with more and faster memory (HBM3e): every other
+    figure is the H100's, so it is derived from that record rather than copied, and the two cannot
+    drift apart. The datasheet's peaks match the H100's (TF32 989, FP16/BF16 1979, FP8/INT8 3958
+    sparse, halved here)."""
+    return dataclasses.replace(
+        h100,
+        key="h200",
+        name="NVIDIA H200 SXM 141GB",
+        sku="H200",
+        memory_gb=141.0,
+        memory_bandwidth_gbs=4800.0,
+        sources={
+            **h100.sources,
+            "architecture": _H200_DS,
+            "compute_capability": "CUDA C++ Programming Guide, compute capabilities table (Hopper = 9.0)",
+            "sm_count": _H100 + " (same GH100 configuration as H100 SXM5: 132 SMs)",
+            "memory_gb": _H200_DS + " (141 GB HBM3e)",
+            "memory_bandwidth_gbs": _H200_DS + " (4.8 TB/s)",
+            "l2_cache_mb": _H100 + " (same GH100 L2 as H100 SXM5: 50 MB)",
+            "peak_tflops": _H200_DS + " (TF32 989, FP16/BF16 1979, FP8/INT8 3958 sparse -> halved; "
+            "dense values as in " + _H100 + ")",
+        },
+        notes="Not a benchmark split: the project's own measurements run on an H200.",
+    )
+
+
 GPUS: dict[str, GpuSpec] = {
     "rtx3090": GpuSpec(
         key="rtx3090",
@@ -102,68 +164,8 @@ GPUS: dict[str, GpuSpec] = {
             "at half that. No FP8 or FP4 tensor cores. INT4 tensor: 568 TOP/s."
         ),
     ),
-    "h100": GpuSpec(
-        key="h100",
-        name="NVIDIA H100 SXM5 80GB",
-        sku="H100",
-        architecture="Hopper (GH100)",
-        compute_capability=(9, 0),
-        sm_count=132,
-        memory_gb=80.0,
-        memory_bandwidth_gbs=3350.0,
-        l2_cache_mb=50.0,
-        peak_tflops={
-            "fp32": 67.0,
-            "tf32": 494.7,
-            "fp16": 989.4,
-            "bf16": 989.4,
-            "fp8": 1978.9,
-            "int8": 1978.9,
-        },
-        sources={
-            "architecture": _H100,
-            "compute_capability": "CUDA C++ Programming Guide, compute capabilities table (H100 = 9.0)",
-            "sm_count": _H100 + " (132 SMs)",
-            "memory_gb": _H100_DS + " (80 GB HBM3)",
-            "memory_bandwidth_gbs": _H100_DS + " (3.35 TB/s)",
-            "l2_cache_mb": _H100 + " (50 MB L2)",
-            "peak_tflops": _H100 + " (dense figures; FP32 67 per " + _H100_DS + ")",
-        },
-        notes=(
-            "The benchmark's H100 target does not state the form factor; the SXM5 part is assumed. "
-            "H100 PCIe: 114 SMs, 2.0 TB/s, FP16/BF16 756 dense."
-        ),
-    ),
-    "h200": GpuSpec(
-        key="h200",
-        name="NVIDIA H200 SXM 141GB",
-        sku="H200",
-        architecture="Hopper (GH100)",
-        compute_capability=(9, 0),
-        sm_count=132,
-        memory_gb=141.0,
-        memory_bandwidth_gbs=4800.0,
-        l2_cache_mb=50.0,
-        peak_tflops={
-            "fp32": 67.0,
-            "tf32": 494.7,
-            "fp16": 989.4,
-            "bf16": 989.4,
-            "fp8": 1978.9,
-            "int8": 1978.9,
-        },
-        sources={
-            "architecture": _H200_DS,
-            "compute_capability": "CUDA C++ Programming Guide, compute capabilities table (Hopper = 9.0)",
-            "sm_count": _H100 + " (same GH100 configuration as H100 SXM5: 132 SMs)",
-            "memory_gb": _H200_DS + " (141 GB HBM3e)",
-            "memory_bandwidth_gbs": _H200_DS + " (4.8 TB/s)",
-            "l2_cache_mb": _H100 + " (same GH100 L2 as H100 SXM5: 50 MB)",
-            "peak_tflops": _H200_DS + " (TF32 989, FP16/BF16 1979, FP8/INT8 3958 sparse -> halved; "
-            "dense values as in " + _H100 + ")",
-        },
-        notes="Not a benchmark split: the project's own measurements run on an H200.",
-    ),
+    "h100": _H100_SXM5,
+    "h200": _h200_from(_H100_SXM5),
     "b200": GpuSpec(
         key="b200",
         name="NVIDIA B200",

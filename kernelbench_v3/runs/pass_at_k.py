@@ -9,6 +9,9 @@ the baseline is above p (KernelBench's fast_p, best of k). Records without a `sa
 A speed figure needs a speedup: records timed on the CPU (through the Triton interpreter) have
 none, so a model with any such record gets no speed figure at all (None; `n/a` in text and CSV),
 never a 0 that reads as "slower than everything".
+
+The summaries and the per-problem table are data (numbers, booleans or None: what `kbv3 report
+--json` prints); `summaries_text`, `summaries_csv` and `problem_table_text` render them.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pandas as pd
 
 FAST_PS = (1.0, 1.5, 2.0)
 NA = "n/a"
+CPU_SPEED_NOTE = "n/a on CPU: no speedup is measured through the Triton interpreter"
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -81,7 +85,9 @@ def model_summary(samples: pd.DataFrame) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "samples": int(len(samples)),
         "problems": len(groups),
-        "samples_per_problem": k_max if k_max == max(sizes) else f"{k_max}-{max(sizes)}",
+        # pass@k exists up to the fewest samples any problem has.
+        "samples_per_problem": k_max,
+        "samples_per_problem_max": max(sizes),
         "correct": int(samples["correct"].sum()),
         "correct_rate": float(samples["correct"].mean()),
     }
@@ -94,7 +100,7 @@ def model_summary(samples: pd.DataFrame) -> dict[str, Any]:
     summary["geomean_speedup"] = (
         float(np.exp(np.log(speedups.to_numpy(dtype=float)).mean())) if speed and len(speedups) else None
     )
-    summary["speed"] = "measured" if speed else "n/a on CPU: no speedup is measured through the Triton interpreter"
+    summary["speed_measured"] = speed
     return summary
 
 
@@ -104,18 +110,18 @@ def model_summaries(runs: pd.DataFrame) -> dict[str, dict[str, Any]]:
     return {str(model): model_summary(group) for model, group in samples.groupby("model", sort=True)}
 
 
+PROBLEM_COLUMNS = ["model", "problem", "samples", "correct", "pass@1", "best_sample", "best_speedup"]
+
+
 def problem_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per model and problem: samples, correct, pass@1, its best sample (correct first,
-    then fastest) and that sample's speedup (text: a number, `n/a` on CPU, or `-`)."""
+    """One row per model and problem: samples, correct, pass@1, its best correct sample (the
+    fastest; None when no sample is correct) and that sample's speedup (None when there is no
+    correct sample or it has no speedup, e.g. timed on the CPU)."""
     rows = []
     for (model, problem), group in samples_frame(runs).groupby(["model", "problem"], sort=True):
         best = best_first(group).iloc[0]
-        if not best["correct"]:
-            speed = "-"
-        elif best["cpu"]:
-            speed = NA
-        else:
-            speed = f"{best['speedup']:.3f}x" if not pd.isna(best["speedup"]) else "-"
+        correct = bool(best["correct"])
+        speed = float(best["speedup"]) if correct and not best["cpu"] and not pd.isna(best["speedup"]) else None
         rows.append(
             {
                 "model": model,
@@ -123,13 +129,31 @@ def problem_table(runs: pd.DataFrame) -> pd.DataFrame:
                 "samples": len(group),
                 "correct": int(group["correct"].sum()),
                 "pass@1": float(group["correct"].mean()),
-                "best_sample": int(best["sample"]),
+                "best_sample": int(best["sample"]) if correct else None,
                 "best_speedup": speed,
             }
         )
-    return pd.DataFrame(
-        rows, columns=["model", "problem", "samples", "correct", "pass@1", "best_sample", "best_speedup"]
+    # dtype object: None stays None (an int or float column would make it NaN).
+    return pd.DataFrame(rows, columns=PROBLEM_COLUMNS, dtype=object)
+
+
+def problem_table_text(table: pd.DataFrame) -> str:
+    """`problem_table` for a reader: `-` where no sample is correct, `n/a` for a correct best
+    sample without a speedup (timed on the CPU), else `1.234x`."""
+    if table.empty:
+        return ""
+
+    def speed(row: pd.Series) -> str:
+        if row["best_sample"] is None:
+            return "-"
+        return NA if row["best_speedup"] is None else f"{row['best_speedup']:.3f}x"
+
+    shown = table.assign(
+        best_sample=table["best_sample"].map(lambda v: "-" if v is None else str(v)),
+        best_speedup=table.apply(speed, axis=1),
+        **{"pass@1": table["pass@1"].map(lambda v: f"{v:.3g}")},
     )
+    return shown.to_string(index=False)
 
 
 def best_first(samples: pd.DataFrame) -> pd.DataFrame:
@@ -179,31 +203,40 @@ def _figure(value: float | None, suffix: str = "") -> str:
     return NA if value is None else f"{value:.3f}{suffix}"
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 sample`, `2 samples`: a count a reader sees, in the number it has."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def summaries_text(summaries: dict[str, dict[str, Any]]) -> str:
     """One line per model: samples, problems, correct rate, pass@k, fast_p@1 and @k, geomean speedup."""
     lines = []
     for model, s in summaries.items():
-        k = int(str(s["samples_per_problem"]).split("-")[0])
+        k, k_max = s["samples_per_problem"], s["samples_per_problem_max"]
         passes = ", ".join(f"pass@{i} {s[f'pass@{i}']:.3f}" for i in range(1, k + 1))
         fast = ", ".join(
             f"fast_{p_label(p)}@{i} {_figure(s[f'fast_{p_label(p)}@{i}'])}" for p in FAST_PS for i in sorted({1, k})
         )
         lines.append(
-            f"{model}: {s['samples']} samples over {s['problems']} problems ({s['samples_per_problem']} each), "
+            f"{model}: {plural(s['samples'], 'sample')} over {plural(s['problems'], 'problem')} "
+            f"({k if k == k_max else f'{k}-{k_max}'} each), "
             f"correct {s['correct_rate']:.1%}; {passes}; {fast}; geomean speedup {_figure(s['geomean_speedup'], 'x')}"
         )
-        if s["geomean_speedup"] is None and s["speed"] != "measured":
-            lines.append(f"  speed figures {s['speed']}")
+        if s["geomean_speedup"] is None and not s["speed_measured"]:
+            lines.append(f"  speed figures {CPU_SPEED_NOTE}")
     return "\n".join(lines)
 
 
 __all__ = [
     "FAST_PS",
+    "PROBLEM_COLUMNS",
     "best_first",
     "model_summaries",
     "model_summary",
     "pass_at_k",
+    "plural",
     "problem_table",
+    "problem_table_text",
     "samples_frame",
     "sort_records_best_first",
     "summaries_csv",

@@ -32,9 +32,29 @@ CPU_BOARD_NOTE = (
     "{n} record(s) evaluated on the CPU count for correctness only: their speedup, fast_p above 0 and "
     "speed-of-light fraction are n/a (interpreter timing tests the machinery)"
 )
+# The records' data, one row per record (`report_rows`; `kbv3 report --json`'s `records`):
+# figures are numbers or None, never display text. `timed_on_gpu` False marks a CPU time, whose
+# speedup and speed-of-light fraction do not exist (None) for that reason.
+RECORD_FIELDS = [
+    "problem",
+    "model",
+    "sample",
+    "split",
+    "ran_on",
+    "status",
+    "failed_check",
+    "reason",
+    "scored_ms",
+    "speedup",
+    "sol_fraction",
+    "timed_on_gpu",
+    "flags",
+]
+# The table a person reads (`report_table`): the same rows rendered as text.
 REPORT_COLUMNS = [
     "problem",
     "model",
+    "sample",
     "split",
     "ran_on",
     "status",
@@ -48,6 +68,7 @@ REPORT_COLUMNS = [
 HEADERS = [
     "problem",
     "model",
+    "sample",
     "split",
     "ran on",
     "status",
@@ -71,6 +92,10 @@ def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and np.isnan(value)) and value is not pd.NA
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if _present(value) else None
+
+
 def _ran_on(row: pd.Series) -> str:
     """Where the run was timed: the record's `ran_on`; `cpu` for an older CPU record; a published
     run (no such column) ran on the GPU it is listed under."""
@@ -83,52 +108,92 @@ def _ran_on(row: pd.Series) -> str:
     return gpu if isinstance(gpu, str) and "ran_on" not in row.index else "?"
 
 
-def _flag_names(flags: pd.DataFrame | None) -> dict[Any, str]:
+def _flag_lists(flags: pd.DataFrame | None) -> dict[Any, list[str]]:
     if flags is None or flags.empty:
         return {}
-    return flags.groupby("run", observed=True)["flag"].agg(lambda s: ", ".join(map(str, s))).to_dict()
+    return flags.groupby("run", observed=True)["flag"].agg(lambda s: [str(f) for f in s]).to_dict()
 
 
-def report_table(runs: pd.DataFrame, flags: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per record (columns REPORT_COLUMNS), from a frame of `runs.load.load_runs` (or
-    `join_runs` with `add_roofline`, which gives published runs their speed-of-light fraction).
-    `flags`: `flag_anomalies` of that frame, keyed by its index.
+def _sample_numbers(runs: pd.DataFrame) -> pd.Series:
+    """Each record's sample index as the per-problem table counts it (`pass_at_k.samples_frame`:
+    the record's own `sample`, else its place among the model's records of that problem in file
+    order), so a row's sample is the one `best_sample` names, however the rows are sorted."""
+    from .pass_at_k import samples_frame
 
-    `speedup` and `sol_fraction` are text: a number, `n/a on CPU` or `n/a`."""
+    if runs.empty:
+        return pd.Series(dtype=int)
+    return samples_frame(runs.sort_index())["sample"]
+
+
+def report_rows(runs: pd.DataFrame, flags: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per record (columns RECORD_FIELDS), as data: figures are floats or None, `flags` a
+    list of flag names. `runs`: a frame of `runs.load.load_runs` (or `join_runs` with
+    `add_roofline`, which gives published runs their speed-of-light fraction); `flags`:
+    `flag_anomalies` of that frame, keyed by its index."""
     fractions = sol_fraction(runs)
     on_gpu = timed_on_gpu(runs)
-    flagged = _flag_names(flags)
+    flagged = _flag_lists(flags)
+    samples = _sample_numbers(runs)
     rows = []
     for label, row in runs.iterrows():
         status = row.get("status")
         if not isinstance(status, str) or not status:
             status = "correct" if bool(row.get("correct")) else "incorrect"
-        speedup = row.get("speedup")
-        if _present(speedup):
-            speed = f"{float(speedup):.3f}x"
-        elif status == "correct" and not on_gpu[label]:
-            speed = CPU_SPEEDUP
-        else:
-            speed = NA
-        fraction = fractions[label]
-        sol_ms = row.get("sol_ms")
         failed = row.get("failed_check")
+        reason = _first_line(row.get("error")) if status != "correct" else ""
         rows.append(
             {
                 "problem": row.get("problem_id") if isinstance(row.get("problem_id"), str) else row.get("problem"),
                 "model": row.get("model") or "(unnamed)",
+                "sample": int(samples[label]),
                 "split": row.get("gpu") or "",
                 "ran_on": _ran_on(row),
                 "status": status,
-                "failed_check": failed if isinstance(failed, str) else "",
-                "reason": _first_line(row.get("error")) if status != "correct" else "",
-                "scored_ms": f"{float(sol_ms):.4g}" if _present(sol_ms) else NA,
-                "speedup": speed,
-                "sol_fraction": f"{float(fraction):.1%}" if _present(fraction) else NA,
-                "flags": flagged.get(label, ""),
+                "failed_check": failed if isinstance(failed, str) and failed else None,
+                "reason": reason or None,
+                "scored_ms": _number(row.get("sol_ms")),
+                "speedup": _number(row.get("speedup")),
+                "sol_fraction": _number(fractions[label]),
+                "timed_on_gpu": bool(on_gpu[label]),
+                "flags": flagged.get(label, []),
             }
         )
-    return pd.DataFrame(rows, columns=REPORT_COLUMNS)
+    # dtype object: a missing figure stays None (a float column would turn it into NaN).
+    return pd.DataFrame(rows, columns=RECORD_FIELDS, dtype=object)
+
+
+def report_table(runs: pd.DataFrame, flags: pd.DataFrame | None = None) -> pd.DataFrame:
+    """`report_rows` rendered for a reader (columns REPORT_COLUMNS, every cell text): a number,
+    `n/a on CPU` (a correct solution timed on the CPU has no speedup) or `n/a` (no such figure)."""
+    return render_rows(report_rows(runs, flags))
+
+
+def render_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The text of `report_rows`' rows."""
+
+    def speed(row: pd.Series) -> str:
+        if row["speedup"] is not None:
+            return f"{row['speedup']:.3f}x"
+        return CPU_SPEEDUP if row["status"] == "correct" and not row["timed_on_gpu"] else NA
+
+    text = pd.DataFrame(
+        {
+            "problem": rows["problem"],
+            "model": rows["model"],
+            "sample": rows["sample"].map(str),
+            "split": rows["split"],
+            "ran_on": rows["ran_on"],
+            "status": rows["status"],
+            "failed_check": rows["failed_check"].map(lambda v: v or ""),
+            "reason": rows["reason"].map(lambda v: v or ""),
+            "scored_ms": rows["scored_ms"].map(lambda v: NA if v is None else f"{v:.4g}"),
+            "speedup": rows.apply(speed, axis=1) if len(rows) else pd.Series(dtype=object),
+            "sol_fraction": rows["sol_fraction"].map(lambda v: NA if v is None else f"{v:.1%}"),
+            "flags": rows["flags"].map(", ".join),
+        },
+        columns=REPORT_COLUMNS,
+    )
+    return text.reset_index(drop=True)
 
 
 def _notes(table: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
@@ -250,6 +315,40 @@ def html_page(
     return _environment().get_template("report.html.j2").render(**context)
 
 
+def report_data(runs: pd.DataFrame, joined: pd.DataFrame, flags: pd.DataFrame | None = None) -> dict[str, Any]:
+    """`kbv3 report --json`: the models' summaries, the per-problem rows and every record, as
+    data (numbers, booleans, strings that name things, or None; never a figure as text). The
+    schema it follows is `report.schema.json` beside this module. `runs`, `joined`, `flags`:
+    what `load_report` returns."""
+    from .pass_at_k import model_summaries, problem_table, sort_records_best_first
+
+    problems = problem_table(runs)
+    rows = report_rows(sort_records_best_first(joined), flags)
+    return {
+        "models": model_summaries(runs),
+        "problems": [{k: _plain(v) for k, v in row.items()} for row in problems.to_dict("records")],
+        "records": [{k: _plain(v) for k, v in row.items()} for row in rows.to_dict("records")],
+    }
+
+
+def _plain(value: Any) -> Any:
+    """A cell as JSON data: numpy scalars as Python numbers, NaN/NA as None."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if not isinstance(value, str) and not _present(value):
+        return None
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    return value
+
+
+SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
+
+
 def load_report(source: Path | str, problems=None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(records as loaded, records joined with the catalog and the roofline, their anomaly
     flags) of a records file or runs table."""
@@ -268,4 +367,17 @@ def load_report(source: Path | str, problems=None) -> tuple[pd.DataFrame, pd.Dat
     return runs, joined, flag_anomalies(joined)
 
 
-__all__ = ["CPU_SPEEDUP", "NA", "REPORT_COLUMNS", "html_page", "load_report", "report_table", "terminal_text"]
+__all__ = [
+    "CPU_SPEEDUP",
+    "NA",
+    "RECORD_FIELDS",
+    "REPORT_COLUMNS",
+    "html_page",
+    "load_report",
+    "render_rows",
+    "report_data",
+    "SCHEMA_PATH",
+    "report_rows",
+    "report_table",
+    "terminal_text",
+]

@@ -63,25 +63,15 @@ class Evaluator:
         self.socket_path = Path(socket_path) if socket_path is not None else default_socket_path()
         self.timeout_s = timeout_s
 
-    def evaluate(
-        self,
-        problem_id: str,
-        source: str | os.PathLike,
-        *,
-        gpu_index: int | None = None,
-        problems_dir: str | os.PathLike | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        **options: Any,
-    ) -> Record:
+    def evaluate(self, problem_id: str, source: str | os.PathLike, **keywords: Any) -> Record:
         """Evaluate `source` on `problem_id` and return its Record (a crashed solution or worker
         is a failed Record, never an exception). `source` is the solution's text, or a path (a
-        Path, or a one-line string naming an existing file). `options`: EvalOptions' fields
-        (`time_solution=False`, `seeds=(42,)`, ...) and `gpu` (the split reported for), `sizes`,
-        `model`, `device` (must be the service's). `gpu_index`: the GPU whose queue takes it
-        (default: the least loaded). RequestError when the service refuses the request."""
-        return self.submit(
-            problem_id, source, gpu_index=gpu_index, problems_dir=problems_dir, cache_dir=cache_dir, **options
-        ).record
+        Path, or a one-line string naming an existing file). `keywords` are `submit`'s (declared
+        there once): `gpu_index`, the GPU whose queue takes it (default: the least loaded);
+        `problems_dir`, `cache_dir`; and the options: EvalOptions' fields (`time_solution=False`,
+        `seeds=(42,)`, ...) and `gpu` (the split reported for), `sizes`, `model`, `device` (must be
+        the service's). RequestError when the service refuses the request."""
+        return self.submit(problem_id, source, **keywords).record
 
     def submit(
         self,

@@ -45,3 +45,34 @@ def test_demo_evaluates_every_example_on_cpu_and_is_never_silent(tmp_path, monke
     assert "speedup: n/a on CPU (interpreter timing tests the machinery)" in text
     assert "0.000x" not in text
     assert "6 of 6 correct" in text
+
+
+def _fake_evaluate(request, **kwargs):
+    return Record(
+        problem_id=request.problem_id,
+        status="correct",
+        correct=True,
+        device="cpu",
+        timing_method="cpu_wall_clock",
+        timing_meaningful=False,
+        sol_ms=40.0,
+        kernel_names=["k"],
+    )
+
+
+@pytest.mark.slow  # builds and loads the dataset twice
+def test_a_demo_rerun_replaces_its_records_and_datasets_stays_quiet(tmp_path, monkeypatch, capfd):
+    """Issue 33, item 6: a second `kbv3 demo --out out` leaves one record per example (no
+    duplicates for `report` to drop), and no "Generating ... split" bar lands between its steps."""
+    import datasets
+
+    monkeypatch.setattr("kernelbench_v3.evaluate.evaluate", _fake_evaluate)
+    datasets.enable_progress_bars()  # as a user's process starts
+    for _ in range(2):
+        records = demo.run_demo(tmp_path / "out", device="cpu", say=print)
+    lines = (tmp_path / "out" / "records.jsonl").read_text().splitlines()
+    assert len(lines) == len(records) == 6
+    out, err = capfd.readouterr()
+    assert "Generating" not in out + err, err
+    assert "records written to" in out
+    assert datasets.is_progress_bar_enabled()  # the user's setting is back afterwards

@@ -410,7 +410,10 @@ def test_a_failed_baseline_is_cached_reported_and_retried_on_request(tmp_path):
     (root / "level1" / "1_FlakyBaseline.py").write_text(FLAKY_BASELINE_PROBLEM)
     solution = tmp_path / "solution.py"
     solution.write_text(FLAKY_BASELINE_PROBLEM.replace('if "baseline"', 'if "never"'))
-    options = dict(device="cpu", timeout_s=120.0, seeds=(42,), other_shape=False, require_custom_kernel=False)
+    # baseline=True: the CPU times no baseline unless asked (issue 33, item 2); asked, it fails here.
+    options = dict(
+        device="cpu", timeout_s=120.0, seeds=(42,), other_shape=False, require_custom_kernel=False, baseline=True
+    )
 
     def run(**extra):
         request = EvalRequest("level1/1_FlakyBaseline", solution, **options, **extra)
@@ -425,6 +428,33 @@ def test_a_failed_baseline_is_cached_reported_and_retried_on_request(tmp_path):
     assert second.speedup is None and "the reference cannot be timed here" in second.baseline_error
     third = run(retry_failed_baseline=True)
     assert third.baseline_cached is False and third.baseline_error
+
+
+def test_a_cpu_evaluation_times_no_baseline_unless_asked(tmp_path, monkeypatch):
+    """Issue 33, item 2: on the CPU the speedup is never given, so its baseline is not timed (it
+    took most of a CPU evaluation); the record has no `baseline` phase and no baseline error."""
+    from kernelbench_v3.evaluate.supervisor import evaluation
+
+    root = tmp_path / "problems"
+    (root / "level1").mkdir(parents=True)
+    (root / "level1" / "1_FlakyBaseline.py").write_text(FLAKY_BASELINE_PROBLEM)
+    solution = tmp_path / "solution.py"
+    solution.write_text(FLAKY_BASELINE_PROBLEM.replace('if "baseline"', 'if "never"'))
+
+    def no_baseline(*args, **kwargs):
+        raise AssertionError("the baseline was requested on the CPU")
+
+    monkeypatch.setattr(evaluation, "request_baseline", no_baseline)
+    request = EvalRequest(
+        "level1/1_FlakyBaseline", solution, device="cpu", timeout_s=120.0, seeds=(42,), other_shape=False,
+        require_custom_kernel=False, timing_seconds=0.2,
+    )  # fmt: skip
+    assert request.baseline is None and not request.wants_baseline
+    record = evaluate(request, problems_dir=root, cache_dir=tmp_path / "cache")
+    assert record.correct and record.sol_ms, (record.failed_check, record.error)
+    assert "baseline" not in record.phase_s and "candidate" in record.phase_s, record.phase_s
+    assert record.baseline_ms is None and record.baseline_error is None and record.speedup is None
+    assert "baseline_failed" not in record.timing_flags
 
 
 def test_a_dataset_row_is_evaluated_from_its_verified_code(tmp_path):

@@ -143,3 +143,37 @@ def test_an_unavailable_profiler_gives_no_device_times(monkeypatch):
     _fake_profiler(monkeypatch, [], fail_enter=True)
     assert kernels.profile_cuda(lambda: "out") == ("out", None)  # the call still runs, unprofiled
     assert kernels.device_busy_ms(lambda: None, calls=3) is None
+
+
+def _pattern_literals() -> list[str]:
+    """Every regular-expression literal of kernels.py's pattern tuples, as written in the file."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(kernels))
+    literals = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and "PATTERN" in t.id for t in targets) and node.value is not None:
+                literals += [
+                    c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                ]
+    return literals
+
+
+def test_each_kernel_pattern_is_written_once():
+    """Issue 33, item 7: the forbidden patterns are not a word-for-word copy of part of the
+    library list, so a security rule cannot drift from it."""
+    literals = _pattern_literals()
+    repeated = sorted({p for p in literals if literals.count(p) > 1})
+    assert literals and not repeated, f"patterns written more than once in kernels.py: {repeated}"
+
+
+def test_forbidden_kernels_are_library_kernels():
+    assert set(kernels.FORBIDDEN_KERNEL_PATTERNS) <= set(kernels.LIBRARY_KERNEL_PATTERNS)
+    for name in ("cublasLt_gemm", "sm90_xmma_gemm_f32", "triton_poi_fused_0", "flash_fwd_kernel", "cudnn_conv"):
+        assert kernels.is_forbidden_kernel(name) and kernels.is_library_kernel(name), name
+    assert kernels.is_inductor_kernel("triton_red_fused_sum_0") and not kernels.is_inductor_kernel("my_kernel")
+    for name in ("void at::native::vectorized_elementwise_kernel<4>", "Memcpy HtoD", "void cub::DeviceReduce"):
+        assert kernels.is_library_kernel(name) and not kernels.is_forbidden_kernel(name), name

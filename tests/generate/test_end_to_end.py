@@ -65,7 +65,7 @@ def _commands(server, run) -> tuple[list[str], list[str], list[str]]:
     )
     assert [generate[0], evaluate[0], report[0]] == ["generate", "eval-batch", "report"] and "--json" in report
     generate = _with(
-        generate, model=MODEL, base_url=server.base_url, samples="2", problems=f"{SOFTMAX},{GELU}",
+        generate, model=MODEL, base_url=server.base_url, samples="2", only=f"{SOFTMAX},{GELU}",
         api_key_env="KBV3_E2E_KEY", concurrency="1",
     ) + ["--no-progress"]  # fmt: skip
     evaluate = _with(evaluate, device="cpu", shapes="reduced") + ["--no-progress"]
@@ -120,6 +120,9 @@ def test_generate_killed_and_rerun_then_eval_batch_then_report(tmp_path, monkeyp
     capsys.readouterr()
     assert main(report) == 0
     report = json.loads(capsys.readouterr().out)
+    from tests.cli.test_report_json import _validate
+
+    _validate(report)  # data that follows the shipped schema (issue 33, item 3)
     summary = report["models"][MODEL]
     assert (summary["samples"], summary["problems"], summary["pass@1"], summary["pass@2"]) == (4, 2, 0.5, 0.5)
     assert summary["fast_1@1"] is None and summary["geomean_speedup"] is None  # CPU: n/a, never 0

@@ -36,7 +36,7 @@ def generate(server, run_dir, *extra: str) -> int:
             "fake/model-7b",
             "--base-url",
             server.base_url,
-            "--problems",
+            "--only",
             f"{SOFTMAX},{GELU}",
             "--out",
             str(run_dir),
@@ -133,7 +133,7 @@ def test_a_journal_of_other_settings_and_bad_arguments_are_one_line_errors(serve
     err = capsys.readouterr().err
     assert "temperature" in err and "RUN_DIR" in err and err.count("\n") == 1
     assert main(["generate", "--split", "h100", "--model", "m", "--base-url", server.base_url, "--out",
-                 str(tmp_path / "r2"), "--problems", "level1/23_Softmx"]) == 2  # fmt: skip
+                 str(tmp_path / "r2"), "--only", "level1/23_Softmx"]) == 2  # fmt: skip
     assert "did you mean level1/23_Softmax" in capsys.readouterr().err
     assert main(["generate", "--split", "h100", "--model", "m", "--base-url", server.base_url, "--out",
                  str(tmp_path / "r3"), "--api-key-env", "KBV3_UNSET_VARIABLE_X"]) == 2  # fmt: skip
@@ -158,7 +158,7 @@ def test_ctrl_c_keeps_every_response_that_arrived_and_exits_130(server, tmp_path
     server.delay_after = 1  # the second request hangs until the interrupt
     command = [
         sys.executable, "-m", "kernelbench_v3", "generate", "--split", "h100", "--model", "m",
-        "--base-url", server.base_url, "--problems", f"{SOFTMAX},{GELU}", "--concurrency", "1",
+        "--base-url", server.base_url, "--only", f"{SOFTMAX},{GELU}", "--concurrency", "1",
         "--out", str(run), "--no-progress",
     ]  # fmt: skip
     process = subprocess.Popen(

@@ -251,3 +251,26 @@ def test_roofline_of_falls_back_to_estimator():
     assert roofline_of("mine/linear", lin, [x]) == (2 * 4 * 16 * 8, 4 * (4 * 16 + 16 * 8 + 4 * 8))
     with pytest.raises(KeyError):
         roofline_of("mine/linear")
+
+
+def test_the_h200_is_derived_from_the_h100():
+    """Issue 33, item 7: the H200 record is the H100's with its own memory, not a second copy of
+    every figure; gpus.py writes one GpuSpec per distinct GPU."""
+    import ast
+    import inspect
+
+    from kernelbench_v3.hardware import gpus
+
+    h100, h200 = GPUS["h100"], GPUS["h200"]
+    assert (h200.memory_gb, h200.memory_bandwidth_gbs, h200.sku) == (141.0, 4800.0, "H200")
+    for name in ("architecture", "compute_capability", "sm_count", "l2_cache_mb", "peak_tflops"):
+        assert getattr(h200, name) == getattr(h100, name), name
+    assert h200.sources["memory_gb"] != h100.sources["memory_gb"]  # each figure cites its own datasheet
+    calls = [
+        node
+        for node in ast.walk(ast.parse(inspect.getsource(gpus)))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "GpuSpec"
+    ]
+    keys = sorted(kw.value.value for call in calls for kw in call.keywords if kw.arg == "key")
+    assert keys == ["b200", "h100", "rtx3090"], keys
+    assert list(GPUS) == ["rtx3090", "h100", "h200", "b200"]

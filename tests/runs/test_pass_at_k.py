@@ -13,6 +13,7 @@ from kernelbench_v3.runs.pass_at_k import (
     model_summaries,
     pass_at_k,
     problem_table,
+    problem_table_text,
     sort_records_best_first,
     summaries_csv,
     summaries_text,
@@ -57,7 +58,7 @@ def test_the_summary_of_a_gpu_run():
     assert s["fast_2@1"] == pytest.approx((1 / 3) / 2) and s["fast_2@3"] == pytest.approx(0.5)
     assert s["fast_1.5@2"] == pytest.approx((1 - 1 / 3) / 2)  # a: 1 - C(2,2)/C(3,2)
     assert s["geomean_speedup"] == pytest.approx(math.exp((math.log(2.5) + math.log(1.2) + math.log(0.8)) / 3))
-    assert s["speed"] == "measured"
+    assert s["speed_measured"] is True and s["samples_per_problem_max"] == 3
 
 
 def test_on_cpu_every_speed_figure_is_none_and_reads_n_a():
@@ -71,7 +72,9 @@ def test_on_cpu_every_speed_figure_is_none_and_reads_n_a():
     assert all(row[header.index(k)] == "n/a" for k in speed)
     assert "0.0" not in row and "n/a on CPU" in summaries_text({"m": s})
     table = problem_table(cpu)
-    assert list(table["best_speedup"]) == ["n/a", "n/a"]
+    assert list(table["best_speedup"]) == [None, None] and s["speed_measured"] is False  # data: None, never text
+    assert list(table["best_sample"]) == [0, 1]  # correct samples, just no speedup on the CPU
+    assert problem_table_text(table).split("\n")[1].split()[-1] == "n/a"  # the text says n/a
 
 
 def test_the_problem_table_and_the_record_order_put_the_best_sample_first():
@@ -84,7 +87,7 @@ def test_the_problem_table_and_the_record_order_put_the_best_sample_first():
         "correct": 2,
         "pass@1": pytest.approx(2 / 3),
         "best_sample": 0,
-        "best_speedup": "2.500x",
+        "best_speedup": 2.5,
     }
     assert table.iloc[1]["best_sample"] == 1
     shuffled = records.iloc[[5, 2, 1, 4, 0, 3]]

@@ -74,7 +74,9 @@ def test_report_prints_one_row_per_problem_with_the_failed_check_and_reason(tmp_
     start = next(i for i, line in enumerate(lines) if line.startswith("problem "))
     header = lines[start].split()
     assert (
-        header[:6] == ["problem", "model", "split", "ran", "on", "status"] and "speedup" in header and "SOL" in header
+        header[:7] == ["problem", "model", "sample", "split", "ran", "on", "status"]
+        and "speedup" in header
+        and "SOL" in header
     )
     row = {line.split()[0]: line for line in lines[start + 1 : start + 5]}
     assert "2.000x" in row["level1/23_Softmax"] and "42.0%" in row["level1/23_Softmax"]

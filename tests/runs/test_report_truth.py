@@ -132,11 +132,11 @@ def test_report_names_the_split_and_the_device_it_ran_on(tmp_path, capsys):
     code, out, _ = run(["report", cpu_records(tmp_path)], capsys)
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("problem "))  # after the summary
-    assert lines[start].split()[:5] == ["problem", "model", "split", "ran", "on"]
+    assert lines[start].split()[:6] == ["problem", "model", "sample", "split", "ran", "on"]
     assert "cpu:AMD EPYC 7B13" in lines[start + 1]
     code, out, _ = run(["report", PUBLISHED / "results.csv"], capsys)
     bloom = next(line for line in out.splitlines() if line.startswith("graphics/bloom"))
-    assert bloom.split()[3:5] == ["RTX3090", "RTX3090"]  # a published run ran on its split's GPU
+    assert bloom.split()[4:6] == ["RTX3090", "RTX3090"]  # a published run ran on its split's GPU
 
 
 # ---------------------------------------------------------------- point 12, 13

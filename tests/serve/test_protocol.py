@@ -97,3 +97,32 @@ def test_the_error_record_of_a_lost_request_names_problem_and_solution():
     assert record["model"] == "m" and record["device"] == "cpu" and len(record["solution_sha256"]) == 64
     source_job = parse_evaluate({"kind": "evaluate", "problem_id": "level1/23_Softmax", "source": "x = 1\n"}, "cpu")
     assert error_record(source_job, "lost")["solution_path"] == "<source>"
+
+
+def test_evaluate_forwards_to_submit_without_repeating_its_signature(tmp_path, monkeypatch):
+    """Issue 33, item 7: `Evaluator.submit` declares the request's keywords once; `evaluate`
+    passes them through and returns the record, so the two cannot drift apart."""
+    import inspect
+
+    from kernelbench_v3.evaluate.record import Record
+    from kernelbench_v3.serve.client import Evaluator
+
+    evaluate_params = set(inspect.signature(Evaluator.evaluate).parameters)
+    submit_params = set(inspect.signature(Evaluator.submit).parameters)
+    assert {"gpu_index", "problems_dir", "cache_dir"} <= submit_params
+    assert not evaluate_params & {"gpu_index", "problems_dir", "cache_dir"}, evaluate_params
+
+    sent = []
+
+    def ask(self, message, expect):
+        sent.append(message)
+        return {"kind": "record", "record": Record(problem_id=message["problem_id"]).to_dict(), "worker": "cpu"}
+
+    monkeypatch.setattr(Evaluator, "_ask", ask)
+    record = Evaluator(tmp_path / "s.sock").evaluate(
+        "level1/23_Softmax", "class Model: ...\n", gpu_index=1, cache_dir=tmp_path, seeds=(42,)
+    )
+    assert isinstance(record, Record) and record.problem_id == "level1/23_Softmax"
+    (message,) = sent
+    assert message["gpu_index"] == 1 and message["cache_dir"] == str(tmp_path.resolve())
+    assert message["source"] == "class Model: ...\n" and message["options"]["seeds"] == [42]

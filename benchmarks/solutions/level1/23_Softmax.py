@@ -1,5 +1,6 @@
 """Honest softmax over rows in three passes of a Triton program per row: the row's maximum, the
 sum of exponentials, then the normalized values (the row is read three times, written once)."""
+
 import torch
 import torch.nn as nn
 import triton

@@ -1,4 +1,5 @@
 """Honest exact (erf) GELU, one elementwise Triton kernel over the flattened tensor, 4096 elements per program."""
+
 import torch
 import torch.nn as nn
 import triton

@@ -1,6 +1,7 @@
 """Honest RMSNorm over the channel axis of an NCHW tensor: one program per (sample, block of
 spatial positions) loads every channel of its positions, reduces their squares in fp32 and writes
 the normalized values. One read and one write of the tensor: memory-bound, with a large output."""
+
 import torch
 import torch.nn as nn
 import triton

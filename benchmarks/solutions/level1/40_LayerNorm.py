@@ -1,6 +1,7 @@
 """Honest LayerNorm over the last three dims, spread over the whole GPU: a first kernel writes
 per-chunk partial sums and sums of squares (fp32), a second turns each row's partials into its
 mean and reciprocal standard deviation, a third normalizes and applies the affine."""
+
 import torch
 import torch.nn as nn
 import triton
@@ -62,6 +63,7 @@ class Model(nn.Module):
         y = torch.empty_like(x)
         partials_kernel[(rows, chunks)](x, part, n, chunks, CHUNK=CHUNK)
         stats_kernel[(rows,)](part, stat, n, chunks, self.ln.eps, BLOCK=1024)
-        normalize_kernel[(rows, chunks)](x, self.ln.weight.contiguous(), self.ln.bias.contiguous(), stat, y, n,
-                                         CHUNK=CHUNK)
+        normalize_kernel[(rows, chunks)](
+            x, self.ln.weight.contiguous(), self.ln.bias.contiguous(), stat, y, n, CHUNK=CHUNK
+        )
         return y

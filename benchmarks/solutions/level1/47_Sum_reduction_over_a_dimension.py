@@ -1,5 +1,6 @@
 """Honest sum over the middle axis of a 3-D tensor: one program per (outer index, block of inner
 columns) walks the reduced axis in chunks, accumulating in fp32. Reads the input once."""
+
 import torch
 import torch.nn as nn
 import triton

@@ -131,7 +131,7 @@ def _evaluate(
             return
         timing_seconds = request.timing_seconds or DEFAULT_TIMING_SECONDS[request.device]
         base: dict[str, Any] = {}
-        if request.time_solution and request.baseline:
+        if request.time_solution and request.wants_baseline:  # not on the CPU unless asked
             with phase(rec, "baseline"):
                 base = request_baseline(request, problem, source, sizes, cache_dir, timing_seconds)
         scratch = work / "solution"

@@ -27,7 +27,7 @@ from .verdict import SolutionFacts
 SMALL_KERNEL_MS = 0.05  # below this, separate evaluator runs of one solution disagree by over 1%
 CPU_TIMING_NOTE = (
     "CPU timing through the Triton interpreter tests the machinery; it is no performance figure, "
-    "so there is no speedup (the ratio is in timing_details.cpu_time_ratio)"
+    "so there is no speedup (with baseline=True the ratio is in timing_details.cpu_time_ratio)"
 )
 
 
