@@ -10,8 +10,13 @@ import threading
 import pytest
 import torch
 
-from kernelbench_v3.evaluate.protocol.doorbell import ARMED, DONE, GO, Doorbell, DoorbellTimeout
-from kernelbench_v3.evaluate.supervisor import clock, physics
+from kernelbench_v3.evaluate.protocol.doorbell import ARMED, DONE, GO, NBYTES, Doorbell, DoorbellTimeout
+from kernelbench_v3.evaluate.supervisor import clock as clock_module
+from kernelbench_v3.evaluate.supervisor import physics
+from kernelbench_v3.evaluate.supervisor.timing import checks as timing_checks
+from kernelbench_v3.evaluate.supervisor.timing import measure as timing_measure
+from kernelbench_v3.evaluate.supervisor.timing.measure import WARM_CALLS, Feed, measure
+from kernelbench_v3.evaluate.supervisor.timing.sides import GateTampered, RemoteSide
 from kernelbench_v3.evaluate.supervisor.timing.stats import CallPlan, known, quantile, should_stop, summarize
 
 
@@ -63,7 +68,7 @@ class FakeClock:
 
 
 def _bell() -> Doorbell:
-    return Doorbell(torch.zeros(64, dtype=torch.uint8))
+    return Doorbell(torch.zeros(NBYTES, dtype=torch.uint8))
 
 
 def test_the_doorbell_times_out_on_the_waiters_clock_and_notices_a_vanished_peer():
@@ -78,7 +83,7 @@ def test_the_doorbell_times_out_on_the_waiters_clock_and_notices_a_vanished_peer
 
 def test_the_doorbell_carries_a_call_between_two_threads():
     ours, theirs = _bell(), None
-    memory = torch.zeros(64, dtype=torch.uint8)
+    memory = torch.zeros(NBYTES, dtype=torch.uint8)
     ours, theirs = Doorbell(memory), Doorbell(memory)
 
     def serve():
@@ -95,24 +100,25 @@ def test_the_doorbell_carries_a_call_between_two_threads():
 
 
 class FakeSide:
-    """A process whose windows take the given seconds, one after another."""
+    """A process whose windows take the given seconds, one after another; arming takes 5 us."""
 
-    def __init__(self, seconds):
-        self.seconds, self.sets = list(seconds), []
+    def __init__(self, seconds, arm_s=5e-6):
+        self.seconds, self.sets, self.arm_s = list(seconds), [], arm_s
 
-    def call(self, s: int) -> tuple[float, float]:
-        """(from resuming, from GO): the wake-up and arming take 5 us of each window here."""
+    def arm(self, s: int) -> float:
         self.sets.append(s)
-        seconds = self.seconds.pop(0)
-        return seconds, seconds - 5e-6
+        return self.arm_s
+
+    def ring(self) -> float:
+        return self.seconds.pop(0)
 
 
 class FakeWork:
     cuda = True
     l2_bytes = 50 << 20
 
-    def __init__(self, flushes, echo_kernel_s=2e-6):
-        self.flushes, self.echo_kernel_s = list(flushes), echo_kernel_s
+    def __init__(self, flushes, echo_call_s=2e-6, idle_flush_s=0.0):
+        self.flushes, self.echo_call_s, self.idle_flush_s = list(flushes), echo_call_s, idle_flush_s
 
     def flush(self):
         pass
@@ -120,24 +126,8 @@ class FakeWork:
     def sync(self):
         pass
 
-    def timed_flush(self):
+    def timed_flush(self, clock=None):
         return self.flushes.pop(0)
-
-
-class FakeMemory:
-    count, out_nbytes = 4, 16 << 20
-
-    def __init__(self):
-        self.written = []
-
-    def write(self, s, inputs):
-        self.written.append(s)
-
-
-class Module:
-    @staticmethod
-    def get_inputs():
-        return [torch.zeros(2)]
 
 
 class PassingVerifier:
@@ -154,81 +144,123 @@ class Outputs:
         return torch.zeros(2)
 
 
-def _loop(solution_s, echo_s, flushes, verifier=None):
-    n = len(solution_s)
-    work = FakeWork(flushes)
-    loop = clock._Loop(
-        FakeMemory(),
-        Module,
-        "cpu",
-        random.Random(0),
-        work,
-        FakeSide(solution_s),
-        FakeSide(echo_s),
-        Outputs(),
-        verifier or PassingVerifier(),
-    )
-    for _ in range(n):
-        loop.one(scored=True)
-    return loop
+def _feed(written=None):
+    written = [] if written is None else written
+    return Feed(4, lambda: [torch.zeros(2)], lambda s, inputs: written.append(s), lambda inputs: None)
 
 
-def test_a_calls_net_time_is_its_window_less_the_echos_plus_the_echo_kernel():
-    loop = _loop([110e-6, 111e-6, 109e-6], [20e-6, 20e-6, 20e-6], [30e-6] * 6)
-    assert loop.nets == pytest.approx([92e-6, 93e-6, 91e-6])
-    assert [a for pair in loop.arms for a in pair] == pytest.approx([5e-6] * 6)
-    assert len(loop.gaps_after_echo) == 3 and len(loop.gaps_after_solution) == 3
+def _measure(solution_s, echo_s, flushes, judge=None, plan=None, **work):
+    n = len(solution_s) - WARM_CALLS
+    plan = plan or CallPlan(min_calls=n, max_calls=n, target_rel=0.0, cap_s=1e9)
+    fake = FakeWork(flushes, **work)
+    return measure(FakeSide(solution_s), FakeSide(echo_s), _feed(), fake, plan, random.Random(0), judge), fake
 
 
-def test_the_calls_are_judged_after_they_answer_and_the_first_with_the_float64_rule():
+def test_a_calls_net_time_is_its_window_less_the_echos_plus_the_echo_call():
+    calls, _ = _measure([1e-4] * WARM_CALLS + [110e-6, 111e-6, 109e-6], [20e-6] * 6, [30e-6] * 12)
+    assert calls.nets == pytest.approx([92e-6, 93e-6, 91e-6])
+    assert calls.arms == pytest.approx([5e-6] * 3) and len(calls.after_echo) == len(calls.after) == 3
+    assert len(calls.preps) == len(calls.echo_preps) == 3
+
+
+def test_the_inputs_are_written_after_the_caller_armed():
+    order = []
+
+    class Side(FakeSide):
+        def arm(self, s):
+            order.append("arm")
+            return super().arm(s)
+
+        def ring(self):
+            order.append("ring")
+            return super().ring()
+
+    feed = Feed(4, lambda: [torch.zeros(2)], lambda s, inputs: order.append("write"), lambda inputs: None)
+    plan = CallPlan(min_calls=3, max_calls=3, target_rel=0.0, cap_s=1e9)
+    measure(Side([1e-4] * 6), FakeSide([1e-5] * 6), feed, FakeWork([3e-5] * 12), plan, random.Random(0))
+    assert order[:3] == ["arm", "write", "ring"] and order.count("write") == 6
+
+
+def test_every_call_to_the_last_is_judged_with_one_fixed_chance_and_the_float64_rule():
     verifier = PassingVerifier()
-    loop = _loop([1e-4] * 20, [1e-5] * 20, [3e-5] * 40, verifier)
-    assert loop.verified == len(verifier.judged) > 0
-    flags = [f for _, f in verifier.judged]
-    assert flags[: clock.PRECISION_CHECKS] == [True] * min(clock.PRECISION_CHECKS, len(flags))
-    assert not any(flags[clock.PRECISION_CHECKS :])
+    now = [0.0]
+
+    def clock():
+        now[0] += 1e-3  # a judgement costs about as much as a call's loop: the chance is 1
+        return now[0]
+
+    judging = clock_module.Judging(verifier, Outputs(), random.Random(0), clock)
+    _measure([1e-4] * 503, [1e-5] * 503, [3e-5] * 1006, judging)
+    assert judging.share == pytest.approx(1.0) and judging.verified == 503
+    assert all(float64 for _, float64 in verifier.judged)
+    assert verifier.judged[-1][0] == "timed call 500"
+
+
+def test_an_expensive_judgement_lowers_the_chance_but_never_to_a_count():
+    now = [0.0]
+
+    class Slow(PassingVerifier):
+        def check(self, label, inputs, output, float64):
+            now[0] += 1.0  # a judgement costs 1 s, the loop 1e-4 s per clock reading
+            return super().check(label, inputs, output, float64)
+
+    def clock():
+        now[0] += 1e-4
+        return now[0]
+
+    verifier = Slow()
+    judging = clock_module.Judging(verifier, Outputs(), random.Random(1), clock)
+    _measure([1e-4] * 2003, [1e-5] * 2003, [3e-5] * 4006, judging)
+    assert judging.share == pytest.approx(clock_module.MIN_JUDGE_SHARE)
+    late = [int(label.split()[-1]) for label, _ in verifier.judged[3:]]
+    assert len(late) > 50 and max(late) > 1800  # judged to the end, never stopped by a count
 
 
 def test_work_left_running_past_done_slows_the_flush_after_the_solution_and_is_flagged():
-    honest = _loop([1e-4] * 10, [1e-5] * 10, [30e-6, 31e-6] * 10)
-    outcome = clock.TimingOutcome()
-    clock._gap_check(outcome, honest)
-    assert clock.GAP_WORK not in outcome.flags and outcome.details["gap"]["bound_ms"] > 0.031
-    leftover = _loop([1e-4] * 10, [1e-5] * 10, [30e-6, 200e-6] * 10)
-    outcome = clock.TimingOutcome()
-    clock._gap_check(outcome, leftover)
-    assert clock.GAP_WORK in outcome.flags
+    honest, work = _measure([1e-4] * 13, [1e-5] * 13, [200e-6, 201e-6] * 13)
+    found, failed = timing_checks.gap(honest.after, honest.after_echo, 16 << 20, work)
+    assert not failed and found["bound_ms"] > 0.201
+    leftover, work = _measure([1e-4] * 13, [1e-5] * 13, [200e-6, 300e-6] * 13)
+    assert timing_checks.gap(leftover.after, leftover.after_echo, 16 << 20, work)[1]
 
 
-def test_work_done_between_the_resume_and_arming_is_flagged():
-    class Early(FakeSide):
-        def call(self, s):
-            full, go = super().call(s)
-            return full + 300e-6, go  # 0.3 ms of work before arming
+def test_work_beside_the_input_write_slows_the_solutions_prep_and_is_flagged():
+    assert not timing_checks.prep([100e-6] * 10, [98e-6] * 10)[1]
+    assert timing_checks.prep([400e-6] * 10, [100e-6] * 10)[1]
 
-    honest = _loop([1e-4] * 10, [1e-5] * 10, [30e-6] * 20)
-    outcome = clock.TimingOutcome()
-    clock._arm_check(outcome, honest)
-    assert clock.WORK_BEFORE_WINDOW not in outcome.flags and outcome.details["arm"]["solution_ms"] == pytest.approx(
-        0.005
-    )
-    early = clock._Loop(
-        FakeMemory(),
-        Module,
-        "cpu",
-        random.Random(0),
-        FakeWork([30e-6] * 20),
-        Early([1e-4] * 10),
-        FakeSide([1e-5] * 10),
-        Outputs(),
-        PassingVerifier(),
-    )
-    for _ in range(10):
-        early.one(scored=True)
-    early.device = "cuda"  # the GPU's bound (a CPU host's is looser)
-    outcome = clock.TimingOutcome()
-    clock._arm_check(outcome, early)
-    assert clock.WORK_BEFORE_WINDOW in outcome.flags
+
+def test_a_device_kept_busy_stops_timing_at_once():
+    n = timing_measure.BUSY_EVERY
+    plan = CallPlan(min_calls=1000, max_calls=1000, target_rel=0.0, cap_s=1e9)
+    calls, _ = _measure([1e-4] * 1003, [1e-5] * 1003, [30e-3] * 2006, plan=plan, idle_flush_s=50e-6)
+    assert calls.busy and "busy" in calls.busy and len(calls.nets) == n
+    calls, _ = _measure([1e-4] * 35, [1e-5] * 35, [60e-6] * 70, idle_flush_s=50e-6)
+    assert not calls.busy and len(calls.nets) == 32
+
+
+class _GateSession:
+    pid = 0
+
+    def resume(self):
+        pass
+
+    def pause(self):
+        pass
+
+
+def test_a_gate_found_open_or_done_before_it_is_rung_is_tampering():
+    memory = torch.zeros(NBYTES, dtype=torch.uint8)
+    bell = Doorbell(memory)
+    side = RemoteSide(_GateSession(), bell, bell.gate_words(), 1.0, cuda=True)
+    side.gated = True
+    bell.write(ARMED, 1)
+    side.gate.done = 1  # written by the solution's side before the timer rang
+    with pytest.raises(GateTampered):
+        side.arm(0)
+    side.gate.done, side.gate.go = 0, 0
+    assert side.arm(0) >= 0  # untouched: armed
+    side.gate.done = 1
+    assert side.ring() >= 0 and side.gate.go == 1  # rung: GO written, DONE seen
 
 
 def test_physics_is_a_floor_under_every_scored_time():

@@ -1,4 +1,5 @@
 """Honest online softmax in Triton: one program per row makes a single pass keeping per-lane running max and rescaled sum of exponentials in fp32, then a second pass writes exp(x - max) / sum (two reads, one write)."""
+
 import torch
 import torch.nn as nn
 import triton

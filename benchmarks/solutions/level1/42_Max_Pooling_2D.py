@@ -1,4 +1,5 @@
 """Honest 2-D max pooling (any kernel size, stride, padding, dilation; floor mode) in Triton: one program per block of flattened outputs takes the max of its window's in-bounds inputs in fp32, NaN-propagating like PyTorch."""
+
 import torch
 import torch.nn as nn
 import triton
@@ -6,8 +7,9 @@ import triton.language as tl
 
 
 @triton.jit
-def maxpool2d_kernel(x_ptr, y_ptr, total, H, W, OH, OW, stride, padding, dilation,
-                     KS: tl.constexpr, BLOCK: tl.constexpr):
+def maxpool2d_kernel(
+    x_ptr, y_ptr, total, H, W, OH, OW, stride, padding, dilation, KS: tl.constexpr, BLOCK: tl.constexpr
+):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < total
     ow = offs % OW
@@ -46,6 +48,7 @@ class Model(nn.Module):
         y = torch.empty((N, C, OH, OW), device=x.device, dtype=x.dtype)
         total = y.numel()
         BLOCK = 1024
-        maxpool2d_kernel[(triton.cdiv(total, BLOCK),)](x, y, total, H, W, OH, OW, s, p, d,
-                                                      KS=k, BLOCK=BLOCK, num_warps=4)
+        maxpool2d_kernel[(triton.cdiv(total, BLOCK),)](
+            x, y, total, H, W, OH, OW, s, p, d, KS=k, BLOCK=BLOCK, num_warps=4
+        )
         return y

@@ -1,4 +1,5 @@
 """Honest two-stage sum over one axis in Triton: stage one splits the reduced axis into slices and writes fp32 partial sums per (outer index, slice, column), stage two adds the slices' partials into the keepdim output."""
+
 import torch
 import torch.nn as nn
 import triton
@@ -6,8 +7,7 @@ import triton.language as tl
 
 
 @triton.jit
-def sum_partial_kernel(x_ptr, part_ptr, R, N, SPLIT, ROWS_PER_SPLIT,
-                       BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
+def sum_partial_kernel(x_ptr, part_ptr, R, N, SPLIT, ROWS_PER_SPLIT, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
     b = tl.program_id(0)
     s = tl.program_id(1)
     n = tl.program_id(2) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -56,8 +56,10 @@ class Model(nn.Module):
         split = max(1, triton.cdiv(R, rows_per_split))
         part = torch.empty((outer, split, N), device=x.device, dtype=torch.float32)
         n_blocks = triton.cdiv(N, BLOCK_N)
-        sum_partial_kernel[(outer, split, n_blocks)](x, part, R, N, split, rows_per_split,
-                                                     BLOCK_R=BLOCK_R, BLOCK_N=BLOCK_N, num_warps=4)
-        sum_finish_kernel[(outer, n_blocks)](part, y, N, split, BLOCK_S=triton.next_power_of_2(split),
-                                             BLOCK_N=BLOCK_N, num_warps=4)
+        sum_partial_kernel[(outer, split, n_blocks)](
+            x, part, R, N, split, rows_per_split, BLOCK_R=BLOCK_R, BLOCK_N=BLOCK_N, num_warps=4
+        )
+        sum_finish_kernel[(outer, n_blocks)](
+            part, y, N, split, BLOCK_S=triton.next_power_of_2(split), BLOCK_N=BLOCK_N, num_warps=4
+        )
         return y

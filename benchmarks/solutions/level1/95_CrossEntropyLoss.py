@@ -1,4 +1,5 @@
 """Honest mean cross-entropy in Triton: one program per row computes an online (per-lane running max and rescaled sum) log-sum-exp in fp32 minus the target logit, a second kernel averages the per-row losses."""
+
 import torch
 import torch.nn as nn
 import triton

@@ -71,7 +71,9 @@ class Driver:
         if rc not in (0, CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED):
             self._check(rc, "cuMemHostRegister")
         device = ctypes.c_uint64(0)
-        self._check(self._device_pointer(ctypes.byref(device), ctypes.c_void_p(address), 0), "cuMemHostGetDevicePointer")
+        self._check(
+            self._device_pointer(ctypes.byref(device), ctypes.c_void_p(address), 0), "cuMemHostGetDevicePointer"
+        )
         return device.value
 
     def wait_geq(self, stream: Any, address: int, value: int) -> None:

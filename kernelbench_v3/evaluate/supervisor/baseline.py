@@ -157,8 +157,8 @@ def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: 
 
     import torch
 
-    from ..protocol.gate import Driver, GateUnavailable
     from ..cases import single_output
+    from ..protocol.gate import Driver, GateUnavailable
     from .timing.device_work import DeviceWork
     from .timing.local import EventLocal, GatedLocal, HostLocal, gateable
     from .timing.measure import Feed, measure
@@ -170,11 +170,15 @@ def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: 
     out_nbytes = out.numel() * out.element_size()
     per_set = set_bytes(template, out_nbytes)
     count = int(max(1, min(CUDA_SETS if device == "cuda" else 2, CUDA_REGION_BYTES // per_set)))
-    memory = TimedMemory(torch.empty(count * per_set, dtype=torch.uint8, device=device), template, out.shape, out.dtype, count)
+    memory = TimedMemory(
+        torch.empty(count * per_set, dtype=torch.uint8, device=device), template, out.shape, out.dtype, count
+    )
     decoy = TimedMemory(torch.empty(per_set, dtype=torch.uint8, device=device), template, out.shape, out.dtype, 1)
     work = DeviceWork(device, out_nbytes)
     rng = random.Random()
-    feed = Feed(count, lambda: fresh_inputs(module, device, rng.getrandbits(62)), memory.write, lambda x: decoy.write(0, x))
+    feed = Feed(
+        count, lambda: fresh_inputs(module, device, rng.getrandbits(62)), memory.write, lambda x: decoy.write(0, x)
+    )
 
     def call(s: int) -> Any:
         return fn(*memory.sets[s])

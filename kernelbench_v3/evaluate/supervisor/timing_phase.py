@@ -23,10 +23,10 @@ from ..protocol.doorbell import NBYTES as DOORBELL_BYTES
 from ..protocol.doorbell import Doorbell
 from ..protocol.messages import Failed, Finish, parse_reply
 from . import clock
-from .timing.stats import CallPlan
 from .reference import ReferenceRun, expected_on_device
 from .session import Session, SessionLost
 from .timing.memory import TimedMemory, set_bytes
+from .timing.stats import CallPlan
 
 CPU_TIMED_SETS = 2  # input sets and output slots of the CPU timing region (in the arena)
 CUDA_TIMED_SETS = 4  # input sets (each with its CUDA graph) of the CUDA timing region

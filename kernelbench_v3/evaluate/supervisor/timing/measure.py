@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from . import checks
@@ -105,11 +106,11 @@ def measure(
         s = rng.randrange(feed.sets)
         inputs = feed.draw()
         echo_arm = echo.arm(0)
-        echo_prep = _prepare(lambda: feed.decoy(inputs), work, clock)
+        echo_prep = _prepare(partial(feed.decoy, inputs), work, clock)
         echo_window = echo.ring()
         after_echo = work.timed_flush(clock)
         arm = caller.arm(s)
-        prep = _prepare(lambda: feed.write(s, inputs), work, clock)
+        prep = _prepare(partial(feed.write, s, inputs), work, clock)
         window = caller.ring()
         after = work.timed_flush(clock)
         if not warm:
