@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..evaluate.mps import private_daemon
 from . import eval_verbs, generate_verbs, problem_verbs, runs_verbs, serve_verbs
 from .args import CliError, KbParser, ignore_further_interrupts
 
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     verb = f"kbv3 {args.verb}"
     try:
-        code = args.func(args)
+        with private_daemon():  # KBV3_MPS=1: the timed calls under a private MPS daemon
+            code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit
         return code
     except CliError as exc:

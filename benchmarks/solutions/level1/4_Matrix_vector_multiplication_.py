@@ -1,5 +1,4 @@
-"""Honest split-K matrix-vector product in Triton: each program multiplies a block of A's rows by a K-slice of B with tl.dot in full fp32 (input_precision="ieee", no TF32), a second kernel adds the slices' partial products; A is read once, so it is memory-bound."""
-
+"""Honest split-K matrix-vector product in Triton: tl.dot in full fp32 (input_precision="ieee", no TF32) of a block of A's rows against a K-slice of B laid out block-diagonally in SEGS short segments (so every dot output sums only a short run of products, keeping fp32 rounding low), then a second kernel adds the segments' and slices' partial sums; A is read once: memory-bound."""
 import torch
 import torch.nn as nn
 import triton
@@ -7,43 +6,31 @@ import triton.language as tl
 
 
 @triton.jit
-def matvec_partial_kernel(
-    a_ptr,
-    b_ptr,
-    part_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_bk,
-    stride_bn,
-    CHUNKS_PER_SPLIT,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-):
+def matvec_partial_kernel(a_ptr, b_ptr, part_ptr, M, N, K, stride_am, stride_bk, stride_bn,
+                          CHUNKS_PER_SPLIT, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                          BLOCK_K: tl.constexpr, SEGS: tl.constexpr):
     pid_m = tl.program_id(0)
     s = tl.program_id(1)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.arange(0, BLOCK_N)
+    # column c of the dot's right operand is (segment c // BLOCK_N, output column c % BLOCK_N)
+    c = tl.arange(0, SEGS * BLOCK_N)
+    seg = c // BLOCK_N
+    col = c % BLOCK_N
     offs_k = tl.arange(0, BLOCK_K)
-    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    in_seg = (offs_k[:, None] // (BLOCK_K // SEGS)) == seg[None, :]
+    acc = tl.zeros([BLOCK_M, SEGS * BLOCK_N], tl.float32)
     base = s * CHUNKS_PER_SPLIT * BLOCK_K
     for i in range(0, CHUNKS_PER_SPLIT):
         k = base + i * BLOCK_K + offs_k
-        a = tl.load(
-            a_ptr + rows[:, None].to(tl.int64) * stride_am + k[None, :],
-            mask=(rows[:, None] < M) & (k[None, :] < K),
-            other=0.0,
-        ).to(tl.float32)
-        b = tl.load(
-            b_ptr + k[:, None] * stride_bk + cols[None, :] * stride_bn,
-            mask=(k[:, None] < K) & (cols[None, :] < N),
-            other=0.0,
-        ).to(tl.float32)
+        a = tl.load(a_ptr + rows[:, None].to(tl.int64) * stride_am + k[None, :],
+                    mask=(rows[:, None] < M) & (k[None, :] < K), other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + k[:, None] * stride_bk + col[None, :] * stride_bn,
+                    mask=in_seg & (k[:, None] < K) & (col[None, :] < N), other=0.0).to(tl.float32)
         acc += tl.dot(a, b, input_precision="ieee")
+    res = tl.sum(tl.reshape(acc, [BLOCK_M, SEGS, BLOCK_N]), 1)
+    cols = tl.arange(0, BLOCK_N)
     out = part_ptr + (s * M + rows[:, None]) * N + cols[None, :]
-    tl.store(out, acc, mask=(rows[:, None] < M) & (cols[None, :] < N))
+    tl.store(out, res, mask=(rows[:, None] < M) & (cols[None, :] < N))
 
 
 @triton.jit
@@ -57,6 +44,8 @@ def splitk_finish_kernel(part_ptr, c_ptr, MN, SPLIT, BLOCK: tl.constexpr):
 
 
 class Model(nn.Module):
+    BLOCK_M, BLOCK_K, SEGS, SPLIT_MAX, NUM_WARPS = 16, 256, 16, 64, 4
+
     def __init__(self):
         super().__init__()
 
@@ -65,30 +54,17 @@ class Model(nn.Module):
         B = B.contiguous()
         M, K = A.shape
         N = B.shape[1]
-        BLOCK_M, BLOCK_K = 16, 512
+        BLOCK_M, BLOCK_K, SEGS = self.BLOCK_M, self.BLOCK_K, self.SEGS
         BLOCK_N = triton.next_power_of_2(N)
         n_chunks = triton.cdiv(K, BLOCK_K)
-        split = min(64, n_chunks)
+        split = min(self.SPLIT_MAX, n_chunks)
         chunks_per_split = triton.cdiv(n_chunks, split)
         split = triton.cdiv(n_chunks, chunks_per_split)
         part = torch.empty((split, M, N), device=A.device, dtype=torch.float32)
         grid = (triton.cdiv(M, BLOCK_M), split)
-        matvec_partial_kernel[grid](
-            A,
-            B,
-            part,
-            M,
-            N,
-            K,
-            A.stride(0),
-            B.stride(0),
-            B.stride(1),
-            chunks_per_split,
-            BLOCK_M=BLOCK_M,
-            BLOCK_N=BLOCK_N,
-            BLOCK_K=BLOCK_K,
-            num_warps=4,
-        )
+        matvec_partial_kernel[grid](A, B, part, M, N, K, A.stride(0), B.stride(0), B.stride(1), chunks_per_split,
+                                    BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, SEGS=SEGS,
+                                    num_warps=self.NUM_WARPS)
         C = torch.empty((M, N), device=A.device, dtype=A.dtype)
         BLOCK = 256
         splitk_finish_kernel[(triton.cdiv(M * N, BLOCK),)](part, C, M * N, split, BLOCK=BLOCK)

@@ -157,6 +157,7 @@ def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: 
 
     import torch
 
+    from .. import mps
     from ..cases import single_output
     from ..protocol.gate import Driver, GateUnavailable
     from .timing.device_work import DeviceWork
@@ -207,6 +208,7 @@ def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: 
         "median_ms": summary.median_s * 1e3,
         "calls": summary.to_dict(),
         "not_gated_because": why,
+        "mps": device == "cuda" and mps.in_use(),
         "echo_window_ms": summarize(calls.echo_windows).median_s * 1e3,
         "echo_call_ms": work.echo_call_s * 1e3,
         "calls_s": round(time.perf_counter() - started, 3),

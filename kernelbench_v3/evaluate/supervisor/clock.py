@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from .. import mps
 from ..protocol.doorbell import Doorbell
 from ..protocol.messages import Capture, Failed, PrepareTiming, TimingReady
 from .checks import compare_case
@@ -280,6 +281,7 @@ def _finish(
         timing_method=method,
         cuda_graphs=graphs,
         gated=graphs and device == "cuda",
+        mps=mps.in_use() if device == "cuda" else False,
         timed_sets=memory.count,
         calls=summary.to_dict(),
         arm_ms={"solution": ms(calls.arms), "echo": ms(calls.echo_arms)},
