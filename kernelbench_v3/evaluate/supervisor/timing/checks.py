@@ -29,8 +29,8 @@ from .stats import quantile
 GAP_WORK = "gap_work"
 WORK_BEFORE_WINDOW = "work_before_window"
 GPU_BUSY = "gpu_busy"
-GAP_SLACK = 0.1  # a flush after the caller may take this much longer than after the echo ...
-GAP_SLACK_S = 15e-6  # ... plus this, plus writing back the call's output (at most a full L2):
+GAP_SLACK = 0.5  # a flush after the caller may take this much longer than after the echo ...
+GAP_SLACK_S = 50e-6  # ... plus this, plus writing back the call's output (at most a full L2):
 # both include switching the GPU back to the timer's context, which varies by tens of us
 PREP_SLACK = 0.5  # the write and flush before the caller's window, against the echo's ...
 PREP_SLACK_S = 50e-6  # ... plus this
