@@ -143,16 +143,20 @@ def _time_compiled(model: Any, module: Any, template: list[Any], device: str, se
         for _ in range(3):  # compile and record the CUDA graphs before timing
             compiled(*template)
         with timing_lock(lock):
-            timed = time_calls(compiled, module, template, device, seconds)
+            timed = time_calls(compiled, module, template, device, seconds, gate=False)
     return {**timed, "compile_mode": "reduce-overhead, called as a user calls it"}
 
 
-def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: float) -> dict[str, Any]:
+def time_calls(
+    fn: Any, module: Any, template: list[Any], device: str, seconds: float, gate: bool = True
+) -> dict[str, Any]:
     """The reference's per-call time by `timing.measure`, the method solutions are timed by: one
     call at a time on new inputs written just before it, the L2 cleared, the echo's window
     subtracted, under the solutions' stopping rule. On CUDA the call sits behind the gate
-    (`timing.local.GatedLocal`): its GPU work alone is in the window, whatever host work it does;
-    a reference that synchronises the host is timed by events behind the flush instead."""
+    (`timing.local.GatedLocal`): its GPU work alone is in the window, whatever host work it does.
+    A reference that synchronises the host, and with `gate=False` (the compiled reference, whose
+    graph trees never answered a gate), is timed by events behind the flush and a device sleep
+    that hides its host work: its GPU work alone again, the record says which (`method`)."""
     import random
 
     import torch
@@ -194,6 +198,8 @@ def time_calls(fn: Any, module: Any, template: list[Any], device: str, seconds: 
     else:
         method = "gated"
         try:
+            if not gate:
+                raise GateUnavailable("timed by events behind a device sleep (CUDA-graph trees behind a gate hang)")
             if not gateable(call):
                 raise GateUnavailable("the reference synchronises the host (torch's sync debug mode)")
             driver = Driver()

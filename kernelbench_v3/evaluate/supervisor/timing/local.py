@@ -7,8 +7,11 @@ compiled and called as a user calls it) and its echo, gated exactly as a solutio
   only its GPU work, copy included. A call that synchronises the host cannot sit behind a gate
   (it would wait for a GO that only comes after it returns): `gateable` finds that out first
   with torch's sync debug mode, and a watchdog opens the gate if a call still blocks.
-- `EventLocal`: CUDA events around the call, queued behind the timer's flush: for a reference
-  that synchronises (the record says so).
+- `EventLocal`: CUDA events around the call, queued behind the timer's flush and a device sleep
+  long enough to hide the call's host work: its GPU work alone, the same definition the gate
+  gives. For a reference that synchronises (the record says so), and for the compiled
+  reference: `torch.compile(mode="reduce-overhead")`'s CUDA-graph trees behind a gate never
+  wrote DONE on the H200 (a softmax), so its calls are queued behind a sleep instead.
 - `HostLocal`: the CPU, the host's clock around the call (no performance figure).
 """
 
@@ -24,6 +27,12 @@ import torch
 from ...protocol.gate import Driver, GateUnavailable, GateWords, private_block
 
 ARM_LIMIT_S = 10.0  # a call still arming after this long is waiting for the device: it synchronises
+RING_LIMIT_S = 30.0  # a gated call that has not written DONE by then never will
+HIDE_HOST_CYCLES = 4_000_000  # a device sleep of about 2 ms before an event-timed call
+
+
+class GateStuck(RuntimeError):
+    """A gated call never wrote DONE: its stream waits on something that will not come."""
 
 
 def gateable(call: Callable[[int], Any]) -> bool:
@@ -67,16 +76,20 @@ class GatedLocal:
         self.seq += 1
         started = clock()
         gate.go = seq
+        spins = 0
         while gate.done < seq:
-            pass
+            spins += 1
+            if spins % 65536 == 0 and clock() - started > RING_LIMIT_S:
+                raise GateStuck(f"gated call {seq} never wrote DONE within {RING_LIMIT_S:.0f} s")
         return clock() - started
 
 
 class EventLocal:
-    """CUDA events around the call, behind the flush the timer queued before it."""
+    """CUDA events around the call, behind the flush the timer queued before it and a device
+    sleep that hides the call's host work."""
 
-    def __init__(self, call: Callable[[int], Any]):
-        self.call = call
+    def __init__(self, call: Callable[[int], Any], hide_host_cycles: int = HIDE_HOST_CYCLES):
+        self.call, self.hide_host_cycles = call, hide_host_cycles
         self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         self.set_index = 0
 
@@ -85,6 +98,7 @@ class EventLocal:
         return 0.0
 
     def ring(self) -> float:
+        torch.cuda._sleep(self.hide_host_cycles)
         self.start.record()
         self.call(self.set_index)
         self.end.record()
