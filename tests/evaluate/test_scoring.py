@@ -85,3 +85,20 @@ def test_a_cpu_time_is_no_speedup_and_the_record_says_why():
     assert "speedup=0.000" not in describe(rec) and "0.000x" not in describe(rec)
     gpu = _timed_record([], per_call_ms=0.4, own_ms=0.38)
     assert gpu.timing_meaningful is True and gpu.timing_note == ""
+
+
+def test_an_fp32_gemm_floor_is_the_tf32_peak():
+    # An honest 3xTF32 GEMM runs three TF32 products: above the TF32 floor, under the plain FP32 one.
+    from kernelbench_v3.evaluate.supervisor import physics
+    from kernelbench_v3.hardware.roofline import fastest_arithmetic
+
+    gemm = "level1/1_Square_matrix_multiplication_"
+    flops, nbytes = DEFAULT_ROOFLINE[gemm]
+    tf32 = speed_of_light_ms(flops, nbytes, get_gpu("h200"), "tf32")
+    fp32 = speed_of_light_ms(flops, nbytes, get_gpu("h200"), "fp32")
+    assert physics.speed_of_light_ms(gemm, "NVIDIA H200", "fp32") == tf32 < fp32
+    three_tf32 = 3 * tf32
+    assert three_tf32 < fp32 * (1 - physics.MARGIN)  # the old floor would have called it impossible
+    assert physics.impossible(three_tf32, gemm, "NVIDIA H200", "fp32", True) == ""
+    assert "speed of light" in physics.impossible(tf32 / 2, gemm, "NVIDIA H200", "fp32", True)
+    assert fastest_arithmetic("h100", "fp16") == "fp16" and fastest_arithmetic("h100", "bf16") == "bf16"
