@@ -8,6 +8,7 @@ collected here is evidence the supervisor checks, never a verdict. The superviso
 
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
 import time
@@ -49,7 +50,12 @@ class Provenance:
     starts, and whatever PyTorch ops or the solution's programs made from known memory alone.
     Foreign: memory that appeared without passing through PyTorch or the programs (numpy, ctypes)
     and anything made from it, including what a program stored after loading from it. A forward
-    whose output is foreign did its work outside its kernels, however its kernels were spent."""
+    whose output is foreign did its work outside its kernels, however its kernels were spent.
+
+    Memory PyTorch made can still be written behind the dispatcher's back (numpy through
+    `out.numpy()`, ctypes through `data_ptr()`): every storage an op or a program wrote is kept
+    as a copy when the op or launch ends, and compared when the next one starts and when the
+    forward ends; one that changed in between is foreign."""
 
     def __init__(self) -> None:
         self.known: set[int] = set()
@@ -57,6 +63,27 @@ class Provenance:
         # Every tensor it has judged stays alive until the forward ends: freed memory that numpy
         # reused would otherwise carry a known address.
         self.kept: list[Any] = []
+        self.sources: set[int] = set()
+        self.watched: dict[int, int] = {}  # storages ops and programs wrote -> bytes
+        self.copies: dict[int, bytes] = {}  # their contents when the last op or launch ended
+        self.depth = 0  # ops a launch runs, and launches inside ops, are part of the outer event
+
+    def enter(self) -> None:
+        """An op or a launch starts: what changed since the last one ended was written unseen."""
+        if self.depth == 0:
+            changed = [(p, len(c)) for p, c in self.copies.items() if ctypes.string_at(p, len(c)) != c]
+            self._mark(changed, True)
+        self.depth += 1
+
+    def leave(self) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self.copies = {p: ctypes.string_at(p, n) for p, n in self.watched.items()}
+
+    def _watch(self, storages: list[tuple[int, int]]) -> None:
+        for ptr, n in storages:  # every one is kept alive (`keep`) until the forward ends
+            if n > SMALL_BYTES and ptr not in self.sources:
+                self.watched[ptr] = n
 
     def keep(self, values: Any) -> None:
         self.kept.append(values)
@@ -64,6 +91,7 @@ class Provenance:
     def seed(self, values: Any) -> None:
         for ptr, _ in _storages(values):
             self.known.add(ptr)
+            self.sources.add(ptr)
 
     def is_foreign(self, ptr: int, nbytes: int) -> bool:
         if ptr in self.foreign:
@@ -85,6 +113,7 @@ class Provenance:
         read = _storages(args) + _storages(kwargs)
         tainted = any(self.is_foreign(ptr, n) for ptr, n in read)
         made = _storages(result)
+        self._watch(made)
         self._mark(made, tainted)
         if tainted:  # an in-place op or an out= argument took the foreign values
             written = {ptr for ptr, _ in made}
@@ -93,6 +122,7 @@ class Provenance:
     def after_launch(self, loaded: dict[int, tuple[int, float]], stored: dict[int, int]) -> None:
         """A program launch: what it stored is foreign when it loaded any foreign bytes."""
         tainted = any(b > 0 and self.is_foreign(ptr, n) for ptr, (n, b) in loaded.items())
+        self._watch(list(stored.items()))
         self._mark(list(stored.items()), tainted)
 
 
@@ -109,6 +139,8 @@ class OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         name = func.overloadpacket.__name__
+        if self.provenance is not None:
+            self.provenance.enter()
         started = time.perf_counter()
         result = None
         try:
@@ -121,6 +153,7 @@ class OpRecorder(TorchDispatchMode):
             self.bytes[name] = self.bytes.get(name, 0) + moved
             if self.provenance is not None:
                 self.provenance.after_op(name, args, kwargs or {}, result)
+                self.provenance.leave()
 
     def summary(self) -> dict[str, list[float]]:
         """op name -> [count, seconds, bytes]."""
@@ -179,6 +212,7 @@ def install_program_counter(log: ProgramLog) -> bool:
         provenance = log.provenance if log.recording else None  # this launch's, to the end
         if provenance is not None:
             provenance.keep((args, kwargs))
+            provenance.enter()
             log._loaded = {ptr: (n, 0.0) for ptr, n in _storages([list(args), kwargs])}
             log._stored = {}
         started = time.perf_counter()
@@ -190,6 +224,7 @@ def install_program_counter(log: ProgramLog) -> bool:
         finally:
             if provenance is not None:
                 provenance.after_launch(log._loaded, log._stored)
+                provenance.leave()
                 log._loaded, log._stored = {}, {}
         log.note(name, math.prod(interpreter.interpreter_builder.grid_dim), True, time.perf_counter() - started)
         return result
@@ -288,6 +323,8 @@ def collect(
         programs.provenance = None
         forward_s = time.perf_counter() - started
     output_foreign = None
+    if provenance is not None:
+        provenance.enter()  # the forward's end: what changed since the last op or launch was written unseen
     if provenance is not None and isinstance(result, torch.Tensor):
         output_foreign = any(provenance.is_foreign(ptr, n) for ptr, n in _storages(result))
     evidence = {

@@ -11,7 +11,9 @@ thing there and here, so published runs and local evaluations feed the same anal
 - `correct` is True only when every correctness check passed;
 - `ref_ms` is the baseline time (the faster of eager and torch.compile), so
   `speedup = ref_ms / sol_ms`; `speedup` is None unless the solution is correct and timed on a
-  GPU (`timing_meaningful`: a CPU time through the Triton interpreter is no performance figure).
+  GPU (`timing_meaningful`: a CPU time through the Triton interpreter is no performance figure);
+- `sol_ms` (and `sol_p10_ms`, `sol_p90_ms`, `sol_cv`) is None unless the solution is correct: a
+  time that failed a check is no time, and its raw figures are in `timing_details["unscored"]`.
 
 Each check's outcome is in `checks` (name -> "pass" | "fail" | "skip" | "not run": it depends
 on a check that failed first) with a one-line reason in

@@ -168,6 +168,25 @@ def speed_of_light_ms(flops: float, bytes_moved: float, gpu: GpuSpec | str, prec
     return max(compute_s, memory_s) * 1e3
 
 
+# The arithmetic each precision's problems may use and still pass the precision check: an fp32
+# problem may round its GEMM operands to TF32 (Triton's default for tl.dot; 3xTF32 recovers fp32
+# accuracy), so its floor is the tensor-core TF32 peak, not the plain FP32 one.
+ALLOWED_ARITHMETIC: dict[str, tuple[str, ...]] = {"fp32": ("fp32", "tf32")}
+
+
+def fastest_arithmetic(gpu: GpuSpec | str, precision: str | torch.dtype) -> str:
+    """The precision key with the highest peak on `gpu` that a `precision` problem may compute in."""
+    spec, key = get_gpu(gpu), precision_of(precision)
+    allowed = [p for p in ALLOWED_ARITHMETIC.get(key, (key,)) if p in spec.peak_tflops] or [key]
+    return max(allowed, key=lambda p: spec.peak_tflops.get(p, 0.0))
+
+
+def floor_ms(flops: float, bytes_moved: float, gpu: GpuSpec | str, precision: str | torch.dtype) -> float:
+    """The speed of light a `precision` problem can never beat: `speed_of_light_ms` at the peak of
+    the fastest arithmetic the precision allows (`fastest_arithmetic`)."""
+    return speed_of_light_ms(flops, bytes_moved, gpu, fastest_arithmetic(gpu, precision))
+
+
 def iter_tensors(value: Any) -> Iterable[torch.Tensor]:
     """The tensors among `value` (nested in lists, tuples and dicts)."""
     import torch

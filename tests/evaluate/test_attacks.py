@@ -84,7 +84,29 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "network_probe": ("correct", set()),  # it returns zeros if a connection got through
     "signal_parent_probe": ("correct", set()),  # zeros if a signal got through
     "proc_parent_mem_probe": ("correct", set()),  # zeros if the parent's memory was readable
+    # Issue 35. The scan's bypasses: each is harmless at run time, and the scan names it (below).
+    "scan_resolve_name_fork": ("correct", set()),
+    "scan_torch_multiprocessing": ("correct", set()),
+    "scan_login_tty": ("correct", set()),
+    "scan_pathlib_proc": ("correct", set()),  # zeros if the parent's memory was readable
+    "scan_ctypes_computed_name": ("correct", set()),  # zeros if ptrace attached to the parent
+    # Stopped means stopped: no ptrace in the sandbox, helpers stay stopped, and one continued
+    # behind the supervisor's back fails the pause.
+    "ptrace_pair_cancel_stop": ("correct", set()),  # zeros if the seize succeeded
+    "helper_runs_beside_member": ("correct", set()),  # zeros if its helper ran beside it
+    "helper_timer_sigcont": ("process", set()),
+    "numpy_writes_output_view": ("main_work", set()),
 }
+# The scan bypasses of issue 35: the rule each file must trip (the scan before it saw none of them).
+SCAN_BYPASSES = {
+    "scan_resolve_name_fork": "dynamic_code",
+    "scan_torch_multiprocessing": "process_control",
+    "scan_login_tty": "process_control",
+    "scan_pathlib_proc": "native_code",
+    "scan_ctypes_computed_name": "native_code",
+}
+# Detail the verdict must give, where the check alone does not say which defence held.
+DETAIL = {"helper_timer_sigcont": "stopped means stopped"}
 
 
 # Attacks whose verdict may name either check (which call the evidence sampled decides).
@@ -192,11 +214,14 @@ def test_the_attack_ends_in_the_named_verdict(records, name):
         assert not record.correct and record.speedup is None, where
         assert record.failed_check in {check} | EITHER.get(name, set()), where
     assert flags <= set(record.timing_flags), where
+    if name in DETAIL:
+        assert DETAIL[name] in record.check_details.get(record.failed_check, ""), where
     if name in ALSO_FAILED:
         assert record.checks.get(ALSO_FAILED[name]) == "fail", (ALSO_FAILED[name], record.checks)
     limit = HANG_LIMIT_S + 30 if name in HANGS else 120
     assert seconds < limit, f"{name} took {seconds:.0f} s"
     assert record.sandbox == "landlock" or not record.sandbox_details.get("landlock_abi"), record.sandbox_details
+    assert record.sandbox_details.get("tracing_denied"), record.sandbox_details  # the seccomp filter held
 
 
 def test_no_file_a_later_evaluation_trusts_was_changed(records, targets):
@@ -214,12 +239,19 @@ def test_no_connection_reached_the_listener(records, targets):
         targets["listener"].accept()
 
 
-def test_no_process_survives_the_evaluation(records):
-    record, _ = records["fork_setsid_sleeper"]
+@pytest.mark.parametrize("name", ["fork_setsid_sleeper", "scan_resolve_name_fork", "scan_torch_multiprocessing"])
+def test_no_process_survives_the_evaluation(records, name):
+    record, _ = records[name]
     pids = [int(p) for p in re.findall(r"KBV3_ATTACK_SLEEPER_PID=(\d+)", record.log_tail)]
     assert pids, record.log_tail[-500:]
     assert not [p for p in pids if _alive(p)]
     assert any(w.startswith("leftover_processes") for w in record.warnings)
+
+
+@pytest.mark.parametrize("name", sorted(SCAN_BYPASSES))
+def test_the_scan_reads_each_bypass_as_what_it_reaches(name):
+    result = scan(_files()[name].read_text())
+    assert SCAN_BYPASSES[name] in {f.rule for f in result.findings}, result.summary()
 
 
 def test_the_static_scan_alone_names_every_attack_that_says_so():

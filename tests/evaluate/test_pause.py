@@ -4,6 +4,8 @@ host while the supervisor writes the next window's inputs."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, evaluate
-from kernelbench_v3.evaluate.supervisor.pause import ProcessPause, descendants
-from kernelbench_v3.evaluate.supervisor.session import Session
+from kernelbench_v3.evaluate.supervisor.pause import NotStopped, ProcessPause, descendants, why_running
+from kernelbench_v3.evaluate.supervisor.session import Session, SessionLost
 from tests.paths import ATTACKS, EXAMPLES
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
@@ -70,16 +72,78 @@ def family():
     proc.wait()
 
 
-def test_a_paused_process_and_what_it_started_stop_until_the_next_request(family):
+def test_a_paused_process_resumes_alone_and_what_it_started_stays_stopped(family):
     parent, child = family
     session = Session(_Link(), None, 0, 0, 0, pid=parent)
     session.pause()
     assert session.paused
     # The child left the parent's session and group; it is stopped as a descendant.
-    assert _wait_for(parent, "Tt") in "Tt" and _wait_for(child, "Tt") in "Tt"
+    assert _state(parent) == "T" and _state(child) == "T"  # pause returns once both stopped
     session.request({"kind": "finish"}, 5.0, ("finished",))  # any request resumes first
     assert not session.paused
-    assert _wait_for(parent, "R") == "R" and _wait_for(child, "R") == "R"
+    assert _wait_for(parent, "R") == "R"
+    time.sleep(0.2)
+    assert _state(child) == "T"  # a helper never runs beside its member's arming or window
+    session.check_others_stopped()
+    session.pause()  # the helper, stopped all along, passes the next pause's check
+
+
+def test_a_helper_continued_behind_the_supervisors_back_ends_the_session(family):
+    parent, child = family
+    session = Session(_Link(), None, 0, 0, 0, pid=parent)
+    session.pause()
+    os.kill(child, signal.SIGCONT)  # as a POSIX timer or a child's exit signal set to SIGCONT would
+    time.sleep(0.05)
+    os.kill(child, signal.SIGSTOP)  # and it stops itself again before anyone looks
+    assert _wait_for(child, "T") == "T"
+    with pytest.raises(SessionLost, match="stopped means stopped: process .* ran while"):
+        session.check_others_stopped()
+    with pytest.raises(SessionLost, match="ran while"):
+        session.pause()
+
+
+def test_a_member_that_ran_while_paused_is_not_resumed(family):
+    parent, _ = family
+    session = Session(_Link(), None, 0, 0, 0, pid=parent)
+    session.pause()
+    os.kill(parent, signal.SIGCONT)  # it read the next inputs while the supervisor wrote them
+    time.sleep(0.05)
+    os.kill(parent, signal.SIGSTOP)
+    assert _wait_for(parent, "T") == "T"
+    with pytest.raises(SessionLost, match=f"process {parent} .*ran while"):
+        session.resume()
+    session.resume(check=False)  # the session is lost: the caller only lets it exit
+    assert not session.paused
+
+
+# Seizes a process and continues it from every stop, so a SIGSTOP never holds: what two helpers
+# tracing each other do to the supervisor's pause.
+TRACER = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+target = int(sys.argv[1])
+assert libc.ptrace(0x4206, target, 0, 0) == 0, ctypes.get_errno()  # PTRACE_SEIZE
+print("seized", flush=True)
+while True:
+    _, status = os.waitpid(target, 0x40000000)  # __WALL
+    if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+        break
+    libc.ptrace(7, target, 0, 0)  # PTRACE_CONT, the stop signal dropped
+"""
+
+
+def test_a_traced_process_fails_the_pause(family):
+    parent, child = family
+    tracer = subprocess.Popen([sys.executable, "-c", TRACER, str(child)], stdout=subprocess.PIPE)
+    try:
+        assert tracer.stdout.readline() == b"seized\n"
+        pause = ProcessPause(root=parent, members=[parent])
+        with pytest.raises(NotStopped, match=f"traced by process {tracer.pid}"):
+            pause.stop()
+        assert why_running(child) is not None
+    finally:
+        tracer.kill()
+        tracer.wait()
 
 
 def test_resuming_one_member_leaves_the_others_stopped(family):

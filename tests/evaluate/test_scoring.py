@@ -12,12 +12,15 @@ from kernelbench_v3.hardware.gpus import get_gpu
 from kernelbench_v3.hardware.roofline import DEFAULT_ROOFLINE, speed_of_light_ms
 
 
-def _timed_record(flags: list[str], per_call_ms: float, own_ms: float) -> Record:
+def _timed_record(flags: list[str], per_call_ms: float, own_ms: float, failed: str | None = None) -> Record:
     from kernelbench_v3.evaluate.supervisor.clock import TimingOutcome
     from kernelbench_v3.evaluate.supervisor.scoring import fill_timing
     from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts
 
     rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, sizes={"dim": 8})
+    if failed:
+        rec.status, rec.correct = "incorrect", False
+        rec.check(failed, "fail", "the verdict's reason")
     stats = {
         "method": "supervisor_calls_cuda_graphs",
         "median_ms": per_call_ms,
@@ -39,6 +42,17 @@ def test_the_scored_time_is_the_supervisors_and_the_own_figure_only_evidence():
     assert cheat.sol_ms == 0.5 and cheat.speedup == pytest.approx(2.0) and cheat.event_ms == 0.01
     # The record's percentiles are the net times', not copies of the median.
     assert cheat.sol_p10_ms < cheat.sol_ms < cheat.sol_p90_ms
+
+
+def test_a_rejected_record_shows_no_time_and_keeps_the_raw_figure():
+    # As side_stream_unsynchronized on the H200: rejected, with a window slope under zero.
+    rejected = _timed_record(["work_before_window"], per_call_ms=-5.59, own_ms=0.01, failed="timed_outputs")
+    assert (rejected.sol_ms, rejected.sol_p10_ms, rejected.sol_p90_ms, rejected.sol_cv) == (None,) * 4
+    assert rejected.speedup is None and rejected.sol_fraction is None
+    unscored = rejected.timing_details["unscored"]
+    assert unscored["sol_ms"] == -5.59 and unscored["failed_check"] == "timed_outputs"
+    assert rejected.sol_reps == 100 and "work_before_window" in rejected.timing_flags
+    assert Record.from_json(rejected.to_json()).timing_details["unscored"]["sol_ms"] == -5.59
 
 
 def test_a_cuda_timing_of_a_few_microseconds_carries_a_fidelity_warning():
@@ -85,3 +99,20 @@ def test_a_cpu_time_is_no_speedup_and_the_record_says_why():
     assert "speedup=0.000" not in describe(rec) and "0.000x" not in describe(rec)
     gpu = _timed_record([], per_call_ms=0.4, own_ms=0.38)
     assert gpu.timing_meaningful is True and gpu.timing_note == ""
+
+
+def test_an_fp32_gemm_floor_is_the_tf32_peak():
+    # An honest 3xTF32 GEMM runs three TF32 products: above the TF32 floor, under the plain FP32 one.
+    from kernelbench_v3.evaluate.supervisor import physics
+    from kernelbench_v3.hardware.roofline import fastest_arithmetic
+
+    gemm = "level1/1_Square_matrix_multiplication_"
+    flops, nbytes = DEFAULT_ROOFLINE[gemm]
+    tf32 = speed_of_light_ms(flops, nbytes, get_gpu("h200"), "tf32")
+    fp32 = speed_of_light_ms(flops, nbytes, get_gpu("h200"), "fp32")
+    assert physics.speed_of_light_ms(gemm, "NVIDIA H200", "fp32") == tf32 < fp32
+    three_tf32 = 3 * tf32
+    assert three_tf32 < fp32 * (1 - physics.MARGIN)  # the old floor would have called it impossible
+    assert physics.impossible(three_tf32, gemm, "NVIDIA H200", "fp32", True) == ""
+    assert "speed of light" in physics.impossible(tf32 / 2, gemm, "NVIDIA H200", "fp32", True)
+    assert fastest_arithmetic("h100", "fp16") == "fp16" and fastest_arithmetic("h100", "bf16") == "bf16"

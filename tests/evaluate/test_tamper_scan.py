@@ -424,3 +424,59 @@ def test_summary():
     assert many.summary() == (
         "line 2: sys._getframe(1) (frame_introspection: reads or traces the evaluator's frames); +2 more"
     )
+
+
+# Issue 35's bypasses: names built from literals, and the process, tty and loader calls the name
+# rules missed. (rule, source): each must name that rule.
+COMPUTED = [
+    ("dynamic_code", "import pkgutil\nf = pkgutil.resolve_name('os:getpid')"),
+    ("process_control", "import pkgutil\nfork = pkgutil.resolve_name('o' + 's:fo' + 'rk')"),
+    ("hidden_reach", "import pkgutil\nparts = ['o', 's']\nm = pkgutil.resolve_name(''.join(parts) + ':fork')"),
+    ("evaluator_access", "import pkgutil\nm = pkgutil.resolve_name('kernel' + 'bench_v3.evaluate')"),
+    ("threads", "import pkgutil\nT = pkgutil.resolve_name(f\"{'threa'}ding:Thread\")"),
+    ("hidden_reach", "import importlib\nm = importlib.import_module('c' + 'types')"),
+    ("native_code", "import importlib\nm = importlib.import_module('c' + 'types')"),
+    ("hidden_reach", "name = input()\nm = __import__(name)"),
+    ("process_control", "import torch.multiprocessing as mp\nmp.get_context('fork').Process(target=print).start()"),
+    ("process_control", "import torch\nctx = torch.multiprocessing.get_context('fork')"),
+    ("process_control", "import os\nfd, _ = os.openpty()\nos.login_tty(fd)"),
+    ("process_control", "from os import login_tty\nlogin_tty(3)"),
+    ("native_code", "from pathlib import Path\nm = Path('/pr' + 'oc') / '1' / 'mem'"),
+    ("native_code", "from pathlib import Path\nm = Path('/') / 'proc' / 'self'"),
+    ("native_code", "from pathlib import Path\np = Path('/proc')"),
+    ("native_code", "import os\nm = open(os.path.join('/', 'pr' + 'oc', 'self', 'maps'))"),
+    ("native_code", "m = open('/'.join(['', 'proc', 'self', 'maps']))"),
+    ("native_code", "import os\nm = open(f\"/{'pro'}c/{os.getppid()}/mem\")"),
+    ("native_code", "d = 'corp/'[::-1]\nm = open(d + '/1/mem')"),
+    ("native_code", "m = open(chr(47) + 'proc/1/mem')"),
+    ("native_code", "p = '/p' + 'roc'\nm = open(p)"),
+    ("native_code", "import os\nm = open('/pr' + 'oc/' + str(os.getppid()) + '/mem')"),
+    ("native_code", "import ctypes\nlibc = ctypes.CDLL(None)\nf = libc['pt' + 'race']"),
+    ("native_code", "import ctypes\nlibc = ctypes.CDLL(None)\nname = input()\nf = libc[name]"),
+    ("native_code", "import ctypes\nlibc = ctypes.CDLL(None)\nname = input()\nf = getattr(libc, name)"),
+]
+
+
+@pytest.mark.parametrize("rule,source", COMPUTED, ids=[f"{r}-{i}" for i, (r, _) in enumerate(COMPUTED)])
+def test_computed_names_are_read_as_what_they_spell(rule, source):
+    assert rule in rules(source), scan(source).findings
+
+
+def test_a_symbol_looked_up_by_computed_name_is_its_own_finding():
+    # `import ctypes` is a finding of its own on line 1: the lookups must add theirs on their lines.
+    source = "import ctypes\nlibc = ctypes.CDLL(None)\nn = input()\nf = libc[n]\ng = getattr(libc, n)\n"
+    assert {(f.rule, f.line) for f in scan(source).findings} >= {("native_code", 4), ("native_code", 5)}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os\nout = os.path.join('a', 'b' + 'c')",
+        "from pathlib import Path\np = Path('data') / ('x' + '.txt')",
+        "names = ['a', 'b']\nlabel = '/'.join(names) + f\"{1 + 1}\"",
+        "import torch\ny = torch.ones(2)[0:1]\nz = 'process'[:4]",
+        "procs = 4\nt = f'/{procs}s'",
+    ],
+)
+def test_built_strings_that_spell_nothing_are_clean(source):
+    assert scan(source).ok, scan(source).findings

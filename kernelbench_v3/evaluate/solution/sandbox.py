@@ -16,6 +16,8 @@ zygote calls `enter_sandbox([scratch])` while it is still single-threaded, and f
   connect with no port allowed.
 - The supervisor: Landlock forbids ptrace (so /proc/<pid>/mem) of any process outside the
   domain; ABI >= 6 also scopes signals and abstract Unix sockets to the domain.
+- The pause: a seccomp filter (`seccomp`) denies ptrace and every way to send SIGCONT inside the
+  domain too, so no process of the solution can cancel or undo the supervisor's SIGSTOP.
 - Root: the capabilities that step around all of this (load a kernel module, raise rlimits,
   ptrace, mount, raw I/O, reboot...) are dropped, bounding set included; only the DAC bypass
   stays, which Landlock still confines.
@@ -38,6 +40,8 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
+
+from . import seccomp
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # x86_64 and aarch64
 _CREATE_RULESET_VERSION = 1 << 0
@@ -77,6 +81,7 @@ class SandboxReport:
     writable: tuple[str, ...]
     notes: tuple[str, ...]
     caps_dropped: bool = False
+    tracing_denied: bool = False  # the seccomp filter holds: no ptrace, no SIGCONT
 
     def to_dict(self) -> dict:
         return {**asdict(self), "writable": list(self.writable), "notes": list(self.notes)}
@@ -238,6 +243,9 @@ def enter_sandbox(writable: Sequence[str | os.PathLike], *, allow_network: bool 
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # Landlock needs it too (EPERM otherwise)
         notes.append(f"PR_SET_NO_NEW_PRIVS failed ({os.strerror(ctypes.get_errno())})")
     locked = abi > 0 and _landlock(abi, paths, allow_network, notes)
+    refused = seccomp.install()  # needs NO_NEW_PRIVS (set above); inherited by every fork and thread
+    if refused:
+        notes.append(refused)
     if abi == 0:
         notes.append("no Landlock in this kernel: files outside the writable folders are not protected")
     elif locked and abi < 4 and not netns and not allow_network:
@@ -248,7 +256,7 @@ def enter_sandbox(writable: Sequence[str | os.PathLike], *, allow_network: bool 
         notes.append("network allowed by the caller")
     network = "netns" if netns else "landlock_tcp" if locked and abi >= 4 and not allow_network else "none"
     kind = "landlock" if locked else "namespaces" if netns else "none"
-    _applied = SandboxReport(kind, abi, network, locked and abi >= 6, tuple(paths), tuple(notes), caps)
+    _applied = SandboxReport(kind, abi, network, locked and abi >= 6, tuple(paths), tuple(notes), caps, not refused)
     return _applied
 
 

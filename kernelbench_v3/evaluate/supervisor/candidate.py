@@ -142,7 +142,7 @@ def run_solution(
             run.drive()
         except SessionLost as lost:
             facts.lost = lost
-            session.resume()  # a process paused between windows could not exit to say how it ended
+            session.resume(check=False)  # a process paused between windows could not exit to say how it ended
             if not lost.timed_out:
                 how = zygote.exit_status(session.pid)
                 lost.reason += f" ({how})" if how else ""

@@ -1,8 +1,9 @@
 """Physics as a floor under every scored time.
 
 No honest call takes no time, and none beats the roofline: the problem's FLOPs at the GPU's peak
-rate and its fewest bytes at the GPU's memory bandwidth (`hardware.roofline`), on the GPU that
-ran it, not the split's. A scored time at or under zero, or under that speed of light less
+rate and its fewest bytes at the GPU's memory bandwidth (`hardware.roofline.floor_ms`), on the GPU
+that ran it, not the split's. The peak is that of the fastest arithmetic the problem's precision
+allows (TF32 tensor cores for an fp32 problem), so an honest 3xTF32 GEMM is never impossible. A scored time at or under zero, or under that speed of light less
 `MARGIN` (the roofline's own error: datasheet peaks are rounded up, and an output smaller than
 the L2 can still sit in it when the call ends), is never scored (`impossible_time`).
 """
@@ -13,12 +14,13 @@ MARGIN = 0.2  # a time may be this share under the speed of light before it is i
 
 
 def speed_of_light_ms(problem_id: str, gpu: str, precision: str) -> float | None:
-    """The roofline time of the problem at default sizes on `gpu` (None when unknown)."""
+    """The roofline time of the problem at default sizes on `gpu`, at the fastest arithmetic its
+    precision allows (None when unknown)."""
     from ...hardware import gpus, roofline
 
     try:  # a problem outside the table, a GPU or precision without a figure: no speed of light
         flops, nbytes = roofline.DEFAULT_ROOFLINE[problem_id]
-        return float(roofline.speed_of_light_ms(flops, nbytes, gpus.get_gpu(gpu), precision))
+        return float(roofline.floor_ms(flops, nbytes, gpus.get_gpu(gpu), precision))
     except (KeyError, ValueError):
         return None
 

@@ -29,6 +29,8 @@ import ast
 from collections import Counter, defaultdict
 from typing import Any
 
+from .scan_names import IMPORTERS
+
 REACH_WHY: dict[str, str] = {
     "hidden_reach": "hides sys, os, builtins, a module or an attribute setter behind a container, alias or computed name",
     "dynamic_attribute": "gets, sets or probes an attribute whose name a static reader cannot see",
@@ -52,7 +54,6 @@ _ATTR_FUNCS = {
     **dict.fromkeys(("operator.attrgetter", "operator.methodcaller"), 0),
 }
 _ATTR_METHODS = {"__getattribute__", "__getattr__", "__setattr__", "__delattr__"}
-_IMPORTERS = {"builtins.__import__", "importlib.import_module", "importlib.__import__", "importlib.util.find_spec"}
 # torch._C members honest kernels use: current stream and device queries (Triton's own launcher
 # reads _cuda_getCurrentRawStream), the op namespaces, the tracing probe of jit-friendly code.
 TORCH_C_ALLOWED = frozenset(
@@ -201,5 +202,5 @@ class _Reach:
         elif func is None and isinstance(node.func, ast.Attribute) and node.func.attr in _ATTR_METHODS:
             if args and not self._static_name(args[0]):
                 self.s.add("dynamic_attribute", node)  # x.__getattribute__(name)
-        elif func in _IMPORTERS and args and not _literal(args[0]):
+        elif func in IMPORTERS and args and not _literal(args[0]):
             self.s.add("hidden_reach", node)

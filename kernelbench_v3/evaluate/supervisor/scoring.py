@@ -4,7 +4,9 @@ fill the record once the solution has been timed.
 `request_baseline` gets the reference's eager and compiled timings for a request (from the
 baseline cache or a baseline child that imports only the verified problem file); `fill_timing`
 copies the baseline and the solution's timing statistics into the record, takes the scored time (the supervisor's
-window slope; the solution process's event figure is kept beside it as evidence), and derives the speedup and the roofline fraction. The supervisor calls
+window slope; the solution process's event figure is kept beside it as evidence), and derives the speedup and the roofline fraction.
+A solution the verdict rejected has no time: `sol_ms` and its spread read null and the raw
+figures stay in `timing_details["unscored"]`, so no record shows a time that failed a check. The supervisor calls
 both; nothing here talks to the solution process.
 """
 
@@ -112,11 +114,17 @@ def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request
     rec.timing_skipped = facts.timing_skipped
     if stats:
         rec.timing_method = stats["method"]
-        rec.sol_ms, rec.sol_p10_ms, rec.sol_p90_ms = stats["median_ms"], stats["p10_ms"], stats["p90_ms"]
-        rec.sol_cv, rec.sol_reps = stats["ci_rel"], stats["reps"]
+        figures = {"sol_ms": stats["median_ms"], "sol_p10_ms": stats["p10_ms"], "sol_p90_ms": stats["p90_ms"]}
+        figures["sol_cv"] = stats["ci_rel"]
+        rec.sol_reps = stats["reps"]
         rec.timing_flags.extend(timing.flags)
         rec.timing_details.update(timing.details)
         rec.event_ms = timing.details.get("own_ms_per_call")
+        if rec.correct:
+            for name, value in figures.items():
+                setattr(rec, name, value)
+        else:  # a rejected solution has no time: the figures stay as evidence, under the check that failed
+            rec.timing_details["unscored"] = {**figures, "failed_check": rec.failed_check or rec.status}
     if rec.timing_method:
         rec.timing_meaningful = rec.timing_method in GPU_TIMING_METHODS
         if not rec.timing_meaningful:

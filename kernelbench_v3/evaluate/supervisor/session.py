@@ -7,7 +7,8 @@ Between timed windows the supervisor may `pause` the solution's side (`pause.Pro
 process, the others forked from the same zygote, and everything they started); the next request
 resumes this process first, so a paused process can never miss a request. While paused, nothing
 the solution started on the host runs: it cannot compute on the inputs the supervisor is writing
-for the next window.
+for the next window. A pause that does not hold (a process that did not stop, is traced, or ran
+while stopped) ends the session, so the verdict fails `process`.
 Whatever goes wrong on the other side - a crash, a hang, a malformed or unexpected message - ends
 the session with `SessionLost`; the caller turns that into a verdict. It never raises for what
 the solution does otherwise.
@@ -24,9 +25,10 @@ import torch
 
 from ..protocol.channel import Arena, Deadline, Layout, Link, PeerGone, ProtocolError, TensorRef, tensor_nbytes
 from ..protocol.messages import OutputInfo, Reply, Slot, parse_reply, to_json
-from .pause import ProcessPause, TooManyProcesses
+from .pause import NotStopped, ProcessPause, TooManyProcesses
 
 WATCH_INTERVAL_S = 1.0
+STOP_CHECK = "stopped means stopped"  # how a lost stop reads in the `process` check
 
 
 class SessionLost(Exception):
@@ -65,16 +67,33 @@ class Session:
         return self.pauser is not None and self.pauser.is_stopped(self.pid)
 
     def pause(self) -> None:
-        """Stop this process and everything of the solution's side until the next request."""
+        """Stop this process and everything of the solution's side until the next request, and
+        check that all of it stopped (`SessionLost` if not)."""
         if self.pauser is not None:
             try:
                 self.pauser.stop()
             except TooManyProcesses as exc:  # a fork bomb: everything is stopped; the reap kills it
                 raise SessionLost(str(exc)) from None
+            except NotStopped as exc:
+                raise SessionLost(f"{STOP_CHECK}: {exc}") from None
 
-    def resume(self) -> None:
+    def resume(self, check: bool = True) -> None:
+        """Continue this process alone (what it started stays stopped), after checking that it
+        did not run while paused; `check=False` once the session is lost anyway."""
         if self.pauser is not None:
-            self.pauser.resume(self.pid)
+            try:
+                self.pauser.resume(self.pid, check=check)
+            except NotStopped as exc:
+                raise SessionLost(f"{STOP_CHECK}: {exc}") from None
+
+    def check_others_stopped(self) -> None:
+        """`SessionLost` unless everything of the solution's side but this process stayed
+        stopped since it was paused (call it once this process has armed)."""
+        if self.pauser is not None:
+            try:
+                self.pauser.others_still(self.pid)
+            except NotStopped as exc:
+                raise SessionLost(f"{STOP_CHECK}: {exc}") from None
 
     def send(self, message: Any) -> None:
         """Send `message` without waiting for its reply (`receive_reply` takes it later)."""

@@ -2,9 +2,12 @@
 from inside its own process, each reported as a named finding with the offending line.
 
 Owns the rule table (frame and gc introspection, reaching the evaluator's modules, monkeypatching,
-torch global flags, process control, threads, network, dynamic code, native code, file writes,
-torch.compile, environment writes) and the alias resolution it needs (`import sys as s`,
-`from inspect import currentframe as cf`, `t = time`, `getattr(sys, "_getframe")`).
+torch global flags, process control (torch.multiprocessing and the pty calls included), threads,
+network, dynamic code (every importer and loader, pkgutil.resolve_name included), native code,
+file writes, torch.compile, environment writes) and the alias resolution it needs (`import sys as
+s`, `from inspect import currentframe as cf`, `t = time`, `getattr(sys, "_getframe")`, and names
+built from literals, which scan_names spells out). A finding fails the `source_scan` check, so the
+verdict rejects the solution.
 
 This is defence in depth and never the only defence: the solution runs in a sandboxed child and
 the trusted supervisor decides every verdict, because a determined author can always hide an idiom
@@ -22,7 +25,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from . import scan_reach
+from . import scan_names, scan_reach
 
 WHY: dict[str, str] = {
     "frame_introspection": "reads or traces the evaluator's frames",
@@ -56,11 +59,14 @@ NAMES: dict[str, tuple[str, ...]] = {
         "torch.set_default_dtype torch.set_default_device torch.set_flush_denormal",
         "process_control": "os._exit os.abort os.kill os.killpg os.fork os.forkpty os.setsid os.setpgid os.setpgrp "
         "os.exec* os.spawn* os.posix_spawn* os.system os.popen subprocess _posixsubprocess multiprocessing pty "
+        "torch.multiprocessing os.login_tty os.openpty os.tcsetpgrp os.pidfd_open os.register_at_fork tty termios "
         "signal.signal signal.setitimer signal.alarm signal.pthread_kill signal.raise_signal "
         "signal.pidfd_send_signal atexit sys.exit builtins.exit builtins.quit",
         "threads": "threading.Thread threading.Timer _thread concurrent.futures asyncio",
         "network": "socket ssl urllib urllib3 http requests httpx aiohttp ftplib smtplib xmlrpc websocket*",
         "dynamic_code": "builtins.exec builtins.eval builtins.compile builtins.__import__ importlib runpy marshal "
+        "pkgutil.resolve_name pkgutil.get_loader pkgutil.find_loader pkgutil.get_importer pkgutil.iter_importers "
+        "zipimport imp sys.meta_path sys.path_hooks sys.path_importer_cache "
         "pickle.loads pickle.load pickle.Unpickler types.FunctionType types.LambdaType types.CodeType",
         "native_code": "ctypes cffi mmap torch.ops.load_library torch.classes.load_library",
         "file_writes": "os.remove os.unlink os.rename os.renames os.replace os.makedirs os.mkdir os.rmdir "
@@ -93,7 +99,7 @@ _TWINS = {
     "_gc": "gc",
 }
 _NATIVE_TEXT = re.compile(
-    r"dlsym|dlopen|ptrace|process_vm_|/proc/|/dev/k?mem\b|\bsyscall\s*\(|"
+    r"dlsym|dlopen|ptrace|process_vm_|/proc\b|/dev/k?mem\b|\bsyscall\s*\(|"
     r"\bfork\s*\(|\bkill\s*\(|mprotect|LD_PRELOAD"
 )
 _WRITE_MODE = re.compile(r"[rbtU]*[wax+][rwxabtU+]*")
@@ -200,6 +206,15 @@ class _Scanner:
             elif isinstance(node, ast.Expr) and _literal(node.value) is not None:
                 self.docstrings.add(id(node.value))
         self.bound = set(binds)
+        # Names bound once, with the value bound (scan_names folds strings through them).
+        self.single: dict[str, ast.AST] = {
+            node.targets[0].id: node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and binds[node.targets[0].id] == 1
+        }
         # `t = time` once in the module makes t another name for time; a name rebound elsewhere
         # is a local variable, and treating it as an alias would flag honest code.
         for node in ast.walk(tree):
@@ -249,8 +264,10 @@ class _Scanner:
             if func == "builtins.getattr" and len(node.args) > 1 and _literal(node.args[1]):
                 base = self.qualname(node.args[0])
                 return f"{base}.{node.args[1].value}" if base else None
-            if func in ("builtins.__import__", "importlib.import_module", "sys.modules.get") and _literal(node.args[0]):
+            if func == "sys.modules.get" and _literal(node.args[0]):
                 return _twin(node.args[0].value)
+            if name := scan_names.imported_name(node, self):  # also names built from literals
+                return _twin(name)
         return None
 
     def add(self, rule: str, node: ast.AST, line: int | None = None) -> None:
@@ -290,8 +307,9 @@ class _Scanner:
                 elif not isinstance(node.ctx, ast.Load):
                     self._subscript_write(node)
             elif _literal(node) is not None and id(node) not in self.docstrings:
-                self._text(node)
+                self.check_text(node, node.value)
         scan_reach.check(self)
+        scan_names.check(self)
         return tuple(sorted(self.found.values(), key=lambda f: (f.line, f.rule)))
 
     def _is_module(self, node: ast.AST) -> bool:
@@ -382,10 +400,12 @@ class _Scanner:
             elif rule := self._namespace(receiver):
                 self.add(rule, node)
 
-    def _text(self, node: ast.Constant) -> None:
-        if "kernelbench_v3" in node.value:
+    def check_text(self, node: ast.AST, text: str) -> None:
+        """The rules a string's text breaks, wherever the string comes from (a literal, or one
+        scan_names folded from pieces)."""
+        if "kernelbench_v3" in text:
             self.add("evaluator_access", node)
-        if match := _NATIVE_TEXT.search(node.value):
+        if match := _NATIVE_TEXT.search(text):
             # Report the line of the C source that holds the token, not the string's first line.
             end = getattr(node, "end_lineno", None) or node.lineno
             line = next(
@@ -393,7 +413,7 @@ class _Scanner:
                     i
                     for i in range(node.lineno, end + 1)
                     if i <= len(self.lines) and match.group(0) in self.lines[i - 1]
-                ),
+                ),  # a folded string's token is on no line: then its first line
                 node.lineno,
             )
             self.add("native_code", node, line)
