@@ -37,12 +37,32 @@ _X32_BIT = 0x40000000
 # Syscall numbers by architecture (asm/unistd.h); pidfd_* and process_madvise are common.
 _NR = {
     "x86_64": dict(
-        ptrace=101, process_vm_readv=310, process_vm_writev=311, kill=62, tkill=200, tgkill=234,
-        rt_sigqueueinfo=129, rt_tgsigqueueinfo=297, prctl=157, fcntl=72, clone=56, clone3=435,
+        ptrace=101,
+        process_vm_readv=310,
+        process_vm_writev=311,
+        kill=62,
+        tkill=200,
+        tgkill=234,
+        rt_sigqueueinfo=129,
+        rt_tgsigqueueinfo=297,
+        prctl=157,
+        fcntl=72,
+        clone=56,
+        clone3=435,
     ),
     "aarch64": dict(
-        ptrace=117, process_vm_readv=270, process_vm_writev=271, kill=129, tkill=130, tgkill=131,
-        rt_sigqueueinfo=138, rt_tgsigqueueinfo=240, prctl=167, fcntl=25, clone=220, clone3=435,
+        ptrace=117,
+        process_vm_readv=270,
+        process_vm_writev=271,
+        kill=129,
+        tkill=130,
+        tgkill=131,
+        rt_sigqueueinfo=138,
+        rt_tgsigqueueinfo=240,
+        prctl=167,
+        fcntl=25,
+        clone=220,
+        clone3=435,
     ),
 }
 for _table in _NR.values():
