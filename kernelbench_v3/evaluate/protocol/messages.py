@@ -170,6 +170,7 @@ class CallsDone:
     calls: int  # how many calls it served
     own_ms: list[float]  # the solution process's own figure per call (CUDA events or wall): evidence
     evidence: dict[str, Any]
+    samples: list[dict[str, Any]]  # the evidence of observed timed calls (rung), each judged as a case's
     kind: ClassVar[str] = "calls_done"
 
 
@@ -196,12 +197,15 @@ _CHECKS: dict[str, Any] = {
     "list[OutputInfo]": "outputs",
     "list[float]": "floats",
     "list[Any]": "ipc_outputs",
+    "list[dict[str, Any]]": list,
 }
+MAX_TIMED_SAMPLES = 64  # evidence samples of timed calls a `calls_done` may carry
 # Nested fields the supervisor reads, checked as deep as it reads them: text -> (kind of value).
 _NESTED: dict[str, Any] = {
     "setup_done.state_dict": lambda where, v: _mapping(where, v, lambda w, r: _mapping(w, r, _texts)),
     "case_done.evidence": lambda where, v: _evidence(where, v),
     "calls_done.evidence": lambda where, v: _evidence(where, v),
+    "calls_done.samples": lambda where, v: _samples(where, v),
     "timing_ready.evidence": lambda where, v: _evidence(where, v),
 }
 
@@ -290,6 +294,12 @@ def _int(where: str, value: Any) -> int:
     if not _is_int(value):
         raise ProtocolError(f"{where} must hold integers")
     return value
+
+
+def _samples(where: str, value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or len(value) > MAX_TIMED_SAMPLES:
+        raise ProtocolError(f"{where} must be a list of at most {MAX_TIMED_SAMPLES} evidence mappings")
+    return [_evidence(f"{where}[{i}]", v) for i, v in enumerate(value)]
 
 
 def _evidence(where: str, value: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ evidence that the supervisor checks; nothing here decides a verdict.
 from __future__ import annotations
 
 import os
+import random
 import time
 import traceback
 from collections import deque
@@ -24,6 +25,7 @@ from ..evidence import ProgramLog, collect, install_program_counter
 from ..protocol.channel import DTYPES, Arena, Link, PeerGone, TensorRef, tensor_nbytes
 from ..protocol.doorbell import ARMED, DONE, GO, SET, STOP_SET, WAKE, Doorbell
 from ..protocol.doorbell import NBYTES as DOORBELL_BYTES
+from ..protocol.messages import MAX_TIMED_SAMPLES
 from ..timed_calls import TimedCalls, resolve, view
 from . import guard
 
@@ -269,7 +271,7 @@ class Worker:
             self._open_gate()
         observe = not gated and (bool(msg.get("evidence")) or not calls.graphs)  # eager calls: observed
         spin = {"spin_s": float("inf")} if cuda else {"spin_s": CPU_SPIN_S, "sleep_s": CPU_SLEEP_S}
-        seq, own_ms, ev = int(msg["first"]), [], {}
+        seq, own_ms, ev, samples, served = int(msg["first"]), [], {}, [], 0
         with torch.no_grad():
             while True:
                 bell.wait(WAKE, seq, CALL_WAIT_S, **spin)
@@ -287,17 +289,27 @@ class Worker:
                 bell.wait(GO, seq, CALL_WAIT_S, **spin)
                 began = time.perf_counter()
                 if observe:
-                    _, ev = collect(lambda s=s: calls.run(s), self.device, self.programs, bool(msg.get("evidence")))
+                    sources = _sources(calls.sets[s], self.models["main"], self.solution)
+                    _, ev = collect(
+                        lambda s=s: calls.run(s), self.device, self.programs, bool(msg.get("evidence")), sources
+                    )
+                    _keep_sample(samples, ev, served)
                 else:
                     calls.run(s)
                 if cuda:
                     torch.cuda.current_stream().synchronize()
                 own_ms.append((time.perf_counter() - began) * 1e3)
                 bell.write(DONE, seq)
-                seq += 1
+                seq, served = seq + 1, served + 1
         if ev:
             ev["calls"] = 1
-        return {"kind": "calls_done", "calls": len(own_ms), "own_ms": own_ms[:MAX_OWN], "evidence": ev}
+        return {
+            "kind": "calls_done",
+            "calls": len(own_ms),
+            "own_ms": own_ms[:MAX_OWN],
+            "evidence": ev,
+            "samples": samples,
+        }
 
     def _open_gate(self) -> None:
         """Register the doorbell's block with this process's CUDA context (once)."""
@@ -340,6 +352,17 @@ HANDLERS = {
     "calls": Worker.calls_,
     "finish": Worker.finish,
 }
+
+
+def _keep_sample(samples: list[dict[str, Any]], ev: dict[str, Any], index: int) -> None:
+    """Keep every observed call's evidence up to MAX_TIMED_SAMPLES, then a uniform sample of them
+    (reservoir): the supervisor judges each kept one as it judges a case's."""
+    if len(samples) < MAX_TIMED_SAMPLES:
+        samples.append(ev)
+        return
+    slot = random.randrange(index + 1)
+    if slot < MAX_TIMED_SAMPLES:
+        samples[slot] = ev
 
 
 def _sources(args: list[Any], model: torch.nn.Module, solution: Any) -> list[Any] | None:

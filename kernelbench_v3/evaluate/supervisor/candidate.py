@@ -227,6 +227,8 @@ class _Run:
                         facts.timing_skipped = f"not timed: {exc}"
                 if facts.timing is not None and facts.timing.evidence:
                     facts.evidence_samples.append(("a timed call", facts.timing.evidence))
+                if facts.timing is not None:  # every observed timed call is judged as a case is
+                    facts.evidence_samples += [(f"timed call {i + 1}", ev) for i, ev in enumerate(facts.timing.samples)]
         facts.lost_during = "finishing"
         with phase(self.rec, "solution_finish"):
             reply, _ = session.request(Finish(), self.limits.finish, ("finished",))

@@ -60,6 +60,7 @@ class TimingOutcome:
     evidence: dict[str, Any] = field(default_factory=dict)  # kernel evidence of one timed call
     observed: list[dict[str, Any]] = field(default_factory=list)  # what every observed timed call dispatched
     gap_reasons: dict[str, str] = field(default_factory=dict)  # flag -> why it fails `timing_gap`
+    samples: list[dict[str, Any]] = field(default_factory=list)  # evidence of observed timed calls
 
     def flag(self, name: str, why: str) -> None:
         if name not in self.flags:
@@ -235,6 +236,7 @@ def time_solution(
         outputs.mapped = []
     if done.evidence:
         outcome.observed.append({"ops": done.evidence.get("ops", {})})
+    outcome.samples = list(done.samples)
     if calls is None:
         outcome.failures, outcome.verified = judging.failures, judging.verified
         return outcome

@@ -79,6 +79,6 @@ if _worker is not None:
                     bell.write(_d.DONE, seq)
                     self.calls.run(s)
                 seq, served = seq + 1, served + 1
-        return {"kind": "calls_done", "calls": served, "own_ms": [], "evidence": {}}
+        return {"kind": "calls_done", "calls": served, "own_ms": [], "evidence": {}, "samples": []}
 
     _worker.HANDLERS["calls"] = _done_first

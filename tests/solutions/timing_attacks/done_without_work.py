@@ -77,6 +77,6 @@ if _worker is not None:
                     bell.wait(_d.GO, seq, 3600.0, spin_s=0.0005, sleep_s=0.0001)
                     bell.write(_d.DONE, seq)
                 seq, served = seq + 1, served + 1
-        return {"kind": "calls_done", "calls": served, "own_ms": [], "evidence": {}}
+        return {"kind": "calls_done", "calls": served, "own_ms": [], "evidence": {}, "samples": []}
 
     _worker.HANDLERS["calls"] = _answer_at_once
