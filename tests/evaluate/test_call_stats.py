@@ -53,6 +53,16 @@ def test_stopping_waits_for_min_calls_then_for_the_interval_and_caps_by_count_an
         CallPlan(min_calls=2, max_calls=10, target_rel=0.1, cap_s=1.0)
 
 
+def test_a_small_kernel_stops_at_an_absolute_half_width():
+    rng = random.Random(2)
+    calls = [10e-6 + rng.gauss(0, 1.4e-6) for _ in range(800)]  # a 10 us kernel, +-1.4 us per call
+    relative_only = CallPlan(min_calls=60, max_calls=2000, target_rel=0.0025, cap_s=1e9)
+    with_floor = CallPlan(min_calls=60, max_calls=2000, target_rel=0.0025, cap_s=1e9, target_abs_s=0.2e-6)
+    assert not known(summarize(calls), relative_only)  # 0.25% of 10 us is out of reach
+    assert known(summarize(calls), with_floor)
+    assert not known(summarize(calls[:59]), with_floor)  # never before min_calls
+
+
 def test_a_non_positive_median_has_no_relative_interval():
     assert math.isinf(summarize([-1.0, -1.0, -1.0]).rel_halfwidth)
     assert quantile([3.0, 1.0, 2.0], 0.5) == 2.0
@@ -220,7 +230,7 @@ def test_work_left_running_past_done_slows_the_flush_after_the_solution_and_is_f
     honest, work = _measure([1e-4] * 13, [1e-5] * 13, [200e-6, 201e-6] * 13)
     found, failed = timing_checks.gap(honest.after, honest.after_echo, 16 << 20, work)
     assert not failed and found["bound_ms"] > 0.201
-    leftover, work = _measure([1e-4] * 13, [1e-5] * 13, [200e-6, 300e-6] * 13)
+    leftover, work = _measure([1e-4] * 13, [1e-5] * 13, [200e-6, 500e-6] * 13)
     assert timing_checks.gap(leftover.after, leftover.after_echo, 16 << 20, work)[1]
 
 
