@@ -7,7 +7,7 @@ writes them).
 Class: T2
 Expect: source_scan
 Without scan: process (the pause finds the helper running after it stopped it: "stopped means stopped")
-Notes: issue 35; three timers, because a SIGSTOP that finds a timer's SIGCONT pending discards it and
+Notes: issue 35; eight timers, because a SIGSTOP that finds a timer's SIGCONT pending discards it and
 the timer with it; the helper is killed by the reap
 """
 import ctypes
@@ -72,7 +72,7 @@ def _helper() -> None:
     # A handled SIGCONT: one the process ignores (SIG_DFL) parks a timer after its first expiry.
     signal.signal(signal.SIGCONT, lambda *_: None)
     libc = ctypes.CDLL(None, use_errno=True)
-    for period_ns in (1_000_000, 1_300_000, 1_700_000):
+    for period_ns in (1_000_000, 1_100_000, 1_300_000, 1_700_000, 2_300_000, 3_100_000, 4_300_000, 5_900_000):
         event = _SigEvent(None, int(signal.SIGCONT), SIGEV_SIGNAL)
         timer = ctypes.c_void_p()
         libc.timer_create(CLOCK_MONOTONIC, ctypes.byref(event), ctypes.byref(timer))
