@@ -268,7 +268,7 @@ def judge_samples(
         # outnumber the cases, pass on a case's figure). Its other criteria (traffic,
         # provenance, FLOPs) stay each sample's own.
         outside = sorted(j[2].get("outside_programs_s", 0.0) for j in judged)
-        middle = outside[len(outside) // 2]
+        middle = outside[(len(outside) - 1) // 2]  # the lower median: of two, the calmer
         judged = [(label, *judge_kernel_evidence(ev, **context, outside_s=middle)) for label, ev in samples]
     label, checks, facts = next(((lb, c, f) for lb, c, f in judged if any(o == FAIL for o, _ in c.values())), judged[0])
     checks = dict(checks)
