@@ -226,6 +226,36 @@ def test_an_expensive_judgement_lowers_the_chance_but_never_to_a_count():
     assert len(late) > 50 and max(late) > 1800  # judged to the end, never stopped by a count
 
 
+def test_a_judged_call_is_judged_on_its_output_as_it_stood_when_the_window_closed():
+    live = torch.zeros(2)
+
+    class Side(FakeSide):
+        def ring(self):
+            live.fill_(1.0)  # what the call had written when it said DONE
+            return super().ring()
+
+    class LateWork(FakeWork):
+        def timed_flush(self, clock=None):
+            live.fill_(999.0)  # work the call left running past DONE lands later
+            return super().timed_flush(clock)
+
+    class Live:
+        def of(self, s):
+            return live
+
+    seen = []
+
+    class Recording(PassingVerifier):
+        def check(self, label, inputs, output, float64):
+            seen.append(float(output[0]))
+            return super().check(label, inputs, output, float64)
+
+    judging = clock_module.Judging(Recording(), Live(), random.Random(0), echo_output=torch.zeros(2))
+    plan = CallPlan(min_calls=3, max_calls=3, target_rel=0.0, cap_s=1e9)
+    measure(Side([1e-4] * 6), FakeSide([1e-5] * 6), _feed(), LateWork([3e-5] * 12), plan, random.Random(0), judging)
+    assert seen and set(seen) == {1.0}
+
+
 def test_work_left_running_past_done_slows_the_flush_after_the_solution_and_is_flagged():
     honest, work = _measure([1e-4] * 13, [1e-5] * 13, [200e-6, 201e-6] * 13)
     found, failed = timing_checks.gap(honest.after, honest.after_echo, 16 << 20, work)

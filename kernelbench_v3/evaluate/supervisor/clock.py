@@ -116,14 +116,33 @@ class Judging:
     judgement's seconds, at least MIN_JUDGE_SHARE: bounded by cost, never by a count, so the
     2,000th call is as likely to be judged as the 10th."""
 
-    def __init__(self, verifier: Verifier, outputs: Outputs, rng: Any, clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        verifier: Verifier,
+        outputs: Outputs,
+        rng: Any,
+        clock: Callable[[], float] = time.perf_counter,
+        echo_output: torch.Tensor | None = None,
+    ):
         self.verifier, self.outputs, self.rng, self.clock = verifier, outputs, rng, clock
+        self.echo_output = echo_output  # as many bytes as an output, in memory only the timer reaches
+        self.snapshots: dict[bool, torch.Tensor] = {}
         self.share: float | None = None
         self.verified = 0
         self.failures: list[str] = []
         self.judge_s: list[float] = []
         self.loop_s: list[float] = []
         self._last = clock()
+
+    def after_window(self, set_index: int, echo: bool) -> None:
+        """Copy the output as it stands the moment the window closed (queued at once): the copy
+        judged calls are judged on. The echo's turn copies as many bytes."""
+        source = self.echo_output if echo else self.outputs.of(set_index)
+        if source is None:
+            return
+        if echo not in self.snapshots:
+            self.snapshots[echo] = torch.empty_like(source)
+        self.snapshots[echo].copy_(source, non_blocking=True)
 
     def after_call(self, set_index: int, inputs: list[Any], index: int, warm: bool) -> None:
         now = self.clock()
@@ -141,7 +160,9 @@ class Judging:
 
     def _judge(self, set_index: int, inputs: list[Any], index: int) -> None:
         started = self.clock()
-        why = self.verifier.check(f"timed call {index}", inputs, self.outputs.of(set_index), True)
+        output = self.snapshots.get(False)
+        output = self.outputs.of(set_index) if output is None else output
+        why = self.verifier.check(f"timed call {index}", inputs, output, True)
         self.verified += 1
         if why:
             self.failures.append(why)
@@ -218,7 +239,7 @@ def time_solution(
         memory.write,
         lambda inputs: decoy.write(0, inputs),
     )
-    judging = Judging(verifier, outputs, rng)
+    judging = Judging(verifier, outputs, rng, echo_output=decoy.slots[0])
     done = None
     try:
         solution.start(gated=graphs)

@@ -10,8 +10,10 @@ Each call, in order (every step on the timer's side; the caller's side only ever
 3. the caller's call: arm it (a gated caller enqueues its GPU work behind the gate; its whole
    side is stopped from ARMED on), write the inputs into the set it armed, clear the L2 with the
    timer's own kernel (leaving one output's dirty lines), ring, then time a flush right after;
-4. hand the call to `judge`, which decides at random, now that the call has answered, whether
-   to judge its output exactly as a correctness case.
+4. hand the call to `judge`: right after each window it snapshots the output as it stands then
+   (the echo's turn copies as many bytes, so the flushes after both windows stay alike), and
+   after the call it decides at random whether to judge that snapshot exactly as a correctness
+   case: work still writing the output after DONE leaves the snapshot wrong.
 
 A call's net time is its window less the echo's window before it, plus the echo call's own
 duration (`DeviceWork.echo_call_s`): what is left is the caller's GPU work. The inputs exist
@@ -44,6 +46,8 @@ class Side(Protocol):
 
 
 class Judge(Protocol):
+    def after_window(self, set_index: int, echo: bool) -> None: ...
+
     def after_call(self, set_index: int, inputs: list[Any], index: int, warm: bool) -> None: ...
 
 
@@ -108,10 +112,14 @@ def measure(
         echo_arm = echo.arm(0)
         echo_prep = _prepare(partial(feed.decoy, inputs), work, clock)
         echo_window = echo.ring()
+        if judge is not None:
+            judge.after_window(0, echo=True)
         after_echo = work.timed_flush(clock)
         arm = caller.arm(s)
         prep = _prepare(partial(feed.write, s, inputs), work, clock)
         window = caller.ring()
+        if judge is not None:  # the output as it stands the moment the window closed
+            judge.after_window(s, echo=False)
         after = work.timed_flush(clock)
         if not warm:
             # On the CPU the figure only tests the machinery: a call of a few microseconds is
