@@ -69,6 +69,7 @@ def _compute(problem_id, sizes, plan, cache):
 def _same_facts(a: reference.ReferenceRun, b: reference.ReferenceRun) -> None:
     assert a.order == b.order and a.precision == b.precision and a.notes == b.notes
     assert a.ops.keys() == b.ops.keys() and a.kernel_names == b.kernel_names
+    assert a.matmul_flops == b.matmul_flops
     assert {k: s.sizes for k, s in a.shapes.items()} == {k: s.sizes for k, s in b.shapes.items()}
     for name in a.order:
         assert a.cases[name].entry == b.cases[name].entry, name
@@ -101,6 +102,31 @@ def test_second_computation_comes_from_the_cache_with_the_same_facts(tmp_path, m
     assert (f64.calls, search.calls, recorder.calls) == (0, 0, 0)  # no float64 run, no search, no profile
     _same_facts(second, uncached)
     assert any("residual64" in run.saved for run in second.cases.values())
+
+
+def test_the_reference_runs_once_per_case(tmp_path, monkeypatch):
+    """The first case takes the profiled pass's output; a miss adds only the FLOP count's pass
+    (the CPU's, on copies of the inputs), a hit not even that."""
+    problem_id, sizes = CASES[1]
+    plan = plan_cases(SEEDS, other_shape=True)
+    main_cases = sum(c.shape == "main" for c in plan)
+    calls: list[int] = []
+    build = reference._build
+
+    def counted(*args, **kwargs):
+        module, model = build(*args, **kwargs)
+        if not calls:  # the main shape's model, built first (float64 copies are other modules)
+            calls.append(0)
+            model.register_forward_pre_hook(lambda m, _: calls.__setitem__(0, calls[0] + (m is model)))
+        return module, model
+
+    monkeypatch.setattr(reference, "_build", counted)
+    cache = _cache(tmp_path, problem_id, sizes, plan)
+    for use, cached, extra in ((None, None, 1), (cache, False, 1), (cache, True, 0)):
+        calls.clear()
+        run = _compute(problem_id, sizes, plan, use)
+        assert run.cached is cached
+        assert calls == [main_cases + extra], (cached, calls)
 
 
 def test_the_cache_holds_no_expected_output(tmp_path):
@@ -200,7 +226,7 @@ def test_a_damaged_entry_is_ignored_recomputed_and_replaced(tmp_path, monkeypatc
 
 def test_decode_rejects_what_does_not_check_out():
     fields = {"k": 1}
-    meta = {"ops": {}, "kernel_names": [], "states": {}, "cases": {}, "other_sizes": None}
+    meta = {"ops": {}, "kernel_names": [], "states": {}, "cases": {}, "other_sizes": None, "matmul_flops": 0.0}
     data = encode(fields, meta, {"c/residual64": torch.arange(6, dtype=torch.float32).reshape(2, 3)})
     entry = decode(data, fields)
     assert torch.equal(entry.tensors["c/residual64"], torch.arange(6, dtype=torch.float32).reshape(2, 3))
@@ -238,7 +264,14 @@ def test_concurrent_writers_leave_one_whole_entry(tmp_path):
     def write(i: int) -> None:
         try:
             for j in range(20):
-                meta = {"ops": {"w": [i, j]}, "kernel_names": [], "states": {}, "cases": {}, "other_sizes": None}
+                meta = {
+                    "ops": {"w": [i, j]},
+                    "kernel_names": [],
+                    "states": {},
+                    "cases": {},
+                    "other_sizes": None,
+                    "matmul_flops": 0.0,
+                }
                 cache.store(meta, {"x/residual64": torch.full((256,), float(i))})
                 hit = ReferenceCache(tmp_path, fields).load()
                 assert hit is not None  # a reader never sees a torn file

@@ -8,6 +8,7 @@ and what says nothing about the answers:
 - the aten ops the reference dispatches and, on CUDA, the kernels it launches (the profiled
   pass of the reference, with the profiler's start-up),
 - which second shape was chosen (the search builds and runs several candidate models),
+- on the CPU, the FLOPs of the reference's matrix products (a pass under FlopCounterMode),
 - per float64 case, the float64 facts (the reference's own error, the TF32 floor) and the
   float64 residual `ref64 - out` (small numbers, useless without `out`): the deep copies and
   float64 runs of the model.
@@ -41,7 +42,7 @@ import torch
 
 from ...paths import cache_root, write_atomically
 
-CACHE_VERSION = 1  # bump when what is cached, or how the reference computes it, changes
+CACHE_VERSION = 2  # bump when what is cached, or how the reference computes it, changes
 DISABLE_ENV = "KBV3_NO_REFERENCE_CACHE"
 MAGIC = b"KBV3REF\x01"
 SUBDIR = "references"
@@ -158,7 +159,7 @@ def decode(data: bytes, fields: Mapping[str, Any]) -> CachedReference:
         raise CacheEntryError("another cache version")
     if header.get("key") != cache_key(fields) or header.get("key_fields") != dict(fields):
         raise CacheEntryError("the entry is for another key")
-    payload = data[start + head_len :]
+    payload = memoryview(data)[start + head_len :]  # a view: the residuals are hundreds of MB
     if len(payload) != header.get("payload_bytes") or hashlib.sha256(payload).hexdigest() != header.get(
         "payload_sha256"
     ):
@@ -167,19 +168,26 @@ def decode(data: bytes, fields: Mapping[str, Any]) -> CachedReference:
     if not isinstance(meta_bytes, int) or not 0 <= meta_bytes <= len(payload):
         raise CacheEntryError("meta length out of bounds")
     try:
-        meta = json.loads(payload[:meta_bytes])
+        meta = json.loads(bytes(payload[:meta_bytes]))
     except ValueError as exc:
         raise CacheEntryError(f"unreadable meta: {exc}") from None
     tensors = {}
     for spec in header.get("tensors") or []:
         tensors[spec["name"]] = _tensor(payload, spec, meta_bytes)
-    kinds = {"ops": dict, "kernel_names": list, "states": dict, "cases": dict, "other_sizes": (dict, type(None))}
+    kinds = {
+        "ops": dict,
+        "kernel_names": list,
+        "states": dict,
+        "cases": dict,
+        "other_sizes": (dict, type(None)),
+        "matmul_flops": (int, float),
+    }
     if not isinstance(meta, dict) or any(not isinstance(meta.get(k), t) for k, t in kinds.items()):
         raise CacheEntryError("meta lacks a field")
     return CachedReference(meta, tensors)
 
 
-def _tensor(payload: bytes, spec: Mapping[str, Any], low: int) -> torch.Tensor:
+def _tensor(payload: memoryview, spec: Mapping[str, Any], low: int) -> torch.Tensor:
     dtype = getattr(torch, str(spec.get("dtype")), None)
     shape, offset, nbytes = spec.get("shape"), spec.get("offset"), spec.get("nbytes")
     if not isinstance(dtype, torch.dtype) or not isinstance(shape, list) or not all(isinstance(n, int) for n in shape):
@@ -192,6 +200,7 @@ def _tensor(payload: bytes, spec: Mapping[str, Any], low: int) -> torch.Tensor:
         raise CacheEntryError(f"tensor {spec.get('name')!r} out of bounds")
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
+    # One copy, out of the file's bytes: the tensor is writable and outlives them.
     return torch.frombuffer(bytearray(payload[offset : offset + nbytes]), dtype=dtype).reshape(shape)
 
 
