@@ -10,6 +10,7 @@ replaced; concurrent writers leave one whole entry; the switch turns it off; and
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 
@@ -331,3 +332,19 @@ def test_a_second_evaluation_says_it_used_the_cache(tmp_path, monkeypatch):
     assert "reference" in second.phase_s
     monkeypatch.setenv("KBV3_NO_REFERENCE_CACHE", "1")
     assert evaluate(request, cache_dir=tmp_path).reference_cached is None
+
+
+def test_large_buffers_are_hashed_in_pieces_and_every_byte_counts(monkeypatch):
+    monkeypatch.setattr(reference_cache, "HASH_PIECE", 1024)
+    data = bytearray(torch.randn(1000, generator=torch.Generator().manual_seed(3)).numpy().tobytes())
+    small = bytes(data[:1024])
+    assert reference_cache.sha256_pieces(small) == hashlib.sha256(small).hexdigest()  # one piece: plain sha256
+    whole = reference_cache.sha256_pieces(data)
+    assert reference_cache.sha256_pieces(memoryview(data)) == whole  # the same for a view
+    for at in (0, 1023, 1024, 3999):  # a byte flipped in any piece changes it
+        flipped = bytearray(data)
+        flipped[at] ^= 1
+        assert reference_cache.sha256_pieces(flipped) != whole, at
+    assert reference_cache.sha256_pieces(data[:-1]) != whole
+    t = torch.frombuffer(data, dtype=torch.float32)
+    assert reference_cache.digest([t]) != reference_cache.digest([t.reshape(10, 100)])  # shapes count
