@@ -99,3 +99,17 @@ def test_compare_case_figures_are_exactly_their_definitions(mode, with_residual,
     gross = float((o - r).norm()) / float(r.norm()) > checks.GROSS_RELATIVE_ERROR["fp32"]
     assert ("correctness" in v.failures) == (not ok or gross)
     assert all(torch.equal(saved[k], frozen[k]) for k in saved)  # the saved tensors are untouched
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_all_finite_is_isfinite_all(dtype):
+    gen = torch.Generator().manual_seed(11)
+    for n in (1, 7, 64, 1000, 100_003):  # vectorized bodies, tails and several threads' shares
+        x = torch.randn(n, generator=gen).to(dtype)
+        assert checks.all_finite(x) and checks.all_finite(x.reshape(-1, 1)[::2])
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            for at in {0, n // 2, n - 1}:
+                y = x.clone()
+                y[at] = bad
+                assert checks.all_finite(y) is False and not torch.isfinite(y).all(), (n, bad, at)
+    assert checks.all_finite(torch.empty(0)) and checks.all_finite(torch.arange(5))

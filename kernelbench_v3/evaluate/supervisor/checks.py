@@ -78,6 +78,19 @@ STRICT_MARGIN = 4.0
 FP32_PRECISION_FLOOR = 1e-5
 
 
+def all_finite(t: torch.Tensor) -> bool:
+    """`torch.isfinite(t).all()`, in one pass without its full-size temporaries: the least and
+    the greatest value (`aminmax` propagates NaN, and an infinity is one of the two). On 268 MB
+    that is an order of magnitude faster. Non-floating tensors are finite."""
+    if not t.is_floating_point() or t.numel() == 0:
+        return True
+    try:
+        lo, hi = torch.aminmax(t)
+    except (RuntimeError, NotImplementedError):  # a dtype without aminmax (float8)
+        return bool(torch.isfinite(t).all())
+    return bool(torch.isfinite(lo)) and bool(torch.isfinite(hi))
+
+
 def tolerance_for(mode: str, precision: str, calibrated: float | None = None) -> tuple[float, float]:
     if mode == "v3":
         return V3_TOLERANCE
@@ -137,7 +150,7 @@ def compare_case(
     # In float64, with as few full-size temporaries as the same numbers allow: a 268 MB output
     # is 537 MB per float64 copy, and each fresh allocation is paid in page faults.
     o, r = out.double(), expected.double()
-    if out.is_floating_point() and not torch.isfinite(out).all():  # widening keeps NaN/Inf as they are
+    if not all_finite(out):  # on the output itself: widening keeps NaN/Inf as they are
         bad = int((~torch.isfinite(out)).sum())
         v.failures["finite"] = f"{name}: {bad} NaN/Inf value(s) in the output"
         return v
@@ -218,6 +231,7 @@ __all__ = [
     "PASS",
     "SKIP",
     "CaseVerdict",
+    "all_finite",
     "calibrate_strict",
     "compare_case",
     "merge",

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ..cases import PARAM_SEED, Case, build_inputs, input_precision, other_shape_candidates, rerandomize, single_output
+from .checks import all_finite
 
 
 def _round_tf32(x: torch.Tensor) -> torch.Tensor:
@@ -63,7 +64,7 @@ def float64_reference(model: torch.nn.Module, inputs: list[Any], out: torch.Tens
     ref64 = _as_tensor(m64(*[widen(x, False) for x in inputs]), "float64 reference")
     if ref64.dtype != torch.float64 or ref64.shape != out.shape:
         return {"available": False, "reason": f"the reference's forward returns {ref64.dtype} under float64 inputs"}
-    if not torch.isfinite(ref64).all():
+    if not all_finite(ref64):
         return {"available": False, "reason": "the float64 reference has NaN/Inf"}
     # ref64 - out: the residual the checks add back, and (negated) the reference's own error.
     residual = ref64 - out.double()
@@ -208,7 +209,7 @@ def compute(
             "case": case.to_dict(),
             "shape": list(out.shape),
             "dtype": str(out.dtype),
-            "finite": bool(torch.isfinite(out).all().item()) if out.is_floating_point() else True,
+            "finite": all_finite(out),
         }
         saved: dict[str, torch.Tensor] = {"expected": out.detach().cpu()}
         cpu_inputs = [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
