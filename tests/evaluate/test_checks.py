@@ -62,3 +62,54 @@ def test_strict_tolerance_scales_with_the_reference_error():
     assert checks.tolerance_for("strict", "fp32", calibrated) == (calibrated, calibrated)
     assert checks.tolerance_for("strict", "fp32", None) == (1e-3, 1e-3)
     assert checks.tolerance_for("v3", "fp8", None) == (1e-2, 1e-2)
+
+
+def _reference_figures(out, expected, residual, mode, precision):
+    """The comparison's figures by their definitions, one expression each (the forms the checks
+    used before they were written to spare full-size temporaries)."""
+    o, r = out.double(), expected.double()
+    diff = (o - r).abs()
+    atol, rtol = checks.tolerance_for(mode, precision)
+    if mode == "v3":
+        ok = bool((diff <= atol + rtol * r.abs()).all())
+    else:
+        ok = float(diff.max()) < atol + rtol * float(r.abs().max())
+    if residual is None:
+        rel = float((o - r).norm()) / (float(r.norm()) or 1.0)
+    else:
+        r64 = r + residual.double()
+        rel = float((o - r64).norm()) / (float(r64.norm()) or 1.0)
+    return float(diff.max()), rel, ok
+
+
+@pytest.mark.parametrize("mode", ["v3", "published"])
+@pytest.mark.parametrize("with_residual", [False, True])
+@pytest.mark.parametrize("noise", [1e-6, 3e-3, 5e-2])
+def test_compare_case_figures_are_exactly_their_definitions(mode, with_residual, noise):
+    gen = torch.Generator().manual_seed(7)
+    expected = torch.randn(64, 129, generator=gen)
+    out = expected + noise * torch.randn(64, 129, generator=gen)
+    residual = 1e-7 * torch.randn(64, 129, generator=gen) if with_residual else None
+    saved = _saved(expected, residual)
+    frozen = {k: t.clone() for k, t in saved.items()}
+    v = checks.compare_case("c", "correctness", out, saved, {}, mode, "fp32", None)
+    max_abs, rel, ok = _reference_figures(out, expected, residual, mode, "fp32")
+    assert v.max_abs == max_abs and v.rel_error == rel  # bit for bit
+    o, r = out.double(), expected.double()
+    gross = float((o - r).norm()) / float(r.norm()) > checks.GROSS_RELATIVE_ERROR["fp32"]
+    assert ("correctness" in v.failures) == (not ok or gross)
+    assert all(torch.equal(saved[k], frozen[k]) for k in saved)  # the saved tensors are untouched
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_all_finite_is_isfinite_all(dtype):
+    gen = torch.Generator().manual_seed(11)
+    for n in (1, 7, 64, 1000, 100_003):  # vectorized bodies, tails and several threads' shares
+        x = torch.randn(n, generator=gen).to(dtype)
+        assert checks.all_finite(x) and checks.all_finite(x.reshape(-1, 1)[::2])
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            for at in {0, n // 2, n - 1}:
+                y = x.clone()
+                y[at] = bad
+                assert checks.all_finite(y) is False and not torch.isfinite(y).all(), (n, bad, at)
+    assert checks.all_finite(torch.empty(0)) and checks.all_finite(torch.arange(5))

@@ -10,6 +10,7 @@ replaced; concurrent writers leave one whole entry; the switch turns it off; and
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 
@@ -69,6 +70,7 @@ def _compute(problem_id, sizes, plan, cache):
 def _same_facts(a: reference.ReferenceRun, b: reference.ReferenceRun) -> None:
     assert a.order == b.order and a.precision == b.precision and a.notes == b.notes
     assert a.ops.keys() == b.ops.keys() and a.kernel_names == b.kernel_names
+    assert a.matmul_flops == b.matmul_flops
     assert {k: s.sizes for k, s in a.shapes.items()} == {k: s.sizes for k, s in b.shapes.items()}
     for name in a.order:
         assert a.cases[name].entry == b.cases[name].entry, name
@@ -101,6 +103,31 @@ def test_second_computation_comes_from_the_cache_with_the_same_facts(tmp_path, m
     assert (f64.calls, search.calls, recorder.calls) == (0, 0, 0)  # no float64 run, no search, no profile
     _same_facts(second, uncached)
     assert any("residual64" in run.saved for run in second.cases.values())
+
+
+def test_the_reference_runs_once_per_case(tmp_path, monkeypatch):
+    """The first case takes the profiled pass's output; a miss adds only the FLOP count's pass
+    (the CPU's, on copies of the inputs), a hit not even that."""
+    problem_id, sizes = CASES[1]
+    plan = plan_cases(SEEDS, other_shape=True)
+    main_cases = sum(c.shape == "main" for c in plan)
+    calls: list[int] = []
+    build = reference._build
+
+    def counted(*args, **kwargs):
+        module, model = build(*args, **kwargs)
+        if not calls:  # the main shape's model, built first (float64 copies are other modules)
+            calls.append(0)
+            model.register_forward_pre_hook(lambda m, _: calls.__setitem__(0, calls[0] + (m is model)))
+        return module, model
+
+    monkeypatch.setattr(reference, "_build", counted)
+    cache = _cache(tmp_path, problem_id, sizes, plan)
+    for use, cached, extra in ((None, None, 1), (cache, False, 1), (cache, True, 0)):
+        calls.clear()
+        run = _compute(problem_id, sizes, plan, use)
+        assert run.cached is cached
+        assert calls == [main_cases + extra], (cached, calls)
 
 
 def test_the_cache_holds_no_expected_output(tmp_path):
@@ -200,7 +227,7 @@ def test_a_damaged_entry_is_ignored_recomputed_and_replaced(tmp_path, monkeypatc
 
 def test_decode_rejects_what_does_not_check_out():
     fields = {"k": 1}
-    meta = {"ops": {}, "kernel_names": [], "states": {}, "cases": {}, "other_sizes": None}
+    meta = {"ops": {}, "kernel_names": [], "states": {}, "cases": {}, "other_sizes": None, "matmul_flops": 0.0}
     data = encode(fields, meta, {"c/residual64": torch.arange(6, dtype=torch.float32).reshape(2, 3)})
     entry = decode(data, fields)
     assert torch.equal(entry.tensors["c/residual64"], torch.arange(6, dtype=torch.float32).reshape(2, 3))
@@ -238,7 +265,14 @@ def test_concurrent_writers_leave_one_whole_entry(tmp_path):
     def write(i: int) -> None:
         try:
             for j in range(20):
-                meta = {"ops": {"w": [i, j]}, "kernel_names": [], "states": {}, "cases": {}, "other_sizes": None}
+                meta = {
+                    "ops": {"w": [i, j]},
+                    "kernel_names": [],
+                    "states": {},
+                    "cases": {},
+                    "other_sizes": None,
+                    "matmul_flops": 0.0,
+                }
                 cache.store(meta, {"x/residual64": torch.full((256,), float(i))})
                 hit = ReferenceCache(tmp_path, fields).load()
                 assert hit is not None  # a reader never sees a torn file
@@ -298,3 +332,19 @@ def test_a_second_evaluation_says_it_used_the_cache(tmp_path, monkeypatch):
     assert "reference" in second.phase_s
     monkeypatch.setenv("KBV3_NO_REFERENCE_CACHE", "1")
     assert evaluate(request, cache_dir=tmp_path).reference_cached is None
+
+
+def test_large_buffers_are_hashed_in_pieces_and_every_byte_counts(monkeypatch):
+    monkeypatch.setattr(reference_cache, "HASH_PIECE", 1024)
+    data = bytearray(torch.randn(1000, generator=torch.Generator().manual_seed(3)).numpy().tobytes())
+    small = bytes(data[:1024])
+    assert reference_cache.sha256_pieces(small) == hashlib.sha256(small).hexdigest()  # one piece: plain sha256
+    whole = reference_cache.sha256_pieces(data)
+    assert reference_cache.sha256_pieces(memoryview(data)) == whole  # the same for a view
+    for at in (0, 1023, 1024, 3999):  # a byte flipped in any piece changes it
+        flipped = bytearray(data)
+        flipped[at] ^= 1
+        assert reference_cache.sha256_pieces(flipped) != whole, at
+    assert reference_cache.sha256_pieces(data[:-1]) != whole
+    t = torch.frombuffer(data, dtype=torch.float32)
+    assert reference_cache.digest([t]) != reference_cache.digest([t.reshape(10, 100)])  # shapes count

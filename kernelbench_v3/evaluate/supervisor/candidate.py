@@ -4,8 +4,17 @@
 the timing region), has the zygote fork a fresh sandboxed solution process and drives it
 (`_Run.drive`): the handshake, setup (import, construct, load the reference's weights), every
 planned case, the check that would make timing wasted (`_already_incorrect`), timing
-(`timing_phase`) and finish. Every step has a limit on the supervisor's clock (`step_limits`),
-and its seconds go into `Record.phase_s` as `solution_<step>`.
+(`timing_phase`) and finish. Every step has a limit on the supervisor's clock (`step_limits`).
+
+It owns the `candidate` phase of `Record.phase_s` and splits it, with a lap timer
+(`phases.Laps`), into contiguous steps that add up to it: `solution_arena` (sizing and creating
+the arena), `solution_calibrate` (CUDA, timed: the idle device's flush), `solution_spawn`,
+`solution_start`, `solution_setup` (with writing the weights), per case `solution_inputs`
+(writing its inputs into the arena), `solution_cases` (the call) and `solution_outputs` (copying
+the output out), then `solution_precheck`, `solution_timing`, `solution_finish` and
+`solution_close` (closing the links and unmapping the arena; after a lost session, resuming it
+and asking how it ended). With 268 MB inputs the copies in and out of the arena are seconds that
+belong to no call of the solution's.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from ..request import EvalRequest
 from ..solution.zygote import LOG_NAME
 from . import timing_phase
 from .pause import ProcessPause
-from .phases import phase
+from .phases import Laps
 from .reference import ReferenceRun
 from .session import CaseResult, Session, SessionLost
 from .timing.device_work import calibrate_idle
@@ -104,6 +113,7 @@ def run_solution(
     rec: Record,
     scan: Any,
 ) -> SolutionFacts:
+    laps = Laps(rec, "candidate", "solution_arena")  # every second of the phase in one step
     facts = SolutionFacts()
     input_region, output_region, timing_region, total = _arena_size(ref, request.device)
     arena = Arena.create(total)
@@ -114,6 +124,7 @@ def run_solution(
     links: list[Link] = []
     pauser = ProcessPause(zygote.proc.pid)  # the solution's side, stopped between timed windows
     if request.device == "cuda" and request.time_solution:
+        laps.to("solution_calibrate")
         calibrate_idle("cuda")  # before any solution process exists: what an idle device's flush costs
 
     def open_session(folder: Path, own_arena: Arena | None = None) -> Session:
@@ -134,29 +145,35 @@ def run_solution(
         )
 
     try:
-        with phase(rec, "solution_spawn"):  # waits for a zygote still importing torch
-            session = open_session(scratch)
-        run = _Run(session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work)
+        laps.to("solution_spawn")  # waits for a zygote still importing torch
+        session = open_session(scratch)
+        run = _Run(session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work, laps)
         run.cpu_region = (ALIGN + input_region + output_region, timing_region)
         try:
             run.drive()
         except SessionLost as lost:
+            laps.to("solution_close")
             facts.lost = lost
             session.resume(check=False)  # a process paused between windows could not exit to say how it ended
             if not lost.timed_out:
                 how = zygote.exit_status(session.pid)
                 lost.reason += f" ({how})" if how else ""
     finally:
-        for link in links:
-            link.close()
-        arena.close()
+        laps.to("solution_close")
+        try:
+            for link in links:
+                link.close()
+            arena.close()
+        finally:
+            laps.stop()
     return facts
 
 
 class _Run:
     """One solution process driven through setup, every planned case and timing."""
 
-    def __init__(self, session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work):
+    def __init__(self, session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work, laps):
+        self.laps = laps
         self.session, self.facts, self.scratch, self.request, self.ref = session, facts, scratch, request, ref
         self.timing_seconds, self.rec, self.scan = timing_seconds, rec, scan
         self.open_session, self.work = open_session, work
@@ -168,17 +185,17 @@ class _Run:
 
     def drive(self) -> None:
         """Setup, every planned case, timing, finish; each step's seconds go into `rec.phase_s`
-        as `solution_<step>`."""
-        session, facts, request, ref, rec = self.session, self.facts, self.request, self.ref, self.rec
+        as `solution_<step>` (a step runs until the next one starts)."""
+        session, facts, request, ref, laps = self.session, self.facts, self.request, self.ref, self.laps
         facts.lost_during = "starting"
-        with phase(rec, "solution_start"):
-            ready = parse_reply(session.link.receive(self.limits.start))
+        laps.to("solution_start")
+        ready = parse_reply(session.link.receive(self.limits.start))
         if ready.kind != "ready":
             raise SessionLost(f"the solution process answered {ready.kind!r} instead of ready")
         facts.sandbox = dict(ready.sandbox)
         facts.lost_during = "importing the solution"
-        with phase(rec, "solution_setup"):
-            reply = self._setup(session, str(self.scratch / "solution.py"), with_state=True)
+        laps.to("solution_setup")
+        reply = self._setup(session, str(self.scratch / "solution.py"), with_state=True)
         if isinstance(reply, Failed):
             facts.failed_stage, facts.error = reply.stage, reply.error
             return
@@ -191,6 +208,7 @@ class _Run:
         later = [n for n in ref.order[1:] if ref.cases[n].case.shape == "main"] or ref.order[:1]
         sampled = set(self.rng.sample(later, min(EVIDENCE_CASES, len(later))))
         for i, name in enumerate(ref.order):
+            laps.to("solution_inputs")
             run = ref.cases[name]
             facts.lost_during = f"running case {name}"
             reuse = self.correctness[0] if run.case.group == RECOMPUTE else None
@@ -203,35 +221,36 @@ class _Run:
                 evidence=name in sampled,
             )
             limit = self.limits.first_case if i == 0 else self.limits.case
-            with phase(rec, "solution_cases"):
-                reply, wall = session.request(message, limit, ("case_done",))
+            laps.to("solution_cases")
+            reply, wall = session.request(message, limit, ("case_done",))
             if isinstance(reply, Failed):
                 facts.failed_stage, facts.error = reply.stage, reply.error
                 return
             if reply.case != name:
                 raise SessionLost(f"the solution process answered for case {reply.case!r}, not {name!r}")
+            laps.to("solution_outputs")
             facts.cases[name] = CaseResult(reply, session.read_output(reply.output), wall)
             if name in sampled:
                 facts.evidence_samples.append((f"case {name}", dict(reply.evidence)))
         if request.time_solution:
-            with phase(self.rec, "solution_precheck"):
-                skip = self._already_incorrect()
+            laps.to("solution_precheck")
+            skip = self._already_incorrect()
             if skip:
                 facts.timing_skipped = skip
             else:
                 facts.lost_during = "timing"
-                with phase(rec, "solution_timing"):
-                    try:
-                        facts.timing = timing_phase.run(self._timing_context(), self.timing_seconds, self.rng)
-                    except TimingUnavailable as exc:
-                        facts.timing_skipped = f"not timed: {exc}"
+                laps.to("solution_timing")
+                try:
+                    facts.timing = timing_phase.run(self._timing_context(), self.timing_seconds, self.rng)
+                except TimingUnavailable as exc:
+                    facts.timing_skipped = f"not timed: {exc}"
                 if facts.timing is not None and facts.timing.evidence:
                     facts.evidence_samples.append(("a timed call", facts.timing.evidence))
                 if facts.timing is not None:  # every observed timed call is judged as a case is
                     facts.evidence_samples += [(f"timed call {i + 1}", ev) for i, ev in enumerate(facts.timing.samples)]
         facts.lost_during = "finishing"
-        with phase(self.rec, "solution_finish"):
-            reply, _ = session.request(Finish(), self.limits.finish, ("finished",))
+        laps.to("solution_finish")
+        reply, _ = session.request(Finish(), self.limits.finish, ("finished",))
         if isinstance(reply, Finished):
             facts.tampered += [t for t in reply.tampered if t not in facts.tampered]
 

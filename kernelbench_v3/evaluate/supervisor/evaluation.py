@@ -137,8 +137,8 @@ def _evaluate(
         scratch = work / "solution"
         scratch.mkdir(mode=0o700)
         (scratch / "solution.py").write_bytes(solution_bytes)
-        with phase(rec, "candidate"):
-            facts = run_solution(zygote, work, scratch, request, ref, timing_seconds, rec, scan)
+        # `candidate` is the sum of the solution process's steps, which run_solution times itself.
+        facts = run_solution(zygote, work, scratch, request, ref, timing_seconds, rec, scan)
         with phase(rec, "verdict"):
             rec.log_tail, flooded = _log_tail(scratch / LOG_NAME, request.max_log_bytes)
             if flooded:

@@ -8,6 +8,7 @@ and what says nothing about the answers:
 - the aten ops the reference dispatches and, on CUDA, the kernels it launches (the profiled
   pass of the reference, with the profiler's start-up),
 - which second shape was chosen (the search builds and runs several candidate models),
+- on the CPU, the FLOPs of the reference's matrix products (a pass under FlopCounterMode),
 - per float64 case, the float64 facts (the reference's own error, the TF32 floor) and the
   float64 residual `ref64 - out` (small numbers, useless without `out`): the deep copies and
   float64 runs of the model.
@@ -19,7 +20,7 @@ sha256 values recorded with it; another case is computed afresh and the entry is
 
 An entry is one file `<cache root>/references/<key>.kbref`: 8 magic bytes, the length of a JSON
 header (8 bytes, little endian), the header, then the payload (a JSON `meta` followed by raw
-tensor bytes). The header echoes the key's fields and carries the payload's sha256; a file
+tensor bytes). The header echoes the key's fields and carries the payload's sha256 (`sha256_pieces`); a file
 whose magic, version, key, fields, hash, or tensor table does not check out is ignored (and
 replaced after the recomputation). Tensors are raw bytes described by (dtype, shape, offset):
 nothing is unpickled. Writes are atomic (`paths.write_atomically`), so concurrent writers of one
@@ -33,6 +34,7 @@ import json
 import os
 import struct
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,12 +43,17 @@ import torch
 
 from ...paths import cache_root, write_atomically
 
-CACHE_VERSION = 1  # bump when what is cached, or how the reference computes it, changes
+CACHE_VERSION = 2  # bump when what is cached, or how the reference computes it, changes
 DISABLE_ENV = "KBV3_NO_REFERENCE_CACHE"
 MAGIC = b"KBV3REF\x01"
 SUBDIR = "references"
 SUFFIX = ".kbref"
 _MAX_HEADER = 1 << 20
+# Bytes hashed as one piece: larger buffers are hashed in pieces on several threads (hashlib
+# lets go of the GIL) and the pieces' digests hashed together, so hashing a 268 MB tensor costs
+# its bytes divided among the cores, not one core's sha256 rate.
+HASH_PIECE = 32 << 20
+HASH_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 class CacheEntryError(ValueError):
@@ -85,14 +92,26 @@ def cache_key(fields: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:40]
 
 
+def sha256_pieces(data: bytes | memoryview) -> str:
+    """sha256 of `data` up to HASH_PIECE bytes; beyond, sha256 of the sha256 digests of its
+    HASH_PIECE-byte pieces (in order, with the length), computed on HASH_THREADS threads."""
+    view = memoryview(data).cast("B")
+    if len(view) <= HASH_PIECE:
+        return hashlib.sha256(view).hexdigest()
+    starts = range(0, len(view), HASH_PIECE)
+    with ThreadPoolExecutor(min(HASH_THREADS, len(starts))) as pool:  # joined here: nothing left to fork
+        pieces = list(pool.map(lambda i: hashlib.sha256(view[i : i + HASH_PIECE]).digest(), starts))
+    return hashlib.sha256(f"pieces{len(view)};".encode() + b"".join(pieces)).hexdigest()
+
+
 def digest(values: Sequence[Any]) -> str:
-    """sha256 of a list of values: tensors by dtype, shape and bytes (moved to the CPU), the
-    rest by repr."""
+    """sha256 of a list of values: tensors by dtype, shape and bytes (moved to the CPU; large
+    ones through `sha256_pieces`), the rest by repr."""
     h = hashlib.sha256()
     for v in values:
         if isinstance(v, torch.Tensor):
             h.update(f"T{v.dtype}{tuple(v.shape)};".encode())
-            h.update(_raw_bytes(v))
+            h.update(sha256_pieces(_raw_bytes(v)).encode())
         else:
             h.update(f"V{v!r};".encode())
     return h.hexdigest()
@@ -133,7 +152,7 @@ def encode(fields: Mapping[str, Any], meta: Mapping[str, Any], tensors: Mapping[
         "cache_version": CACHE_VERSION,
         "key": cache_key(fields),
         "key_fields": dict(fields),
-        "payload_sha256": hashlib.sha256(payload).hexdigest(),
+        "payload_sha256": sha256_pieces(payload),
         "payload_bytes": len(payload),
         "meta_bytes": len(meta_bytes),
         "tensors": table,
@@ -158,28 +177,33 @@ def decode(data: bytes, fields: Mapping[str, Any]) -> CachedReference:
         raise CacheEntryError("another cache version")
     if header.get("key") != cache_key(fields) or header.get("key_fields") != dict(fields):
         raise CacheEntryError("the entry is for another key")
-    payload = data[start + head_len :]
-    if len(payload) != header.get("payload_bytes") or hashlib.sha256(payload).hexdigest() != header.get(
-        "payload_sha256"
-    ):
+    payload = memoryview(data)[start + head_len :]  # a view: the residuals are hundreds of MB
+    if len(payload) != header.get("payload_bytes") or sha256_pieces(payload) != header.get("payload_sha256"):
         raise CacheEntryError("the payload does not match its sha256")
     meta_bytes = header.get("meta_bytes")
     if not isinstance(meta_bytes, int) or not 0 <= meta_bytes <= len(payload):
         raise CacheEntryError("meta length out of bounds")
     try:
-        meta = json.loads(payload[:meta_bytes])
+        meta = json.loads(bytes(payload[:meta_bytes]))
     except ValueError as exc:
         raise CacheEntryError(f"unreadable meta: {exc}") from None
     tensors = {}
     for spec in header.get("tensors") or []:
         tensors[spec["name"]] = _tensor(payload, spec, meta_bytes)
-    kinds = {"ops": dict, "kernel_names": list, "states": dict, "cases": dict, "other_sizes": (dict, type(None))}
+    kinds = {
+        "ops": dict,
+        "kernel_names": list,
+        "states": dict,
+        "cases": dict,
+        "other_sizes": (dict, type(None)),
+        "matmul_flops": (int, float),
+    }
     if not isinstance(meta, dict) or any(not isinstance(meta.get(k), t) for k, t in kinds.items()):
         raise CacheEntryError("meta lacks a field")
     return CachedReference(meta, tensors)
 
 
-def _tensor(payload: bytes, spec: Mapping[str, Any], low: int) -> torch.Tensor:
+def _tensor(payload: memoryview, spec: Mapping[str, Any], low: int) -> torch.Tensor:
     dtype = getattr(torch, str(spec.get("dtype")), None)
     shape, offset, nbytes = spec.get("shape"), spec.get("offset"), spec.get("nbytes")
     if not isinstance(dtype, torch.dtype) or not isinstance(shape, list) or not all(isinstance(n, int) for n in shape):
@@ -192,6 +216,7 @@ def _tensor(payload: bytes, spec: Mapping[str, Any], low: int) -> torch.Tensor:
         raise CacheEntryError(f"tensor {spec.get('name')!r} out of bounds")
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
+    # One copy, out of the file's bytes: the tensor is writable and outlives them.
     return torch.frombuffer(bytearray(payload[offset : offset + nbytes]), dtype=dtype).reshape(shape)
 
 
