@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kernelbench_v3.catalog.problem import get_problem
 from kernelbench_v3.evaluate.supervisor import baseline
 
@@ -21,6 +23,7 @@ def test_baseline_choice_and_cache(tmp_path):
     assert baseline.load_cached(tmp_path, "missing") is None
 
 
+@pytest.mark.slow
 def test_baseline_child_times_eager_and_is_cached(tmp_path):
     problem = get_problem("level1/26_GELU_")
     spec = {

@@ -132,6 +132,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_a_traced_process_fails_the_pause(family):
     parent, child = family
     tracer = subprocess.Popen([sys.executable, "-c", TRACER, str(child)], stdout=subprocess.PIPE)
