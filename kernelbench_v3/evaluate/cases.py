@@ -9,7 +9,7 @@ One recipe probes caches keyed on input *content* (which the recompute case cann
 `swap` exchanges two elements of one row of the largest floating input (a near-duplicate of
 an earlier set: same sum, same multiset, same values almost everywhere, so a key on a sample
 or a statistic collides and a stale answer shows). Timed calls never see a case's inputs: the
-supervisor draws new ones for every window (`timed_memory`).
+supervisor draws new ones for every window (`supervisor.timing.memory`).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ class PrepareTiming:
     """Map the supervisor's timing region and its layout (input sets, output slots)."""
 
     region: dict[str, Any]  # {"cuda_ipc": cuda_ipc.export(...)} or {"arena": [offset, nbytes]}
-    layout: dict[str, Any]  # timed_memory.TimedMemory.layout()
+    layout: dict[str, Any]  # timing.memory.TimedMemory.layout()
     doorbell: int  # the arena offset of the doorbell's words
     kind: str = "prepare_timing"
 
