@@ -35,6 +35,7 @@ from .timing.checks import GAP_WORK, GPU_BUSY, WORK_BEFORE_WINDOW, gap, prep
 from .timing.device_work import DeviceWork
 from .timing.measure import Calls, Feed, measure
 from .timing.memory import TimedMemory, TimingUnavailable, fresh_inputs
+from .timing.resolution import UNRESOLVED, unresolved
 from .timing.sides import GateTampered, RemoteSide
 from .timing.stats import CallPlan, summarize
 
@@ -339,7 +340,13 @@ def _finish(
                 f"against {found['echo_ms']:.4g} ms before the echo's (at most {found['bound_ms']:.4g}): "
                 "work of the solution's ran beside them, before its window opened",
             )
+    under_mps = bool(outcome.details.get("mps"))
+    why_unresolved = unresolved(summary.median_s, under_mps) if work.cuda else ""
+    if why_unresolved:  # the verdict stands; the figure is kept as evidence, never scored
+        outcome.flags.append(UNRESOLVED)
+        outcome.details["unresolved"] = why_unresolved
     outcome.stats = {
+        "unresolved": why_unresolved,
         "method": method,
         "median_ms": summary.median_s * 1e3,
         "p10_ms": summary.p10_s * 1e3,
