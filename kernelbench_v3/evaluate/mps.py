@@ -122,7 +122,9 @@ def _start(root: Path, env: dict[str, str]) -> bool:
     """`CONTROL -d` under `env`; True once its control pipe exists."""
     try:
         # No pipes: a daemon that kept an inherited pipe open would hold `run` until its timeout.
-        done = subprocess.run([CONTROL, "-d"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+        done = subprocess.run(
+            [CONTROL, "-d"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30
+        )
         started = done.returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False

@@ -3,6 +3,7 @@
 control pipe (a FIFO) in CUDA_MPS_PIPE_DIRECTORY and serves it until told `quit`; without `-d`
 it passes its stdin's lines to a running daemon. Like the real one, `quit` waits for the
 daemon's "clients": processes named in CLIENTS_FILE (one pid a line) that are still alive."""
+
 import os
 import sys
 import time
