@@ -258,16 +258,15 @@ def evaluator(journal: Journal, solutions: list, ladder: list, runs: int, mode: 
 
     evaluation.keep_zygotes_warm()
     sizes = _outside_us(journal.path)
-    work = []
-    for problem_id, path, label in solutions:
-        small = sizes.get((problem_id, _rel(path)), 0.0) < SMALL_US
-        work += [(problem_id, path, label, run, "honest") for run in range(runs if small else 1)]
-    work += [(p, path, label, 0, "ladder") for p, path, label in ladder]
+    work = [(p, path, label, 0, "ladder") for p, path, label in ladder]  # cheapest first: no baseline
     if mode == "mps":
         for stem in DONE_EARLY:
             path = GPU_ATTACKS / f"{stem}.py"
             problem = re.search(r"^Problem: (\S+)", path.read_text(), re.M).group(1)
             work.append((problem, path, stem, 0, "attack"))
+    for problem_id, path, label in solutions:
+        small = sizes.get((problem_id, _rel(path)), 0.0) < SMALL_US
+        work += [(problem_id, path, label, run, "honest") for run in range(runs if small else 1)]
     for problem_id, path, label, run, kind in work:
         key = f"evaluator|{mode}|{problem_id}|{_rel(path)}|{run}"
         if journal.has(key):

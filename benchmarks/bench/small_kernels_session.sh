@@ -14,6 +14,10 @@ case "${1:-}" in
   start)
     mkdir -p "$KB/out"
     rm -f "$KB/done"
+    # Resume from a journal brought back from an earlier lease (its measurements are not repeated).
+    if [ -e "$REPO/benchmarks/results/small_kernels_gpu.jsonl" ] && [ ! -e "$KB/out/small_kernels_gpu.jsonl" ]; then
+      cp "$REPO/benchmarks/results/small_kernels_gpu.jsonl" "$KB/out/"
+    fi
     export PYTHONPATH=$REPO KBV3_CACHE_DIR=$KB/cache PYTHONUNBUFFERED=1
     B="python3 benchmarks/bench/bench_small_kernels_gpu.py --out $KB/out --runs ${2:-2}"
     J=$KB/out/small_kernels_gpu.jsonl

@@ -16,14 +16,27 @@ copy wrong (`timed_outputs`).
 
 The echo's turn copies as many bytes the same way, so the flushes after both windows stay alike.
 `release()` ends every wait still queued (a window that never saw DONE) by writing DONE from the
-host, so the timer's stream can never stay blocked behind a solution that went away.
+host, so the timer's stream can never stay blocked behind a solution that went away, and drops
+the timer's registration of the words: a registration outlives the arena's mapping, and a later
+arena mapped at the same address must not inherit it (the H200 hung on exactly that: a wait
+polling the previous arena's pages). Waiting for a copy is bounded (`COPY_WAIT_S`).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
+
+from ..session import SessionLost
+
+COPY_WAIT_S = 10.0  # the copy queued behind DONE runs within this once the host has seen DONE
+
+
+class SnapshotLost(SessionLost):
+    """The copy queued behind DONE never ran although the host saw DONE: the evaluation ends as a
+    lost session (timed out), never as a hang."""
 
 
 class Snapshots:
@@ -31,7 +44,7 @@ class Snapshots:
         self.on_device, self.driver = on_device, driver
         self.copies: dict[bool, torch.Tensor] = {}  # echo? -> the last copy
         self.stream = torch.cuda.Stream() if on_device else None
-        self._mapped: set[int] = set()  # id() of the gate words this context has registered
+        self._mapped: dict[int, int] = {}  # id() of the gate words this context registered -> host address
         self._queued: dict[int, tuple[Any, int]] = {}  # id(gate) -> (gate, last seq waited on)
 
     def _target(self, echo: bool, source: torch.Tensor) -> torch.Tensor:
@@ -42,8 +55,8 @@ class Snapshots:
     def map_gate(self, gate: Any, host_address: int) -> None:
         """Register `gate`'s block (at `host_address` in this process) for this context."""
         if self.on_device and id(gate) not in self._mapped:
-            gate.register(self.driver, host_address)
-            self._mapped.add(id(gate))
+            gate.register(self.driver, host_address, fresh=True)
+            self._mapped[id(gate)] = host_address
 
     def before_window(self, gate: Any, seq: int, source: torch.Tensor | None, echo: bool) -> None:
         """Under MPS: queue the copy behind wait(DONE >= seq) on the timer's stream."""
@@ -61,9 +74,22 @@ class Snapshots:
         if source is None:
             return
         if self.on_device:
-            torch.cuda.current_stream().wait_stream(self.stream)
+            self._wait_for_copy()
             return
         self._target(echo, source).copy_(source, non_blocking=True)
+
+    def _wait_for_copy(self, clock=time.perf_counter) -> None:
+        """Until the copy queued behind DONE has run, at most COPY_WAIT_S (never a blocking
+        synchronise: a wait that could not be satisfied would hang the timer)."""
+        done = torch.cuda.Event()
+        done.record(self.stream)
+        deadline = clock() + COPY_WAIT_S
+        while not done.query():
+            if clock() > deadline:
+                raise SnapshotLost(
+                    f"the copy of the output queued behind DONE did not run within {COPY_WAIT_S:g} s", timed_out=True
+                )
+            time.sleep(0)
 
     def output(self) -> torch.Tensor | None:
         """The last copy of the solution's output (not the echo's), or None."""
@@ -76,4 +102,7 @@ class Snapshots:
                 gate.done = seq
         self._queued.clear()
         if self.stream is not None:
-            self.stream.synchronize()
+            self._wait_for_copy()
+        for address in self._mapped.values():
+            self.driver.unregister(address)
+        self._mapped.clear()
