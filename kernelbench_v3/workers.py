@@ -4,8 +4,9 @@ a batch) and `serve` (one warm worker per GPU of the service).
 Owns what both kinds of worker must agree on: the watchdog (how long past a request's own step
 limit a silent worker is presumed stuck, and the separate allowance for its start), dying with
 the process that started it (a batch or service killed by SIGKILL leaves no worker evaluating
-for nobody), and warming the supervisor up (the zygote kept across evaluations, the last
-problem's reference kept in memory, CUDA initialised), so that both pay their start-up once.
+for nobody), warming the supervisor up (the zygote kept across evaluations, the last
+problem's reference kept in memory, CUDA initialised), so that both pay their start-up once, and
+leaving after a record when this process's CUDA context is lost (`cuda_context_lost`).
 The pool of warm zygotes itself is the evaluator's (`evaluate.supervisor.evaluation`).
 """
 
@@ -69,3 +70,22 @@ def warm_up(start_on: str | None = None) -> None:
         import torch
 
         torch.cuda.init()
+
+
+def cuda_context_lost() -> bool:
+    """Whether this process's CUDA context can no longer run work: a sticky error (an illegal
+    address, a trap). Under MPS a fatal fault of one client reaches every client of the server,
+    the supervisor's too (seen on the H200: one faulting solution turned the next twelve
+    evaluations of the process into `error` records). A worker asks after each record and, when
+    lost, exits: its owner replaces it with a fresh process and a fresh context."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return False
+    try:
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - any error here means the context is gone
+        log.warning("this worker's CUDA context is lost (%s); the worker exits and is replaced", exc)
+        return True
+    return False

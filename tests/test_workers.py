@@ -26,3 +26,27 @@ def test_batch_and_serve_keep_no_watchdog_of_their_own():
 def test_no_getattr_on_the_evaluators_pool():
     for module in (worker, executors, workers):
         assert "getattr(" not in inspect.getsource(module), module.__name__
+
+
+def test_a_lost_cuda_context_is_seen_and_a_healthy_or_absent_one_is_not(monkeypatch):
+    import sys
+    import types
+
+    from kernelbench_v3 import workers
+
+    def fake_torch(initialized: bool, error: Exception | None):
+        def synchronize():
+            if error is not None:
+                raise error
+
+        cuda = types.SimpleNamespace(is_initialized=lambda: initialized, synchronize=synchronize)
+        return types.SimpleNamespace(cuda=cuda)
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert workers.cuda_context_lost() is False  # torch never imported: nothing to lose
+    monkeypatch.setitem(sys.modules, "torch", fake_torch(False, RuntimeError("never used")))
+    assert workers.cuda_context_lost() is False  # CUDA never initialised in this process
+    monkeypatch.setitem(sys.modules, "torch", fake_torch(True, None))
+    assert workers.cuda_context_lost() is False
+    monkeypatch.setitem(sys.modules, "torch", fake_torch(True, RuntimeError("an illegal memory access")))
+    assert workers.cuda_context_lost() is True

@@ -38,6 +38,7 @@ EvaluateFn = Callable[[BatchItem, BatchSettings], dict[str, Any]]
 OnRecord = Callable[[BatchItem, dict[str, Any], str], None]  # item, record, worker (e.g. "gpu0")
 
 STARTED = "started"  # what a worker sends when it begins an item
+RETIRING = "retiring"  # ... and before a record it sends as its last (its CUDA context is lost)
 RAY_WORKER_KEY = "_kbv3_ray_worker"  # carried next to a Ray task's record, removed before journaling
 
 
@@ -153,7 +154,13 @@ def _worker_main(conn, env: dict[str, str], evaluate_fn: EvaluateFn, parent_pid:
             return
         item, settings = message
         conn.send(STARTED)
-        conn.send(_call(evaluate_fn, item, settings))
+        record = _call(evaluate_fn, item, settings)
+        lost = workers.cuda_context_lost()
+        if lost:  # said before the record, so the next item goes to a fresh worker
+            conn.send(RETIRING)
+        conn.send(record)
+        if lost:
+            return
 
 
 class _Worker:
@@ -167,6 +174,7 @@ class _Worker:
         self.deadline = 0.0
         self.watchdog_s = 0.0
         self.last_group: tuple[str, str] | None = None  # the (problem, GPU) it last evaluated
+        self.retiring = False  # it said its next record is its last
 
     def ensure_started(self) -> None:
         if self.process is not None and self.process.is_alive():
@@ -195,7 +203,12 @@ class _Worker:
         try:
             while self.conn.poll():
                 message = self.conn.recv()
-                if message != STARTED:
+                if message == RETIRING:
+                    self.retiring = True
+                elif message != STARTED:
+                    if self.retiring:  # its last record: the next item starts a fresh worker
+                        self.kill()
+                        self.retiring = False
                     return message
                 self.deadline = time.monotonic() + self.watchdog_s
         except (EOFError, OSError):

@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             conn.send({"kind": "started"})
             conn.send(evaluate_job(message))
+            if workers.cuda_context_lost():  # the record is sent; the service starts a fresh worker
+                return 3
     except PeerGone:
         return 0
 

@@ -250,6 +250,45 @@ def test_dead_stuck_or_raising_evaluator_costs_only_its_own_record(tmp_path, mon
     assert len(read_results(tmp_path / "out.parquet")) == 6
 
 
+class _LostCuda:
+    """A stand-in `torch` whose CUDA context has a sticky error, as after an MPS client's fault."""
+
+    class cuda:  # noqa: N801 - mirrors torch.cuda
+        @staticmethod
+        def is_initialized() -> bool:
+            return True
+
+        @staticmethod
+        def synchronize() -> None:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+
+def faulting_evaluate(item: BatchItem, settings: BatchSettings) -> dict:
+    """The record says which worker process made it; a FAULT file leaves the context lost."""
+    import sys
+
+    if "FAULT" in Path(item.solution_path).read_text():
+        sys.modules["torch"] = _LostCuda  # what the worker's health check will find
+    return _record(item, "correct", ref_ms=1.0, baseline_ms=1.0, log_tail=str(os.getpid()))
+
+
+@pytest.mark.slow
+def test_a_worker_whose_cuda_context_is_lost_is_replaced_after_its_record(tmp_path):
+    folder = tmp_path / "fake"
+    _touch(folder / "level1" / "23_Softmax.py", "FAULT")
+    for name in ("26_GELU_", "36_RMSNorm_"):
+        _touch(folder / "level1" / f"{name}.py", "fine")
+    settings = BatchSettings(split="h100", device="cpu", problems_root=str(PROBLEMS), options=EvalOptions())
+    result = run_batch(
+        folder, tmp_path / "out.parquet", settings, workers=1, evaluate_fn=faulting_evaluate, progress=False
+    )
+    by_problem = {r["problem_id"].split("/")[1]: r for r in result.records}
+    assert {r["status"] for r in by_problem.values()} == {"correct"}  # the faulting item keeps its record
+    faulted = by_problem["23_Softmax"]["log_tail"]
+    others = {by_problem[name]["log_tail"] for name in ("26_GELU_", "36_RMSNorm_")}
+    assert faulted not in others  # no item after the fault ran in the lost worker
+
+
 # ----------------------------------------------------------------------------- real CPU batches
 #
 # 20 solutions for two small problems (reduced sizes), in the runs dataset's layout so several
