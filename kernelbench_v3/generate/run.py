@@ -22,7 +22,6 @@ without code with the reason.
 
 from __future__ import annotations
 
-import hashlib
 import queue
 import sys
 import threading
@@ -36,7 +35,7 @@ from ..batch.journal import Journal, JournalError, read_journal
 from ..catalog.problem import Problem, discover
 from ..paths import write_atomically
 from ..prompts.extract import ExtractionError, extract_solution
-from ..prompts.render import TemplateError, template_path, to_messages
+from ..prompts.render import TemplateError, template_digest, to_messages
 from ..runs.sample_files import SampleEntry, sample_file, write_manifest
 from ..vocab import Split
 from .client import ANSWERED, ChatClient, Reply, RequestParams
@@ -68,14 +67,13 @@ class GenerateSettings:
 
     def to_dict(self) -> dict[str, Any]:
         """The journal header: the settings that change answers (a rerun must match them)."""
-        path = template_path(self.template)
         return {
             "kind": "generate",
             "split": self.split,
             "model": self.model,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
-            "template_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "template_sha256": template_digest(self.template),
         }
 
 
