@@ -92,13 +92,14 @@ class GenerateResult:
         return self.statuses.get("error", 0)
 
 
-def choose_problems(settings: GenerateSettings) -> list[Problem]:
-    """The split's problems in catalog order, or the named ones (each must be in the split)."""
-    in_split = discover(settings.problems_root, split=settings.split)
-    if not settings.problems:
+def choose_problems(split: str, ids: tuple[str, ...] = (), root: str | None = None) -> list[Problem]:
+    """The split's problems in catalog order, or those of `ids` (each must be in the split;
+    GenerateError names the others, with the near matches, as `--only` gives them)."""
+    in_split = discover(root, split=split)
+    if not ids:
         return in_split
     by_id = {p.problem_id: p for p in in_split}
-    missing = [pid for pid in settings.problems if pid not in by_id]
+    missing = [pid for pid in ids if pid not in by_id]
     if missing:
         from ..catalog.problem import suggest_ids
 
@@ -107,10 +108,10 @@ def choose_problems(settings: GenerateSettings) -> list[Problem]:
             near = suggest_ids(pid, by_id)
             hints.append(f"{pid} (did you mean {' or '.join(near)}?)" if near else pid)
         raise GenerateError(
-            f"argument --only: not problems of split {settings.split}: {', '.join(hints)} "
-            f"(`kbv3 ls --split {settings.split}` lists them)"
+            f"argument --only: not problems of split {split}: {', '.join(hints)} "
+            f"(`kbv3 ls --split {split}` lists them)"
         )
-    return [p for p in in_split if p.problem_id in set(settings.problems)]
+    return [p for p in in_split if p.problem_id in set(ids)]
 
 
 def _record(pid: str, sample: int, settings: GenerateSettings, reply: Reply) -> dict[str, Any]:
@@ -152,7 +153,7 @@ def run_generate(
     """Send every missing (problem, sample) of `settings`; journal and extract. See the module."""
     run_dir = Path(run_dir)
     try:
-        problems = choose_problems(settings)
+        problems = choose_problems(settings.split, settings.problems, settings.problems_root)
         book = Journal(run_dir / RESPONSES, settings)
         messages = {p.problem_id: to_messages(p, settings.split, settings.template) for p in problems}
     except TemplateError as exc:
