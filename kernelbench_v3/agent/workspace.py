@@ -100,7 +100,7 @@ class Workspace:
             raise WorkspaceError(f"error: the workspace holds {MAX_FILES} files already; overwrite one instead")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
-        return f"wrote {self.name_of(target)} ({size} bytes, {content.count(chr(10)) + bool(content)} lines)"
+        return f"wrote {self.name_of(target)} ({size} bytes, {len(content.splitlines())} lines)"
 
     def edit(self, path: object, old: object, new: object) -> str:
         target = self.resolve(path, for_writing=True)
