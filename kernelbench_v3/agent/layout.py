@@ -8,6 +8,7 @@ RUN_DIR/
   solutions/                               # the samples layout: the judged solution per problem
   results.csv                              # the published runs schema, one row per judged episode
   records.jsonl                            # the judging records, with turns, tokens and cost
+  prices.json                              # the last prices given, for the cost column
 ```
 
 The transcripts are the truth; everything else is rebuilt from them (`results`).
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TRANSCRIPTS, WORKSPACES, VERSIONS, SOLUTIONS = "transcripts", "workspaces", "versions", "solutions"
-RESULTS_CSV, RECORDS = "results.csv", "records.jsonl"
+RESULTS_CSV, RECORDS, PRICES = "results.csv", "records.jsonl", "prices.json"
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ class RunLayout:
     @property
     def records(self) -> Path:
         return self.root / RECORDS
+
+    @property
+    def prices(self) -> Path:
+        return self.root / PRICES
 
     def transcripts(self) -> list[Path]:
         return sorted((self.root / TRANSCRIPTS).glob("*/*.jsonl"))

@@ -5,7 +5,8 @@ Owns turning each judged episode into:
 - a row of `results.csv` in the published runs schema (`vocab.PUBLISHED_RUNS_COLUMNS`, exactly its
   columns): the judging record's runs columns, `turns` (model responses), `total_tokens`
   (summed from each response's `usage`), `estimated_cost_usd` (with both prices), `run_dir` (the
-  transcript) and `solution_link` (the judged file). `sol_ms`, `ref_ms` and `speedup` are left
+  transcript) and `solution_link` (the judged file). Prices given once are remembered
+  (`prices.json`), so a rerun without them keeps the cost column. `sol_ms`, `ref_ms` and `speedup` are left
   empty where the judging's time is no performance figure (the CPU), as the schema has no
   column to say so;
 - a line of `records.jsonl`: the full judging record plus those columns (`kbv3 report` reads it
@@ -20,6 +21,7 @@ written atomically, so a reader never sees half a table.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ from ..paths import write_atomically
 from ..runs.sample_files import SampleEntry, sample_file, write_manifest
 from ..vocab import PUBLISHED_RUNS_COLUMNS
 from .layout import RunLayout
-from .settings import AgentSettings
+from .settings import AgentError, AgentSettings
 from .transcript import read_entries, state_of
 
 
@@ -87,8 +89,24 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
+def with_prices(layout: RunLayout, settings: AgentSettings) -> AgentSettings:
+    """`settings` with the run's prices: the ones given now (remembered in prices.json), else
+    the ones given last, so a rerun that finishes a few episodes keeps the cost column."""
+    if settings.price_in is not None and settings.price_out is not None:
+        write_atomically(layout.prices, json.dumps({"price_in": settings.price_in, "price_out": settings.price_out}) + "\n")
+        return settings
+    if not layout.prices.is_file():
+        return settings
+    try:
+        given = json.loads(layout.prices.read_text(encoding="utf-8"))
+        return dataclasses.replace(settings, price_in=float(given["price_in"]), price_out=float(given["price_out"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AgentError(f"{layout.prices}: not the prices kbv3 agent writes ({exc}); give --price-in and --price-out") from None
+
+
 def write_results(layout: RunLayout, settings: AgentSettings) -> list[EpisodeResult]:
     """Rewrite results.csv, records.jsonl and solutions/ from the transcripts; the judged episodes."""
+    settings = with_prices(layout, settings)
     results = judged_episodes(layout)
     if not results:
         return results

@@ -29,12 +29,8 @@ from .desk import Desk
 from .episode import EpisodeContext, EpisodeOutcome, ToolsUnsupported, run_episode
 from .judge import JudgeFn
 from .layout import RunLayout
-from .results import EpisodeResult, write_results
-from .settings import AgentSettings
-
-
-class AgentError(ValueError):
-    """A run that cannot start: an unknown problem, transcripts of other settings, one in use."""
+from .results import EpisodeResult, with_prices, write_results
+from .settings import AgentError, AgentSettings
 
 
 @dataclass
@@ -92,6 +88,7 @@ def run_agent(
     except GenerateError as exc:
         raise AgentError(str(exc)) from None
     check_transcripts(problems, settings, layout)
+    settings = with_prices(layout, settings)  # a damaged prices.json is found before any request
     desk = Desk(clock)
     ctx = EpisodeContext(settings, layout, client, desk, clock=clock, evaluate_fn=evaluate_fn, judge_fn=judge_fn)
     outcomes: dict[str, EpisodeOutcome] = {}

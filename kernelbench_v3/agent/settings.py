@@ -22,6 +22,11 @@ DEFAULT_MAX_TURNS = 40
 DEFAULT_MAX_TOKENS = 8192
 
 
+class AgentError(ValueError):
+    """A run that cannot start or finish its results: an unknown problem, transcripts of other
+    settings, one in use, a damaged prices.json. The message names the file or the flag."""
+
+
 @dataclass(frozen=True)
 class AgentSettings:
     """One agent run. `problems` empty: the whole split; `time_limit_s` None: per level."""

@@ -243,3 +243,17 @@ def test_episodes_run_at_once_and_their_evaluations_one_at_a_time_on_the_runs_th
     assert [o.status for o in result.outcomes] == ["judged", "judged"]
     assert len(fake.checks) == 4 and overlaps[0] == 1 and threads == {threading.current_thread().name}
     assert [r["problem"] for r in results_rows(tmp_path / "run")] == ["23_Softmax.py", "26_GELU_.py"]
+
+
+def test_prices_given_once_price_every_rewrite_of_the_results(tmp_path):
+    fake = FakeEvaluator()
+    with FakeOpenAI(agent=ScriptedAgent(BROKEN, GOOD)) as server:
+        run(server, tmp_path / "run", fake)
+        assert results_rows(tmp_path / "run")[0]["estimated_cost_usd"] == ""  # no prices: no cost
+        run(server, tmp_path / "run", fake, price_in=1.0, price_out=2.0)
+        assert results_rows(tmp_path / "run")[0]["estimated_cost_usd"] == "0.0012"
+        run(server, tmp_path / "run", fake)  # a rerun without them keeps them
+        assert results_rows(tmp_path / "run")[0]["estimated_cost_usd"] == "0.0012"
+        run(server, tmp_path / "run", fake, price_in=10.0, price_out=0.0)  # new prices reprice the same tokens
+        assert results_rows(tmp_path / "run")[0]["estimated_cost_usd"] == "0.006"
+        assert len(server.requests) == 6
