@@ -38,7 +38,19 @@ ALLOWED_ARROWS: dict[str, set[str]] = {
     # evaluate's public API, judging as eval-batch does (batch), results in the runs layouts
     "agent": SHARED | {"catalog", "prompts", "evaluate", "batch", "runs", "generate"},
     "cli": SHARED
-    | {"<package>", "catalog", "hardware", "evaluate", "prompts", "dataset", "runs", "batch", "serve", "generate", "agent"},
+    | {
+        "<package>",
+        "catalog",
+        "hardware",
+        "evaluate",
+        "prompts",
+        "dataset",
+        "runs",
+        "batch",
+        "serve",
+        "generate",
+        "agent",
+    },
     "<package>": SHARED | {"catalog", "dataset", "evaluate", "runs"},  # the lazy top-level API
     "__main__": {"cli"},
 }

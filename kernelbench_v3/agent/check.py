@@ -108,7 +108,9 @@ def describe_check(record: Record, device: str) -> str:
         passed = sum(1 for outcome in record.checks.values() if outcome == "pass")
         lines = [f"verdict: correct ({passed} checks passed on the public seeds {seeds})"]
     else:
-        lines = [f"verdict: {record.status}" + (f", failed check: {record.failed_check}" if record.failed_check else "")]
+        lines = [
+            f"verdict: {record.status}" + (f", failed check: {record.failed_check}" if record.failed_check else "")
+        ]
         detail = record.check_details.get(record.failed_check or "", "") or record.error or ""
         if detail:
             lines.append("message: " + _cut(detail))
@@ -126,7 +128,9 @@ def _timing_line(record: Record, device: str) -> str:
         return "time: not measured on the CPU (the Triton interpreter's time is no figure); speedup: n/a"
     if record.sol_ms is None:
         return f"time: none ({record.timing_skipped or 'not timed'}); speedup: n/a"
-    speedup = f"{record.speedup:.3g}x" if record.speedup is not None else f"n/a ({record.baseline_error or 'no baseline'})"
+    speedup = (
+        f"{record.speedup:.3g}x" if record.speedup is not None else f"n/a ({record.baseline_error or 'no baseline'})"
+    )
     return f"time: {record.sol_ms:.4g} ms (short timing), speedup: {speedup}"
 
 

@@ -202,7 +202,9 @@ class _Episode:
                 self.record(dict(entry, result=result, check=summary))
             elif call.name == SUBMIT and not call.error:
                 text = self.workspace.solution()
-                result = f"submitted solution.py ({len(text.encode('utf-8'))} bytes); it is judged now, the episode is over"
+                result = (
+                    f"submitted solution.py ({len(text.encode('utf-8'))} bytes); it is judged now, the episode is over"
+                )
                 self.record(dict(entry, result=result))
                 self.end("submitted")
             elif call.name in (CHECK, SUBMIT):

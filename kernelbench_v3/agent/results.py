@@ -25,7 +25,6 @@ import dataclasses
 import io
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..paths import write_atomically
@@ -57,7 +56,9 @@ def judged_episodes(layout: RunLayout) -> list[EpisodeResult]:
         pid = layout.problem_of(path)
         sha = state.judged["solution_sha256"]
         text = (layout.versions(pid) / f"{sha[:16]}.py").read_text(encoding="utf-8")
-        results.append(EpisodeResult(pid, state.judged["record"], state.turns, dict(state.usage), state.judged["ended"], text))
+        results.append(
+            EpisodeResult(pid, state.judged["record"], state.turns, dict(state.usage), state.judged["ended"], text)
+        )
     return results
 
 
@@ -93,7 +94,9 @@ def with_prices(layout: RunLayout, settings: AgentSettings) -> AgentSettings:
     """`settings` with the run's prices: the ones given now (remembered in prices.json), else
     the ones given last, so a rerun that finishes a few episodes keeps the cost column."""
     if settings.price_in is not None and settings.price_out is not None:
-        write_atomically(layout.prices, json.dumps({"price_in": settings.price_in, "price_out": settings.price_out}) + "\n")
+        write_atomically(
+            layout.prices, json.dumps({"price_in": settings.price_in, "price_out": settings.price_out}) + "\n"
+        )
         return settings
     if not layout.prices.is_file():
         return settings
@@ -101,7 +104,9 @@ def with_prices(layout: RunLayout, settings: AgentSettings) -> AgentSettings:
         given = json.loads(layout.prices.read_text(encoding="utf-8"))
         return dataclasses.replace(settings, price_in=float(given["price_in"]), price_out=float(given["price_out"]))
     except (ValueError, KeyError, TypeError) as exc:
-        raise AgentError(f"{layout.prices}: not the prices kbv3 agent writes ({exc}); give --price-in and --price-out") from None
+        raise AgentError(
+            f"{layout.prices}: not the prices kbv3 agent writes ({exc}); give --price-in and --price-out"
+        ) from None
 
 
 def write_results(layout: RunLayout, settings: AgentSettings) -> list[EpisodeResult]:
@@ -127,4 +132,3 @@ def write_results(layout: RunLayout, settings: AgentSettings) -> list[EpisodeRes
         entries.append(SampleEntry(result.problem_id, 0, name))
     write_manifest(layout.solutions, settings.model, settings.split, entries)
     return results
-

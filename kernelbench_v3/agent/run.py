@@ -161,7 +161,9 @@ def describe(result: AgentResult) -> str:
     for outcome in result.outcomes:
         judged = by_problem.get(outcome.problem_id)
         if judged is None:
-            lines.append(f"{outcome.problem_id}: {outcome.status} ({outcome.detail}); rerun the same command to continue")
+            lines.append(
+                f"{outcome.problem_id}: {outcome.status} ({outcome.detail}); rerun the same command to continue"
+            )
             continue
         record = judged.record
         verdict = "correct" if record.get("correct") else f"{record.get('status')} ({record.get('failed_check')})"

@@ -107,8 +107,8 @@ def add_usage(total: dict[str, int], usage: dict[str, Any]) -> None:
         if isinstance(value, int) and not isinstance(value, bool):
             total[key] = total.get(key, 0) + value
     if "total_tokens" not in usage and ("prompt_tokens" in usage or "completion_tokens" in usage):
-        total["total_tokens"] = total.get("total_tokens", 0) + int(usage.get("prompt_tokens", 0)) + int(
-            usage.get("completion_tokens", 0)
+        total["total_tokens"] = (
+            total.get("total_tokens", 0) + int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
         )
 
 

@@ -59,7 +59,9 @@ class Workspace:
             raise WorkspaceError(f"error: {text!r} is not a workspace path (no NUL or backslash)")
         pure = PurePosixPath(text)
         if pure.is_absolute() or text.startswith("~"):
-            raise WorkspaceError(f"error: {text!r} is outside the workspace: paths are relative to it, e.g. solution.py")
+            raise WorkspaceError(
+                f"error: {text!r} is outside the workspace: paths are relative to it, e.g. solution.py"
+            )
         if ".." in pure.parts:
             raise WorkspaceError(f"error: {text!r} leaves the workspace (`..` is not allowed)")
         parts = [p for p in pure.parts if p != "."]
@@ -86,7 +88,9 @@ class Workspace:
             raise WorkspaceError(f"error: no file {path!r}; the workspace holds: {', '.join(self.files())}")
         text = target.read_text(encoding="utf-8", errors="replace")
         if len(text) > READ_LIMIT_CHARS:
-            return text[:READ_LIMIT_CHARS] + f"\n[... cut: the file has {len(text)} characters, {READ_LIMIT_CHARS} shown]"
+            return (
+                text[:READ_LIMIT_CHARS] + f"\n[... cut: the file has {len(text)} characters, {READ_LIMIT_CHARS} shown]"
+            )
         return text
 
     def write(self, path: object, content: object) -> str:

@@ -12,8 +12,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from .args import CliError, check_cuda, check_writable_parent, ignore_further_interrupts, non_negative_number
-from .args import default_device, positive_int, positive_seconds
+from .args import (
+    CliError,
+    check_cuda,
+    check_writable_parent,
+    default_device,
+    ignore_further_interrupts,
+    non_negative_number,
+    positive_int,
+    positive_seconds,
+)
 from .flags import add_device, add_endpoint, add_no_progress, add_only, add_problems, add_split
 from .generate_verbs import endpoint_client, endpoint_key
 
@@ -46,7 +54,10 @@ def add_agent(sub: argparse._SubParsersAction) -> None:
         help=f"seconds per episode, its requests and tools (default: the published harness's per level, {limits})",
     )
     p.add_argument(
-        "--concurrency", type=positive_int, default=1, help="episodes at a time; evaluations still run one at a time (default: 1)"
+        "--concurrency",
+        type=positive_int,
+        default=1,
+        help="episodes at a time; evaluations still run one at a time (default: 1)",
     )
     add_device(p)
     p.add_argument("--price-in", type=non_negative_number, metavar="USD", help="price per million prompt tokens")
@@ -91,8 +102,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         ignore_further_interrupts()
         print(
-            "kbv3 agent: interrupted; every step so far is in RUN_DIR/transcripts/, "
-            "rerun the same command to continue",
+            "kbv3 agent: interrupted; every step so far is in RUN_DIR/transcripts/, rerun the same command to continue",
             file=sys.stderr,
         )
         return 130

@@ -108,8 +108,7 @@ def choose_problems(split: str, ids: tuple[str, ...] = (), root: str | None = No
             near = suggest_ids(pid, by_id)
             hints.append(f"{pid} (did you mean {' or '.join(near)}?)" if near else pid)
         raise GenerateError(
-            f"argument --only: not problems of split {split}: {', '.join(hints)} "
-            f"(`kbv3 ls --split {split}` lists them)"
+            f"argument --only: not problems of split {split}: {', '.join(hints)} (`kbv3 ls --split {split}` lists them)"
         )
     return [p for p in in_split if p.problem_id in set(ids)]
 

@@ -50,7 +50,9 @@ def _context(problem: Problem, split: str, facts: AgentFacts) -> dict[str, Any]:
     return context
 
 
-def agent_messages(problem: Problem, split: str, facts: AgentFacts, template: Path = TASK_TEMPLATE) -> list[dict[str, str]]:
+def agent_messages(
+    problem: Problem, split: str, facts: AgentFacts, template: Path = TASK_TEMPLATE
+) -> list[dict[str, str]]:
     """The system message and the first user message of an episode on `problem`."""
     system, user = _render_parts(load_template(template), _context(problem, split, facts))
     messages = [{"role": "system", "content": system}] if system else []

@@ -34,7 +34,9 @@ class FakeEvaluator:
 
     def check(self, request) -> Record:
         text = Path(request.solution_path).read_text()
-        self.checks.append({"text": text, "seeds": request.seeds, "device": request.device, "path": request.solution_path})
+        self.checks.append(
+            {"text": text, "seeds": request.seeds, "device": request.device, "path": request.solution_path}
+        )
         record = Record(problem_id=request.problem_id, seeds=list(request.seeds), device=request.device)
         return verdict(record, text)
 

@@ -31,7 +31,9 @@ GOOD = "import torch\n# a correct kernel\nclass Model(torch.nn.Module):\n    pas
 
 
 def settings(**changes) -> AgentSettings:
-    return AgentSettings(**{"split": "h100", "model": "fake/agent-7b", "device": "cpu", "problems": (SOFTMAX,), **changes})
+    return AgentSettings(
+        **{"split": "h100", "model": "fake/agent-7b", "device": "cpu", "problems": (SOFTMAX,), **changes}
+    )
 
 
 def run(server, run_dir, fake, *, key=KEY, retries=0, **changes):

@@ -115,7 +115,10 @@ def test_an_endpoint_without_tool_calls_is_one_clear_line(tmp_path, capsys):
         (["--price-in", "3"], "kbv3 agent: argument --price-out: needed with --price-in"),
         (["--price-out", "-1"], "kbv3 agent: argument --price-out: must be a number >= 0, got -1"),
         (["--max-turns", "0"], "kbv3 agent: argument --max-turns: must be at least 1, got 0"),
-        (["--only", "level1/23_Softmx"], "argument --only: not problems of split h100: level1/23_Softmx (did you mean level1/23_Softmax"),
+        (
+            ["--only", "level1/23_Softmx"],
+            "argument --only: not problems of split h100: level1/23_Softmx (did you mean level1/23_Softmax",
+        ),
         (["--base-url", "localhost:8000"], "kbv3 agent: argument --base-url: 'localhost:8000' is not an http(s) URL"),
         (["--api-key-env", "KBV3_NO_SUCH_VARIABLE"], "environment variable KBV3_NO_SUCH_VARIABLE is not set"),
     ],

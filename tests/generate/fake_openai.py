@@ -61,7 +61,11 @@ class FakeOpenAI:
     def agent_message(self, body: dict, count: int) -> dict:
         wanted = self.agent(body)
         calls = [
-            {"id": f"call_{count}_{i}", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            {
+                "id": f"call_{count}_{i}",
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
             for i, c in enumerate(wanted.get("tool_calls") or [])
         ]
         message = {"role": "assistant", "content": wanted.get("content")}
