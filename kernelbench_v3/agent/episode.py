@@ -29,7 +29,7 @@ from ..catalog.problem import Problem
 from ..generate.client import ChatClient, Reply
 from ..prompts.agent import AgentFacts, agent_messages, workspace_readme
 from ..vocab import RUNS_GPU_OF_SPLIT
-from .check import CheckSettings, EvaluateFn, run_check, sha256_text
+from .check import PUBLIC_SEEDS, CheckSettings, EvaluateFn, run_check, sha256_text
 from .desk import Desk, DeskClosed
 from .judge import JudgeFn, JudgeSettings, judge_episode
 from .layout import RunLayout
@@ -63,8 +63,6 @@ class EpisodeContext:
     judge_fn: JudgeFn | None = None  # the judge's evaluation of one item (tests inject one)
 
     def facts(self, problem: Problem) -> AgentFacts:
-        from .check import PUBLIC_SEEDS
-
         return AgentFacts(
             tools=TOOL_TEXTS,
             public_seeds=PUBLIC_SEEDS,

@@ -87,3 +87,55 @@ def test_kbv3_agent_on_the_cpu_as_the_readme_shows_it(tmp_path, monkeypatch, cap
 
     for path in [p for p in run.rglob("*") if p.is_file()]:
         assert KEY.encode() not in path.read_bytes(), path
+
+
+def _replies(path) -> int:
+    if not path.exists():
+        return 0
+    return sum('"kind": "reply"' in line for line in path.read_text().splitlines())
+
+
+@pytest.mark.slow  # a kbv3 process started, interrupted and run again
+def test_ctrl_c_exits_130_and_the_same_command_finishes_the_run(tmp_path, capsys):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.agent.scripted import call
+
+    def reads_then_submits(body):
+        done = sum(m["role"] == "assistant" for m in body["messages"])
+        return {"tool_calls": [call("read_file", path="README.md") if done < 3 else call("submit")]}
+
+    run = tmp_path / "agent"
+    transcript = run / "transcripts" / f"{SOFTMAX}.jsonl"
+    with FakeOpenAI(agent=reads_then_submits, stall_s=60.0) as server:
+        server.delay_after = 2  # the third request hangs: Ctrl-C lands while it is in flight
+        argv = ["agent", "--split", "h100", "--model", "m", "--base-url", server.base_url, "--only", SOFTMAX]
+        argv += ["--device", "cpu", "--out", str(run), "--no-progress"]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kernelbench_v3", *argv],
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while (_replies(transcript) < 2 or len(server.requests) < 3) and time.monotonic() < deadline:
+                assert process.poll() is None, process.communicate()
+                time.sleep(0.05)
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        assert process.returncode == 130, err
+        assert "kbv3 agent: interrupted; every step so far is in RUN_DIR/transcripts/" in err and "Traceback" not in err
+        assert _replies(transcript) == 2
+
+        server.delay_after = None
+        assert main(argv) == 1  # finished: the empty solution.py was submitted, and fails its import
+        assert len(server.requests) == 3 + 2  # the hung request again, then submit()
+    assert "level1/23_Softmax: failed (import) after 4 turns" in capsys.readouterr().out
