@@ -4,7 +4,9 @@ Owns the loop. Each turn sends the conversation with the tools offered; a respon
 are answered in order (file tools in the workspace, `check()` at the desk, `submit()` ends the
 episode); a response that calls no tool is answered with a nudge. Before each request the turn
 limit (model responses) and the time limit (the episode's own clock: its requests and its
-tools' work, not the time it waited for the desk or the time between two runs) are checked. An
+tools' work, not the time it waited for the desk or the time between two runs) are checked, and
+a request may take no longer than the time left. A second response in a row that calls no tool
+ends the episode (the model has stopped working; the first one is answered with a nudge). An
 ended episode is judged (`judge`), and its judging is the last entry of its transcript.
 
 A request that gets no response after its retries is a `failure` entry: recorded, counted
@@ -162,7 +164,8 @@ class _Episode:
             if self.clock.elapsed() >= limit_s:
                 self.end("time limit")
                 break
-            reply = self.ctx.client.complete(self.state.messages, settings.params, TOOL_SPECS)
+            remaining_s = limit_s - self.clock.elapsed()  # a response after the limit would not count
+            reply = self.ctx.client.complete(self.state.messages, settings.params, TOOL_SPECS, timeout_s=remaining_s)
             if reply.status == "error":
                 self.record(
                     {"kind": "failure", "reason": reply.reason, "http_status": reply.http_status,
@@ -184,6 +187,8 @@ class _Episode:
             )  # fmt: skip
             if reply.tool_calls:
                 self.answer(reply.tool_calls)
+            elif self.state.nudges_in_row:
+                self.end("no tool call")  # told once already: the model has stopped working
             else:
                 self.record({"kind": "nudge", "text": NUDGE})
         return None

@@ -11,7 +11,7 @@ the next step, a torn last line repaired, one writer at a time) and its entries:
   response: it is recorded, it counts against no turn limit);
 - `tool`: one tool call's answer (for `check`, the check's summary too);
 - `nudge`: what the model is told after a response that called no tool;
-- `end`: why the episode ended (`submitted`, `turn limit`, `time limit`);
+- `end`: why the episode ended (`submitted`, `turn limit`, `time limit`, `no tool call`);
 - `judged`: the judging's record and which version of `solution.py` it judged.
 
 The transcript is the truth of an episode: `state_of` rebuilds the conversation, the counters,
@@ -74,6 +74,7 @@ class EpisodeState:
     turns: int = 0  # model responses
     failures: int = 0  # requests that got no response
     failures_in_row: int = 0
+    nudges_in_row: int = 0  # nudges since the model last called a tool
     usage: dict[str, int] = field(default_factory=dict)  # summed over responses
     elapsed_s: float = 0.0  # the episode's own clock when the last entry was written
     pending: list[dict[str, str]] = field(default_factory=list)  # the last response's unanswered calls
@@ -136,9 +137,11 @@ def fold(state: EpisodeState, entry: dict[str, Any]) -> None:
         state.failures += 1
         state.failures_in_row += 1
     elif kind == "tool":
+        state.nudges_in_row = 0
         state.messages.append({"role": "tool", "tool_call_id": entry["call_id"], "content": entry["result"]})
         state.pending = [c for c in state.pending if c["id"] != entry["call_id"]]
     elif kind == "nudge":
+        state.nudges_in_row += 1
         state.messages.append({"role": "user", "content": entry["text"]})
     elif kind == "end":
         state.ended = entry["reason"]

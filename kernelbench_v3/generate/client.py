@@ -151,15 +151,21 @@ class ChatClient:
         self.close()
 
     def complete(
-        self, messages: list[dict[str, Any]], params: RequestParams, tools: list[dict[str, Any]] | None = None
+        self,
+        messages: list[dict[str, Any]],
+        params: RequestParams,
+        tools: list[dict[str, Any]] | None = None,
+        timeout_s: float | None = None,
     ) -> Reply:
         """Send one request (offering `tools` to call, when given), retrying 429/5xx per the
-        policy; never raises for what the server does."""
+        policy; never raises for what the server does. `timeout_s` shortens this request's
+        timeout below the client's (an agent episode's remaining time)."""
         started = time.monotonic()
         attempt = 0
+        limit_s = self.timeout_s if timeout_s is None else max(0.001, min(self.timeout_s, timeout_s))
         while True:
             attempt += 1
-            reply = self._once(params.body(messages, tools))
+            reply = self._once(params.body(messages, tools), limit_s)
             if not isinstance(reply, httpx.Response):
                 return _with(reply, started, attempt, self._key)
             if reply.status_code in RETRY_STATUS and attempt <= self.retry.retries:
@@ -167,11 +173,11 @@ class ChatClient:
                 continue
             return _with(_read(reply), started, attempt, self._key)
 
-    def _once(self, body: dict[str, Any]) -> httpx.Response | Reply:
+    def _once(self, body: dict[str, Any], limit_s: float) -> httpx.Response | Reply:
         try:
-            return self._http.post(self.url, json=body)
+            return self._http.post(self.url, json=body, timeout=httpx.Timeout(limit_s))
         except httpx.TimeoutException:
-            return Reply("error", reason=f"timeout: no complete answer within {self.timeout_s:g} s")
+            return Reply("error", reason=f"timeout: no complete answer within {limit_s:g} s")
         except httpx.HTTPError as exc:  # connection refused, reset, a bad URL...
             return Reply("error", reason=f"no connection: {type(exc).__name__}: {exc}")
 

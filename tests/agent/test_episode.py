@@ -160,12 +160,12 @@ def test_ctrl_c_mid_episode_then_a_rerun_resumes_from_the_transcript(tmp_path):
     agent = ScriptedAgent(BROKEN, GOOD)
 
     class CtrlC(ChatClient):
-        def complete(self, messages, params, tools=None):
+        def complete(self, messages, params, tools=None, timeout_s=None):
             if sum(m["role"] == "assistant" for m in messages) == 3:
                 signal.raise_signal(signal.SIGINT)  # lands on the run's own thread, as Ctrl-C does
                 time.sleep(0.3)
                 return Reply("error", reason="no connection: the user pressed Ctrl-C")
-            return super().complete(messages, params, tools)
+            return super().complete(messages, params, tools, timeout_s)
 
     run_dir = tmp_path / "run"
     with FakeOpenAI(agent=agent) as server:

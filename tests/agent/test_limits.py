@@ -68,6 +68,32 @@ def test_at_the_time_limit_the_episode_ends_and_is_judged(tmp_path):
     assert (row["turns"], row["correct"], row["compiled"]) == ("3", "False", "True")
 
 
+def test_a_request_may_take_no_longer_than_the_time_left(tmp_path):
+    """The first response would come after 3 s; the episode has 0.5 s: the request gives up at
+    the limit, is recorded, and the episode ends there."""
+    fake = FakeEvaluator()
+    with FakeOpenAI(agent=ScriptedAgent(BROKEN, GOOD), stall_s=3.0) as server:
+        server.delay_after = 0
+        result = run(server, tmp_path / "run", fake, time_limit_s=0.5)
+        assert len(server.requests) == 1
+    failure, end = [e for e in entries(tmp_path / "run") if e["kind"] in ("failure", "end")]
+    assert failure["reason"].startswith("timeout: no complete answer within 0.")
+    assert end["reason"] == "time limit" and 0.5 <= end["elapsed_s"] < 2.5
+    assert result.outcomes[0].status == "judged" and [j["text"] for j in fake.judged] == [""]
+
+
+def test_a_second_response_in_a_row_without_a_tool_call_ends_the_episode(tmp_path):
+    replies = iter([{"tool_calls": [call("write_file", path="solution.py", content=GOOD)]}, {"content": "Done."}])
+    fake = FakeEvaluator()
+    with FakeOpenAI(agent=lambda body: next(replies, {"content": "I said I am done."})) as server:
+        run(server, tmp_path / "run", fake)
+        assert len(server.requests) == 3
+    kinds = [e["kind"] for e in entries(tmp_path / "run")]
+    assert kinds[2:] == ["reply", "tool", "reply", "nudge", "reply", "end", "judged"]
+    assert entries(tmp_path / "run")[-2]["reason"] == "no tool call"
+    assert [j["text"] for j in fake.judged] == [GOOD]
+
+
 def test_failed_requests_are_recorded_turns_and_the_episode_goes_on(tmp_path):
     fake = FakeEvaluator()
     with FakeOpenAI(agent=ScriptedAgent(BROKEN, GOOD)) as server:
