@@ -11,8 +11,10 @@ ended episode is judged (`judge`), and its judging is the last entry of its tran
 
 A request that gets no response after its retries is a `failure` entry: recorded, counted
 against no limit, and sent again; `MAX_FAILURES_IN_ROW` of them in a row stop the episode
-unjudged (a rerun continues it). An endpoint that refuses the tools themselves stops the run
-with one line (`ToolsUnsupported`), since every episode would fail the same way.
+unjudged (a rerun continues it). An endpoint that refuses every request of the run (no tool
+calling, a refused key, no such model or endpoint) stops the run with one line
+(`EndpointRefused`), since every episode would fail the same way; a conversation that no longer
+fits the model's context ends the episode (`context full`), judged as at a limit.
 
 Everything happens through the transcript: each step is journaled before the next one, and a
 resumed episode starts from what its transcript says (`transcript.state_of`, `replay`).
@@ -47,8 +49,8 @@ NUDGE = (
 )
 
 
-class ToolsUnsupported(RuntimeError):
-    """The endpoint refuses requests that offer tools; the message is the run's one line."""
+class EndpointRefused(RuntimeError):
+    """The endpoint refuses every request of this run; the message is the run's one line."""
 
 
 @dataclass
@@ -97,9 +99,26 @@ class _Clock:
         self._paused += max(0.0, seconds)
 
 
-def tools_unsupported(reply: Reply) -> bool:
-    """A client error that names the tools: the endpoint does not take function calling."""
-    return reply.http_status in (400, 404, 422, 501) and re.search(r"tool|function", reply.reason, re.I) is not None
+def refusal(reply: Reply) -> str:
+    """Why no request of this run can succeed ("" when a retry or another episode might): the
+    endpoint takes no tool calls, refuses the key, or has no such model or endpoint."""
+    status, reason = reply.http_status, reply.reason
+    if status in (400, 404, 422, 501) and re.search(r"tool|function", reason, re.I):
+        return (
+            f"the endpoint does not accept tool calls ({reason}); serve the model with function calling on "
+            "(vLLM: --enable-auto-tool-choice --tool-call-parser NAME; SGLang: --tool-call-parser NAME), "
+            "or use `kbv3 generate`, which needs no tools"
+        )
+    if status in (401, 403):
+        return f"the endpoint refused the request ({reason}); check the key in the variable --api-key-env names"
+    if status == 404:
+        return f"the endpoint answered {reason}; check --base-url (the API root, e.g. http://127.0.0.1:8000/v1) and --model"
+    return ""
+
+
+def context_full(reply: Reply) -> bool:
+    """A 400 saying the conversation is longer than the model's context: no retry can help."""
+    return reply.http_status == 400 and re.search(r"context|too long|maximum.*tokens", reply.reason, re.I) is not None
 
 
 def run_episode(ctx: EpisodeContext, problem: Problem) -> EpisodeOutcome:
@@ -171,12 +190,11 @@ class _Episode:
                     {"kind": "failure", "reason": reply.reason, "http_status": reply.http_status,
                      "attempts": reply.attempts, "latency_s": reply.latency_s}
                 )  # fmt: skip
-                if tools_unsupported(reply):
-                    raise ToolsUnsupported(
-                        f"the endpoint does not accept tool calls ({reply.reason}); serve the model with "
-                        "function calling on (vLLM: --enable-auto-tool-choice --tool-call-parser NAME; "
-                        "SGLang: --tool-call-parser NAME), or use `kbv3 generate`, which needs no tools"
-                    )
+                if refusal(reply):
+                    raise EndpointRefused(refusal(reply))
+                if context_full(reply):
+                    self.end("context full")
+                    break
                 if self.state.failures_in_row >= MAX_FAILURES_IN_ROW:
                     return self.outcome("endpoint failing", reply.reason)
                 continue

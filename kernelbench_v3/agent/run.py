@@ -2,11 +2,13 @@
 
 Owns the run's guarantees. Before anything is sent, every problem is checked to be in the split
 and every existing transcript to have been started under the same settings (else `AgentError`
-names the problem and the field). Episodes run on `concurrency` daemon threads (their model
+names the problem and the field); on the CPU, a problem whose reference cannot run there
+(`CPU_UNSUPPORTED`) is skipped and listed, since no check of it could pass. Episodes run on `concurrency` daemon threads (their model
 requests overlap); their evaluations run one at a time on the calling thread (`desk`). Rerunning
 the same command continues: a judged episode makes no request, an unfinished one resumes from
 its transcript. After the episodes (after Ctrl-C too) the results are rewritten from the
-transcripts (`results`). An endpoint that refuses tools stops every episode (`ToolsUnsupported`).
+transcripts (`results`). An endpoint that refuses every request (no tools, the key) stops every
+episode (`EndpointRefused`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from ..generate.client import ChatClient
 from ..generate.run import GenerateError, choose_problems
 from .check import EvaluateFn
 from .desk import Desk
-from .episode import EpisodeContext, EpisodeOutcome, ToolsUnsupported, run_episode
+from .episode import EndpointRefused, EpisodeContext, EpisodeOutcome, run_episode
 from .judge import JudgeFn
 from .layout import RunLayout
 from .results import EpisodeResult, with_prices, write_results
@@ -38,8 +40,9 @@ class AgentResult:
     run_dir: Path
     outcomes: list[EpisodeOutcome]  # this invocation's, one per problem
     results: list[EpisodeResult]  # every judged episode of the run folder
-    unsupported: str = ""  # the endpoint refused the tools: the one line to print
+    refused: str = ""  # the endpoint refuses every request (no tools, the key): the one line to print
     errors: list[str] = field(default_factory=list)  # episodes that raised (a bug, a lock in use)
+    skipped: list[EpisodeOutcome] = field(default_factory=list)  # on the CPU, problems that cannot run there
 
     @property
     def unfinished(self) -> list[EpisodeOutcome]:
@@ -87,13 +90,19 @@ def run_agent(
         problems = choose_problems(settings.split, settings.problems, settings.problems_root)
     except GenerateError as exc:
         raise AgentError(str(exc)) from None
+    skipped = [
+        EpisodeOutcome(p.problem_id, "skipped", 0, 0, detail=f"cannot run on the CPU: {p.cpu_unsupported}")
+        for p in problems
+        if settings.device == "cpu" and p.cpu_unsupported
+    ]
+    problems = [p for p in problems if not (settings.device == "cpu" and p.cpu_unsupported)]
     check_transcripts(problems, settings, layout)
     settings = with_prices(layout, settings)  # a damaged prices.json is found before any request
     desk = Desk(clock)
     ctx = EpisodeContext(settings, layout, client, desk, clock=clock, evaluate_fn=evaluate_fn, judge_fn=judge_fn)
     outcomes: dict[str, EpisodeOutcome] = {}
     errors: list[str] = []
-    unsupported: list[str] = []
+    refused: list[str] = []
     work: queue.Queue = queue.Queue()
     for problem in problems:
         work.put(problem)
@@ -106,8 +115,8 @@ def run_agent(
                 return
             try:
                 outcomes[problem.problem_id] = run_episode(ctx, problem)
-            except ToolsUnsupported as exc:
-                unsupported.append(client.scrub(str(exc)))
+            except EndpointRefused as exc:
+                refused.append(client.scrub(str(exc)))
                 ctx.stop.set()
                 desk.close()
             except Exception as exc:  # noqa: BLE001 - one episode's defect never loses the others
@@ -127,7 +136,7 @@ def run_agent(
         bar.close()
         results = write_results(layout, settings)
     ordered = [outcomes[p.problem_id] for p in problems if p.problem_id in outcomes]
-    return AgentResult(layout.root, ordered, results, unsupported[0] if unsupported else "", errors)
+    return AgentResult(layout.root, ordered, results, refused[0] if refused else "", errors, skipped)
 
 
 class _Bar:
@@ -173,6 +182,7 @@ def describe(result: AgentResult) -> str:
             f"{outcome.problem_id}: {verdict}{figure} after {judged.turns} turns, "
             f"{judged.usage.get('total_tokens', 0)} tokens ({judged.ended}{', judged before' if outcome.status == 'already judged' else ''})"
         )
+    lines.extend(f"{o.problem_id}: skipped, {o.detail}" for o in result.skipped)
     lines.extend(f"error: {e}" for e in result.errors)
     counts = Counter("correct" if r.record.get("correct") else "not correct" for r in result.results)
     lines.append(

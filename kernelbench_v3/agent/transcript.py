@@ -11,7 +11,8 @@ the next step, a torn last line repaired, one writer at a time) and its entries:
   response: it is recorded, it counts against no turn limit);
 - `tool`: one tool call's answer (for `check`, the check's summary too);
 - `nudge`: what the model is told after a response that called no tool;
-- `end`: why the episode ended (`submitted`, `turn limit`, `time limit`, `no tool call`);
+- `end`: why the episode ended (`submitted`, `turn limit`, `time limit`, `no tool call`,
+  `context full`);
 - `judged`: the judging's record and which version of `solution.py` it judged.
 
 The transcript is the truth of an episode: `state_of` rebuilds the conversation, the counters,

@@ -108,8 +108,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
         return 130
     finally:
         client.close()
-    if result.unsupported:
-        print(f"kbv3 agent: {scrub(result.unsupported, key)}", file=sys.stderr)
+    if result.refused:
+        print(f"kbv3 agent: {scrub(result.refused, key)}", file=sys.stderr)
         return 2
     print(scrub(describe(result), key))
     return 0 if result.all_correct else 1

@@ -135,6 +135,27 @@ def test_an_endpoint_without_tool_calls_is_one_clear_line(tmp_path, capsys):
     assert [e["kind"] for e in entries(tmp_path / "run")] == ["message", "message", "failure"]
 
 
+def test_a_refused_key_is_one_clear_line(tmp_path, capsys):
+    with FakeOpenAI(agent=ScriptedAgent(BROKEN, GOOD)) as server:
+        server.script = ["unauthorized"]
+        argv = ["agent", "--split", "h100", "--model", "m", "--base-url", server.base_url, "--only", SOFTMAX]
+        code, _, err = kbv3(argv + ["--device", "cpu", "--out", str(tmp_path / "run"), "--no-progress"], capsys)
+        assert len(server.requests) == 1
+    assert code == 2 and one_line(err).startswith("kbv3 agent: the endpoint refused the request (HTTP 401: ")
+    assert "check the key in the variable --api-key-env names" in err
+
+
+def test_a_conversation_longer_than_the_context_ends_the_episode(tmp_path):
+    fake = FakeEvaluator()
+    with FakeOpenAI(agent=writes(GOOD)) as server:
+        server.script = ["ok", "toolong"]
+        result = run(server, tmp_path / "run", fake)
+        assert len(server.requests) == 2
+    end = next(e for e in entries(tmp_path / "run") if e["kind"] == "end")
+    assert end["reason"] == "context full" and result.outcomes[0].status == "judged"
+    assert [j["text"] for j in fake.judged] == [GOOD]
+
+
 @pytest.mark.parametrize(
     "extra, expected",
     [
@@ -160,3 +181,19 @@ def test_cuda_asked_for_without_a_gpu(no_cuda, tmp_path, capsys):  # noqa: F811
     argv = ["agent", "--split", "h100", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--device", "cuda"]
     code, _, err = kbv3(argv + ["--out", str(tmp_path / "run")], capsys)
     assert code == 2 and "no CUDA GPU is visible" in one_line(err)
+
+
+def test_on_the_cpu_a_problem_that_cannot_run_there_is_skipped_and_listed(tmp_path):
+    from kernelbench_v3.catalog.problem import get_problem
+
+    source = get_problem(SOFTMAX).path.read_text()
+    (tmp_path / "problems" / "level1").mkdir(parents=True)
+    (tmp_path / "problems" / "level1" / "23_Softmax.py").write_text(
+        source + '\nCPU_UNSUPPORTED = "no CPU kernel for this op"\n'
+    )
+    fake = FakeEvaluator()
+    with FakeOpenAI(agent=ScriptedAgent(BROKEN, GOOD)) as server:
+        result = run(server, tmp_path / "run", fake, problems_root=str(tmp_path / "problems"))
+        assert server.requests == []
+    assert result.outcomes == [] and [o.problem_id for o in result.skipped] == [SOFTMAX]
+    assert "level1/23_Softmax: skipped, cannot run on the CPU: no CPU kernel for this op" in describe(result)

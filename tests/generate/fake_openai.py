@@ -5,7 +5,8 @@ level1/23_Softmax`) appears in the request's messages, and before that plays a s
 one per request in order: `"429"` (rate limited, with Retry-After: 0), `"500"`, `"stall"` (sleep
 past the client's timeout, then answer), `"malformed"` (200 with a body that is not JSON),
 `"refuse"`, `"empty"`, `"notools"` (400 with vLLM's words for a server started without tool
-calling). Every request's body and headers are kept, to count what was sent and to look for a
+calling), `"unauthorized"` (401), `"toolong"` (400 with vLLM's words for a conversation longer
+than the model's context). Every request's body and headers are kept, to count what was sent and to look for a
 key. It binds 127.0.0.1 and nothing else.
 
 For tool calling, `agent` (a function of the request body) gives the assistant message to answer
@@ -95,6 +96,11 @@ class FakeOpenAI:
                     return self._send(500, b'{"error": "overloaded"}')
                 if fault == "notools":
                     words = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+                    return self._send(400, json.dumps({"object": "error", "message": words, "code": 400}).encode())
+                if fault == "unauthorized":
+                    return self._send(401, b'{"error": {"message": "Incorrect API key provided"}}')
+                if fault == "toolong":
+                    words = "This model's maximum context length is 32768 tokens. However, you requested 40000 tokens"
                     return self._send(400, json.dumps({"object": "error", "message": words, "code": 400}).encode())
                 if fault == "malformed":
                     return self._send(200, b'{"choices": [ this is not json')
