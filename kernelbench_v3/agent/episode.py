@@ -153,6 +153,7 @@ class _Episode:
         self.ctx, self.problem, self.transcript = ctx, problem, transcript
         self.state, self.workspace, self.versions, self.clock = state, workspace, versions, clock
         self.pid = problem.problem_id
+        self.limit_s = ctx.settings.time_limit_for(problem)
 
     def record(self, entry: dict[str, Any]) -> dict[str, Any]:
         """Journal `entry` (with the episode's clock), then fold it into the state."""
@@ -171,8 +172,7 @@ class _Episode:
         return self.judge()
 
     def converse(self) -> EpisodeOutcome | None:
-        settings = self.ctx.settings
-        limit_s = settings.time_limit_for(self.problem)
+        settings, limit_s = self.ctx.settings, self.limit_s
         self.answer(self.state.pending)  # calls an interrupted run left unanswered
         while self.state.ended is None:
             if self.ctx.stop.is_set():
@@ -218,7 +218,10 @@ class _Episode:
             call = parse_call(raw)
             entry: dict[str, Any] = {"kind": "tool", "call_id": raw["id"], "name": raw["name"]}
             entry["arguments"] = raw.get("arguments", "")
-            if call.name == CHECK and not call.error:
+            if call.name == CHECK and not call.error and self.clock.elapsed() >= self.limit_s:
+                self.record(dict(entry, result="not run: the episode's time limit is reached"))
+                self.end("time limit")
+            elif call.name == CHECK and not call.error:
                 result, summary = self.check()
                 self.record(dict(entry, result=result, check=summary))
             elif call.name == SUBMIT and not call.error:

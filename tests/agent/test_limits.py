@@ -197,3 +197,29 @@ def test_on_the_cpu_a_problem_that_cannot_run_there_is_skipped_and_listed(tmp_pa
         assert server.requests == []
     assert result.outcomes == [] and [o.problem_id for o in result.skipped] == [SOFTMAX]
     assert "level1/23_Softmax: skipped, cannot run on the CPU: no CPU kernel for this op" in describe(result)
+
+
+def test_a_check_asked_for_after_the_time_limit_is_not_run(tmp_path):
+    """One response asks for three checks; each takes 100 s on the episode's clock, the limit is
+    150 s: two run, the third is answered as not run and the episode ends there."""
+    from kernelbench_v3.agent.run import run_agent
+    from kernelbench_v3.generate.client import ChatClient
+    from tests.agent.test_episode import settings
+
+    now = [0.0]
+
+    class Slow(FakeEvaluator):
+        def check(self, request):
+            now[0] += 100.0
+            return super().check(request)
+
+    first = {"tool_calls": [call("write_file", path="solution.py", content=GOOD)] + [call("check")] * 3}
+    fake = Slow()
+    with FakeOpenAI(agent=lambda body: first) as server:
+        client = ChatClient(server.base_url, timeout_s=5.0)
+        run_agent(settings(time_limit_s=150.0), tmp_path / "run", client, progress=False, clock=lambda: now[0],
+                  evaluate_fn=fake.check, judge_fn=fake.judge)  # fmt: skip
+        assert len(server.requests) == 1
+    tools = [e["result"] for e in entries(tmp_path / "run") if e["kind"] == "tool"]
+    assert len(fake.checks) == 2 and tools[-1] == "not run: the episode's time limit is reached"
+    assert next(e for e in entries(tmp_path / "run") if e["kind"] == "end")["reason"] == "time limit"
