@@ -5,7 +5,8 @@ Owns turning each judged episode into:
 - a row of `results.csv` in the published runs schema (`vocab.PUBLISHED_RUNS_COLUMNS`, exactly its
   columns): the judging record's runs columns, `turns` (model responses), `total_tokens`
   (summed from each response's `usage`), `estimated_cost_usd` (with both prices), `run_dir` (the
-  transcript) and `solution_link` (the judged file). Prices given once are remembered
+  transcript), `solution_link` (the judged file) and `baseline_link` (the reference, in the
+  workspace). Prices given once are remembered
   (`prices.json`), so a rerun without them keeps the cost column. `sol_ms`, `ref_ms` and `speedup` are left
   empty where the judging's time is no performance figure (the CPU), as the schema has no
   column to say so;
@@ -33,6 +34,7 @@ from ..vocab import PUBLISHED_RUNS_COLUMNS
 from .layout import RunLayout
 from .settings import AgentError, AgentSettings
 from .transcript import read_entries, state_of
+from .workspace import REFERENCE
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def runs_columns(result: EpisodeResult, layout: RunLayout, settings: AgentSettin
         "estimated_cost_usd": settings.cost_usd(result.usage),
         "run_dir": layout.transcript(result.problem_id).relative_to(layout.root).as_posix(),
         "solution_link": f"{layout.solutions.name}/{sample_file(result.problem_id, 0)}",
-        "baseline_link": None,
+        "baseline_link": (layout.workspace(result.problem_id) / REFERENCE).relative_to(layout.root).as_posix(),
     }
 
 

@@ -112,6 +112,7 @@ def test_results_csv_has_the_turns_the_summed_tokens_and_the_judged_score(tmp_pa
     assert row["solution_link"] == "solutions/level1/23_Softmax/sample_0.py"
     assert (tmp_path / "run" / row["solution_link"]).read_text() == GOOD
     assert (tmp_path / "run" / row["run_dir"]).is_file()
+    assert (tmp_path / "run" / row["baseline_link"]).read_bytes() == get_problem(SOFTMAX).path.read_bytes()
     runs = load_runs(tmp_path / "run" / "results.csv")  # the published schema's own validation
     assert runs["turns"].tolist() == [6] and runs["problem_id"].tolist() == [SOFTMAX]
     record = json.loads((tmp_path / "run" / "records.jsonl").read_text())
