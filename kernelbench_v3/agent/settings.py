@@ -9,12 +9,11 @@ tokens already spent, so they may change between runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..catalog.problem import Problem
-from ..generate.client import RequestParams
-from ..prompts.agent import agent_templates_digest
-from .check import CHECK_TIMING_S, PUBLIC_SEEDS
-from .tools import TOOLS_VERSION
+if TYPE_CHECKING:  # the CLI reads this module's defaults to build its parser: it stays light
+    from ..catalog.problem import Problem
+    from ..generate.client import RequestParams
 
 # The published harness's time limit per level (seconds); levels above 4 take level 4's.
 LEVEL_TIME_LIMIT_S: dict[int, float] = {1: 300.0, 2: 600.0, 3: 900.0, 4: 1200.0}
@@ -45,6 +44,8 @@ class AgentSettings:
 
     @property
     def params(self) -> RequestParams:
+        from ..generate.client import RequestParams
+
         return RequestParams(model=self.model, temperature=self.temperature, max_tokens=self.max_tokens)
 
     def time_limit_for(self, problem: Problem) -> float:
@@ -61,6 +62,10 @@ class AgentSettings:
 
     def header(self, problem: Problem) -> dict:
         """A transcript's header: what changes this episode (see the module)."""
+        from ..prompts.agent import agent_templates_digest
+        from .check import CHECK_TIMING_S, PUBLIC_SEEDS
+        from .tools import TOOLS_VERSION
+
         return {
             "kind": "agent",
             "split": self.split,

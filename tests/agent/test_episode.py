@@ -219,6 +219,7 @@ def test_tool_mistakes_are_answers_and_a_response_without_tools_gets_a_nudge(tmp
     assert result.outcomes[0].status == "judged" and fake.judged[0]["text"] == GOOD
 
 
+@pytest.mark.slow  # a second problem's prompt traces its shapes (1-2 s on 2 cores)
 def test_episodes_run_at_once_and_their_evaluations_one_at_a_time_on_the_runs_thread(tmp_path):
     import threading
 

@@ -223,3 +223,19 @@ def test_a_check_asked_for_after_the_time_limit_is_not_run(tmp_path):
     tools = [e["result"] for e in entries(tmp_path / "run") if e["kind"] == "tool"]
     assert len(fake.checks) == 2 and tools[-1] == "not run: the episode's time limit is reached"
     assert next(e for e in entries(tmp_path / "run") if e["kind"] == "end")["reason"] == "time limit"
+
+
+def test_building_the_command_line_imports_no_torch_httpx_or_jinja2():
+    """`kbv3 --help` and every verb's parser stay quick: the agent verb reads its defaults from a
+    module that imports none of the heavy libraries (a fresh interpreter, so nothing is cached)."""
+    import subprocess
+    import sys
+
+    from tests.paths import REPO
+
+    code = (
+        "import sys; from kernelbench_v3.cli.main import build_parser; build_parser(); "
+        "print(sorted(m for m in ('torch', 'httpx', 'jinja2') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
