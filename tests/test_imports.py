@@ -34,8 +34,23 @@ ALLOWED_ARROWS: dict[str, set[str]] = {
     "serve": SHARED | {"catalog", "evaluate", "workers"},  # the local service: warm supervisors behind a socket
     # prompts -> model -> samples: the batch journal's durability, runs' samples layout
     "generate": SHARED | {"catalog", "prompts", "batch", "runs"},
+    # the agent loop: the model through generate's client, the rules from prompts, checks through
+    # evaluate's public API, judging as eval-batch does (batch), results in the runs layouts
+    "agent": SHARED | {"catalog", "prompts", "evaluate", "batch", "runs", "generate"},
     "cli": SHARED
-    | {"<package>", "catalog", "hardware", "evaluate", "prompts", "dataset", "runs", "batch", "serve", "generate"},
+    | {
+        "<package>",
+        "catalog",
+        "hardware",
+        "evaluate",
+        "prompts",
+        "dataset",
+        "runs",
+        "batch",
+        "serve",
+        "generate",
+        "agent",
+    },
     "<package>": SHARED | {"catalog", "dataset", "evaluate", "runs"},  # the lazy top-level API
     "__main__": {"cli"},
 }

@@ -70,6 +70,25 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    if text.strip() == "0":
+        return 0
+    return positive_int(text)
+
+
+def non_negative_number(text: str) -> float:
+    """A finite number >= 0 (a temperature, a price)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
 def seeds(text: str) -> tuple[int, ...]:
     """`42,123` -> (42, 123)."""
     values = []

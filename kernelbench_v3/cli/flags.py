@@ -14,7 +14,16 @@ from pathlib import Path
 
 from ..evaluate.request import DEFAULT_TIMING_SECONDS
 from ..vocab import DEVICES
-from .args import SPLIT_METAVAR, gpu_indices, positive_seconds, problems_dir, split_arg
+from .args import (
+    SPLIT_METAVAR,
+    gpu_indices,
+    non_negative_int,
+    non_negative_number,
+    positive_int,
+    positive_seconds,
+    problems_dir,
+    split_arg,
+)
 
 # Where the problem ids of `--only` are told apart from the folder of `--problems`.
 ONLY_HELP = "only these problems of the split: comma-separated ids, e.g. level1/23_Softmax,level1/26_GELU_"
@@ -108,6 +117,23 @@ def add_template(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_endpoint(p: argparse.ArgumentParser) -> None:
+    """The flags of a verb that talks to an OpenAI-compatible chat-completions endpoint."""
+    p.add_argument("--model", required=True, help="the model name the endpoint serves (sent as `model`)")
+    p.add_argument("--base-url", required=True, help="the API root, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the API key (default: none is sent, as for a local server)",
+    )
+    p.add_argument("--temperature", type=non_negative_number, default=0.0, help="sampling temperature (default: 0)")
+    p.add_argument("--max-tokens", type=positive_int, default=8192, help="answer length limit (default: 8192)")
+    p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per request (default: 600)")
+    p.add_argument(
+        "--retries", type=non_negative_int, default=5, help="retries of a 429 or 5xx answer, with backoff (default: 5)"
+    )
+
+
 def add_no_progress(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -116,6 +142,7 @@ __all__ = [
     "ONLY_HELP",
     "add_cache",
     "add_device",
+    "add_endpoint",
     "add_gpus",
     "add_json",
     "add_no_progress",

@@ -8,35 +8,12 @@ client only; it is never printed, and messages that could carry it are scrubbed.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from pathlib import Path
 
-from .args import (
-    CliError,
-    check_writable_parent,
-    ignore_further_interrupts,
-    positive_int,
-    positive_seconds,
-)
-from .flags import add_no_progress, add_only, add_problems, add_split, add_template
-
-
-def temperature(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    if text.strip() == "0":
-        return 0
-    return positive_int(text)
+from .args import CliError, check_writable_parent, ignore_further_interrupts, positive_int
+from .flags import add_endpoint, add_no_progress, add_only, add_problems, add_split, add_template
 
 
 def add_generate(sub: argparse._SubParsersAction) -> None:
@@ -49,23 +26,11 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
         "response is extracted into RUN_DIR/solutions/, which `kbv3 eval-batch` evaluates.",
     )
     add_split(p, required=True)
-    p.add_argument("--model", required=True, help="the model name the endpoint serves (sent as `model`)")
-    p.add_argument("--base-url", required=True, help="the API root, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument(
-        "--api-key-env",
-        metavar="VAR",
-        help="environment variable holding the API key (default: none is sent, as for a local server)",
-    )
+    add_endpoint(p)
     p.add_argument("--samples", type=positive_int, default=1, help="samples per problem (default: 1)")
-    p.add_argument("--temperature", type=temperature, default=0.0, help="sampling temperature (default: 0)")
-    p.add_argument("--max-tokens", type=positive_int, default=8192, help="answer length limit (default: 8192)")
     p.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight at once (default: 4)")
     add_only(p)
     add_template(p)
-    p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per request (default: 600)")
-    p.add_argument(
-        "--retries", type=non_negative_int, default=5, help="retries of a 429 or 5xx answer, with backoff (default: 5)"
-    )
     add_problems(p)
     # Its old name: refused with the new one named, rather than argparse's "unrecognized arguments".
     p.add_argument("--problems-dir", help=argparse.SUPPRESS)
@@ -74,21 +39,37 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_generate)
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
-    from ..generate.client import ChatClient, RetryPolicy, check_base_url, scrub
-    from ..generate.run import GenerateError, GenerateSettings, describe, run_generate
+def endpoint_key(args: argparse.Namespace) -> str | None:
+    """The API key from the variable `--api-key-env` names (None without the flag), after checking
+    `--base-url`; CliError for either mistake. The key goes to the client only, never printed."""
+    from ..generate.client import check_base_url
 
-    if args.problems_dir is not None:
-        raise CliError("argument --problems-dir: renamed --problems (a problems folder, as in every verb)")
     try:
         check_base_url(args.base_url)
     except ValueError as exc:
         raise CliError(f"argument --base-url: {exc}") from None
-    key = None
-    if args.api_key_env:
-        key = os.environ.get(args.api_key_env)
-        if not key:
-            raise CliError(f"argument --api-key-env: environment variable {args.api_key_env} is not set or empty")
+    if not args.api_key_env:
+        return None
+    key = os.environ.get(args.api_key_env)
+    if not key:
+        raise CliError(f"argument --api-key-env: environment variable {args.api_key_env} is not set or empty")
+    return key
+
+
+def endpoint_client(args: argparse.Namespace, key: str | None):
+    """The chat-completions client `add_endpoint`'s flags describe."""
+    from ..generate.client import ChatClient, RetryPolicy
+
+    return ChatClient(args.base_url, key, timeout_s=args.timeout, retry=RetryPolicy(retries=args.retries))
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from ..generate.client import scrub
+    from ..generate.run import GenerateError, GenerateSettings, describe, run_generate
+
+    if args.problems_dir is not None:
+        raise CliError("argument --problems-dir: renamed --problems (a problems folder, as in every verb)")
+    key = endpoint_key(args)
     check_writable_parent(args.out / "responses.jsonl", "--out")
     settings = GenerateSettings(
         split=args.split,
@@ -100,7 +81,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         problems=args.only or (),
         problems_root=str(args.problems.resolve()) if args.problems else None,
     )
-    client = ChatClient(args.base_url, key, timeout_s=args.timeout, retry=RetryPolicy(retries=args.retries))
+    client = endpoint_client(args, key)
     try:
         result = run_generate(settings, args.out, client, concurrency=args.concurrency, progress=not args.no_progress)
     except GenerateError as exc:

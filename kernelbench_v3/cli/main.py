@@ -1,6 +1,6 @@
 """The `kbv3` command: thin verbs over the library.
 
-The verbs live in `problem_verbs`, `generate_verbs`, `eval_verbs`, `serve_verbs` and `runs_verbs` (each with `add_<verb>` and
+The verbs live in `problem_verbs`, `generate_verbs`, `agent_verbs`, `eval_verbs`, `serve_verbs` and `runs_verbs` (each with `add_<verb>` and
 `run_<verb>`); argument checks in `args`; the evaluator's options in `options`. `main` turns a
 user's mistake into one line on stderr and an exit code (EXIT_CODES), never a traceback.
 """
@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from ..evaluate import mps
-from . import eval_verbs, generate_verbs, problem_verbs, runs_verbs, serve_verbs
+from . import agent_verbs, eval_verbs, generate_verbs, problem_verbs, runs_verbs, serve_verbs
 from .args import CliError, KbParser, ignore_further_interrupts
 
 # What `kbv3` exits with (README "Exit codes").
@@ -32,6 +32,7 @@ VERBS = [
     problem_verbs.add_prompts,
     problem_verbs.add_extract,
     generate_verbs.add_generate,
+    agent_verbs.add_agent,
     eval_verbs.add_eval,
     eval_verbs.add_eval_batch,
     eval_verbs.add_baselines,

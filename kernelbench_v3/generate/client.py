@@ -1,6 +1,7 @@
 """One chat-completions request to an OpenAI-compatible endpoint, and what came back.
 
-Owns the wire protocol (`POST {base_url}/chat/completions` through `httpx`), the retry policy
+Owns the wire protocol (`POST {base_url}/chat/completions` through `httpx`; plain answers for
+`generate`, function calling (`tools`) for `agent`), the retry policy
 (429 and 5xx are retried with exponential backoff and full jitter, `Retry-After` honoured up to
 the cap; every other failure is final) and the one shape every outcome takes, `Reply`: a
 timeout, a refused or empty answer, malformed JSON or an HTTP error is a `Reply` with a status
@@ -12,6 +13,7 @@ leaves this module passes through `scrub`, so the key cannot reach a record, a l
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import time
@@ -39,13 +41,17 @@ class RequestParams:
     temperature: float = 0.0
     max_tokens: int = 8192
 
-    def body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        return {
+    def body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        body = {
             "model": self.model,
             "messages": messages,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
         }
+        if tools:
+            body["tools"] = tools
+            body["tool_choice"] = "auto"
+        return body
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,11 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class Reply:
-    """One request's outcome. `text` is the answer ("" when none); `reason` says why it is not "ok"."""
+    """One request's outcome. `text` is the answer ("" when none); `reason` says why it is not "ok".
+
+    `tool_calls` are the function calls the answer makes (`[{"id", "name", "arguments"}]`, the
+    arguments as the JSON text the model wrote); an answer with calls and no text is "ok".
+    `http_status` is the last HTTP status seen (None: no response came)."""
 
     status: ReplyStatus
     text: str = ""
@@ -80,6 +90,8 @@ class Reply:
     latency_s: float = 0.0
     attempts: int = 1
     reason: str = ""
+    tool_calls: list[dict[str, str]] = field(default_factory=list)
+    http_status: int | None = None
 
     @property
     def tokens(self) -> int:
@@ -138,13 +150,22 @@ class ChatClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def complete(self, messages: list[dict[str, str]], params: RequestParams) -> Reply:
-        """Send one request, retrying 429/5xx per the policy; never raises for what the server does."""
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        params: RequestParams,
+        tools: list[dict[str, Any]] | None = None,
+        timeout_s: float | None = None,
+    ) -> Reply:
+        """Send one request (offering `tools` to call, when given), retrying 429/5xx per the
+        policy; never raises for what the server does. `timeout_s` shortens this request's
+        timeout below the client's (an agent episode's remaining time)."""
         started = time.monotonic()
         attempt = 0
+        limit_s = self.timeout_s if timeout_s is None else max(0.001, min(self.timeout_s, timeout_s))
         while True:
             attempt += 1
-            reply = self._once(messages, params)
+            reply = self._once(params.body(messages, tools), limit_s)
             if not isinstance(reply, httpx.Response):
                 return _with(reply, started, attempt, self._key)
             if reply.status_code in RETRY_STATUS and attempt <= self.retry.retries:
@@ -152,11 +173,11 @@ class ChatClient:
                 continue
             return _with(_read(reply), started, attempt, self._key)
 
-    def _once(self, messages: list[dict[str, str]], params: RequestParams) -> httpx.Response | Reply:
+    def _once(self, body: dict[str, Any], limit_s: float) -> httpx.Response | Reply:
         try:
-            return self._http.post(self.url, json=params.body(messages))
+            return self._http.post(self.url, json=body, timeout=httpx.Timeout(limit_s))
         except httpx.TimeoutException:
-            return Reply("error", reason=f"timeout: no complete answer within {self.timeout_s:g} s")
+            return Reply("error", reason=f"timeout: no complete answer within {limit_s:g} s")
         except httpx.HTTPError as exc:  # connection refused, reset, a bad URL...
             return Reply("error", reason=f"no connection: {type(exc).__name__}: {exc}")
 
@@ -170,6 +191,8 @@ def _with(reply: Reply, started: float, attempts: int, key: str | None) -> Reply
         latency_s=round(time.monotonic() - started, 3),
         attempts=attempts,
         reason=scrub(reply.reason, key),
+        tool_calls=[{k: scrub(v, key) for k, v in call.items()} for call in reply.tool_calls],
+        http_status=reply.http_status,
     )
 
 
@@ -178,7 +201,12 @@ def _read(response: httpx.Response) -> Reply:
     if response.status_code != 200:
         body = response.text.strip().replace("\n", " ")[:REASON_LIMIT]
         retried = " (after retries)" if response.status_code in RETRY_STATUS else ""
-        return Reply("error", reason=f"HTTP {response.status_code}{retried}: {body}")
+        return Reply("error", reason=f"HTTP {response.status_code}{retried}: {body}", http_status=response.status_code)
+    reply = _read_answer(response)
+    return dataclasses.replace(reply, http_status=200)
+
+
+def _read_answer(response: httpx.Response) -> Reply:
     try:
         data = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -186,8 +214,9 @@ def _read(response: httpx.Response) -> Reply:
     try:
         choice = data["choices"][0]
         message = choice.get("message") or {}
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return Reply("error", reason="malformed response: no choices[0].message")
+        calls = _tool_calls(message.get("tool_calls"))
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        return Reply("error", reason="malformed response: no choices[0].message, or tool_calls not a list of calls")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     usage = {k: int(v) for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)}
     finish = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
@@ -196,6 +225,26 @@ def _read(response: httpx.Response) -> Reply:
     if (isinstance(refusal, str) and refusal.strip()) or finish == "content_filter":
         why = refusal.strip()[:REASON_LIMIT] if isinstance(refusal, str) and refusal.strip() else "content_filter"
         return Reply("refused", text=text, finish_reason=finish, usage=usage, reason=f"refused: {why}")
-    if not text.strip():
+    if not text.strip() and not calls:
         return Reply("empty", finish_reason=finish, usage=usage, reason=f"empty answer (finish_reason {finish})")
-    return Reply("ok", text=text, finish_reason=finish, usage=usage)
+    return Reply("ok", text=text, finish_reason=finish, usage=usage, tool_calls=calls)
+
+
+def _tool_calls(raw: Any) -> list[dict[str, str]]:
+    """The answer's function calls as `{"id", "name", "arguments"}` texts; ValueError for a
+    shape that is not OpenAI's (`[{"id", "type": "function", "function": {"name", "arguments"}}]`)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ValueError("tool_calls is not a list")
+    calls = []
+    for number, call in enumerate(raw):
+        function = call["function"]
+        name, arguments = function["name"], function.get("arguments")
+        if not isinstance(name, str):
+            raise ValueError("a tool call without a name")
+        if isinstance(arguments, (dict, list)):  # a server that decoded them already
+            arguments = json.dumps(arguments)
+        call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{number}"
+        calls.append({"id": call_id, "name": name, "arguments": arguments if isinstance(arguments, str) else ""})
+    return calls

@@ -22,7 +22,6 @@ without code with the reason.
 
 from __future__ import annotations
 
-import hashlib
 import queue
 import sys
 import threading
@@ -36,7 +35,7 @@ from ..batch.journal import Journal, JournalError, read_journal
 from ..catalog.problem import Problem, discover
 from ..paths import write_atomically
 from ..prompts.extract import ExtractionError, extract_solution
-from ..prompts.render import TemplateError, template_path, to_messages
+from ..prompts.render import TemplateError, template_digest, to_messages
 from ..runs.sample_files import SampleEntry, sample_file, write_manifest
 from ..vocab import Split
 from .client import ANSWERED, ChatClient, Reply, RequestParams
@@ -68,14 +67,13 @@ class GenerateSettings:
 
     def to_dict(self) -> dict[str, Any]:
         """The journal header: the settings that change answers (a rerun must match them)."""
-        path = template_path(self.template)
         return {
             "kind": "generate",
             "split": self.split,
             "model": self.model,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
-            "template_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "template_sha256": template_digest(self.template),
         }
 
 
@@ -94,13 +92,14 @@ class GenerateResult:
         return self.statuses.get("error", 0)
 
 
-def choose_problems(settings: GenerateSettings) -> list[Problem]:
-    """The split's problems in catalog order, or the named ones (each must be in the split)."""
-    in_split = discover(settings.problems_root, split=settings.split)
-    if not settings.problems:
+def choose_problems(split: str, ids: tuple[str, ...] = (), root: str | None = None) -> list[Problem]:
+    """The split's problems in catalog order, or those of `ids` (each must be in the split;
+    GenerateError names the others, with the near matches, as `--only` gives them)."""
+    in_split = discover(root, split=split)
+    if not ids:
         return in_split
     by_id = {p.problem_id: p for p in in_split}
-    missing = [pid for pid in settings.problems if pid not in by_id]
+    missing = [pid for pid in ids if pid not in by_id]
     if missing:
         from ..catalog.problem import suggest_ids
 
@@ -109,10 +108,9 @@ def choose_problems(settings: GenerateSettings) -> list[Problem]:
             near = suggest_ids(pid, by_id)
             hints.append(f"{pid} (did you mean {' or '.join(near)}?)" if near else pid)
         raise GenerateError(
-            f"argument --only: not problems of split {settings.split}: {', '.join(hints)} "
-            f"(`kbv3 ls --split {settings.split}` lists them)"
+            f"argument --only: not problems of split {split}: {', '.join(hints)} (`kbv3 ls --split {split}` lists them)"
         )
-    return [p for p in in_split if p.problem_id in set(settings.problems)]
+    return [p for p in in_split if p.problem_id in set(ids)]
 
 
 def _record(pid: str, sample: int, settings: GenerateSettings, reply: Reply) -> dict[str, Any]:
@@ -154,7 +152,7 @@ def run_generate(
     """Send every missing (problem, sample) of `settings`; journal and extract. See the module."""
     run_dir = Path(run_dir)
     try:
-        problems = choose_problems(settings)
+        problems = choose_problems(settings.split, settings.problems, settings.problems_root)
         book = Journal(run_dir / RESPONSES, settings)
         messages = {p.problem_id: to_messages(p, settings.split, settings.template) for p in problems}
     except TemplateError as exc:

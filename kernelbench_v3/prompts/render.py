@@ -1,6 +1,7 @@
 """Rendering prompts from Jinja2 templates: text for completion models, messages for chat models.
 
-Owns template resolution (a bundled name such as "default", or a path to the user's own file),
+Owns template resolution (a bundled name such as "default", or a path to the user's own file;
+every template can include the bundled parts, `_rules.j2` and `_score.j2`),
 the Jinja2 environment (StrictUndefined, so a misspelt variable is an error, not an empty
 string), and the split of a template into a system and a user message: a template defines the
 blocks `system` and `user`; one without them is rendered whole as a single user message.
@@ -26,7 +27,8 @@ class TemplateError(ValueError):
 
 
 def bundled_templates() -> list[str]:
-    return sorted(p.stem for p in TEMPLATES_DIR.glob("*.j2"))
+    """The names `--template` takes; `_*.j2` are the parts they include (`_rules.j2`), not prompts."""
+    return sorted(p.stem for p in TEMPLATES_DIR.glob("*.j2") if not p.name.startswith("_"))
 
 
 def template_path(template: str | Path) -> Path:
@@ -42,10 +44,23 @@ def template_path(template: str | Path) -> Path:
     )
 
 
+def template_digest(template: str | Path) -> str:
+    """sha256 of what renders a template: its own text and the bundled parts any template may
+    include (`_*.j2`), so a journal started under other rules notices."""
+    import hashlib
+
+    digest = hashlib.sha256(template_path(template).read_bytes())
+    for part in sorted(TEMPLATES_DIR.glob("_*.j2")):
+        digest.update(part.name.encode() + b"\0" + part.read_bytes())
+    return digest.hexdigest()
+
+
 @lru_cache(maxsize=32)
 def _load(path: Path, mtime_ns: int) -> jinja2.Template:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(path.parent)),
+        # The template's own folder first, then the bundled one: any template may include the
+        # bundled parts (`{% include "_rules.j2" %}`), so the rules are stated in one place.
+        loader=jinja2.FileSystemLoader([str(path.parent), str(TEMPLATES_DIR)]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=False,
         autoescape=False,

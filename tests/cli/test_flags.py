@@ -19,9 +19,10 @@ from tests.paths import EXAMPLES
 # Flags whose value is a different thing in each verb, so their help says which.
 PER_VERB = {
     "--out": "what is written differs: a .jsonl, a solution file, a run folder, a Parquet file, a folder",
-    "--model": "the model to query (generate) or the name recorded with the result (eval, eval-batch)",
-    "--timeout": "the step it limits differs: one request (generate), one evaluation step (eval)",
+    "--model": "the model to query (generate, agent) or the name recorded with the result (eval, eval-batch)",
+    "--timeout": "the step it limits differs: one request (generate, agent), one evaluation step (eval)",
     "--sizes": "eval's NAME=VALUE; eval-batch only points to --shapes (hidden)",
+    "--concurrency": "what runs at once differs: requests (generate), episodes (agent)",
 }
 
 

@@ -4,8 +4,14 @@ It answers `POST /v1/chat/completions` with the canned text whose marker (e.g. `
 level1/23_Softmax`) appears in the request's messages, and before that plays a script of faults,
 one per request in order: `"429"` (rate limited, with Retry-After: 0), `"500"`, `"stall"` (sleep
 past the client's timeout, then answer), `"malformed"` (200 with a body that is not JSON),
-`"refuse"`, `"empty"`. Every request's body and headers are kept, to count what was sent and to
-look for a key. It binds 127.0.0.1 and nothing else.
+`"refuse"`, `"empty"`, `"notools"` (400 with vLLM's words for a server started without tool
+calling), `"unauthorized"` (401), `"toolong"` (400 with vLLM's words for a conversation longer
+than the model's context). Every request's body and headers are kept, to count what was sent and to look for a
+key. It binds 127.0.0.1 and nothing else.
+
+For tool calling, `agent` (a function of the request body) gives the assistant message to answer
+with instead of a canned text: `{"content": ..., "tool_calls": [{"name", "arguments"}]}`, each
+call given an id and the OpenAI shape here.
 """
 
 from __future__ import annotations
@@ -17,8 +23,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FakeOpenAI:
-    def __init__(self, answers: dict[str, str], default: str = "I cannot help with that.", stall_s: float = 3.0):
-        self.answers = answers
+    def __init__(
+        self,
+        answers: dict[str, str] | None = None,
+        default: str = "I cannot help with that.",
+        stall_s: float = 3.0,
+        agent=None,
+    ):
+        self.answers = answers or {}
+        self.agent = agent
         self.default = default
         self.stall_s = stall_s
         self.script: list[str] = []
@@ -43,8 +56,23 @@ class FakeOpenAI:
         self._server.server_close()
 
     def answer_for(self, body: dict) -> str:
-        text = "\n".join(m.get("content", "") for m in body.get("messages", []))
+        text = "\n".join(m.get("content") or "" for m in body.get("messages", []))
         return next((answer for marker, answer in self.answers.items() if marker in text), self.default)
+
+    def agent_message(self, body: dict, count: int) -> dict:
+        wanted = self.agent(body)
+        calls = [
+            {
+                "id": f"call_{count}_{i}",
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for i, c in enumerate(wanted.get("tool_calls") or [])
+        ]
+        message = {"role": "assistant", "content": wanted.get("content")}
+        if calls:
+            message["tool_calls"] = calls
+        return message
 
     def _handler(self):
         fake = self
@@ -66,12 +94,22 @@ class FakeOpenAI:
                     return self._send(429, b'{"error": "rate limited"}', {"Retry-After": "0"})
                 if fault == "500":
                     return self._send(500, b'{"error": "overloaded"}')
+                if fault == "notools":
+                    words = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+                    return self._send(400, json.dumps({"object": "error", "message": words, "code": 400}).encode())
+                if fault == "unauthorized":
+                    return self._send(401, b'{"error": {"message": "Incorrect API key provided"}}')
+                if fault == "toolong":
+                    words = "This model's maximum context length is 32768 tokens. However, you requested 40000 tokens"
+                    return self._send(400, json.dumps({"object": "error", "message": words, "code": 400}).encode())
                 if fault == "malformed":
                     return self._send(200, b'{"choices": [ this is not json')
                 if fault == "stall" or (fake.delay_after is not None and count > fake.delay_after):
                     time.sleep(fake.stall_s)
-                message = {"role": "assistant", "content": fake.answer_for(body)}
-                finish = "stop"
+                if fake.agent is not None:
+                    message, finish = fake.agent_message(body, count), "tool_calls"
+                else:
+                    message, finish = {"role": "assistant", "content": fake.answer_for(body)}, "stop"
                 if fault == "refuse":
                     message = {"role": "assistant", "content": None, "refusal": "I will not write that."}
                 elif fault == "empty":
