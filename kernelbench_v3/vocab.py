@@ -52,6 +52,7 @@ EXECUTORS: tuple[Executor, ...] = get_args(Executor)
 # "failed": the solution did not run; "incomplete": a planned case never came back;
 # "error": the evaluator itself could not judge (bad problem, no reference, a crash of ours).
 Status = Literal["correct", "incorrect", "failed", "incomplete", "error"]
+STATUSES: tuple[Status, ...] = get_args(Status)
 CheckOutcome = Literal["pass", "fail", "skip", "not run"]
 BaselineType = Literal["eager", "compile"]
 TimingMethod = Literal[

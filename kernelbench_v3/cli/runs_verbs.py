@@ -32,7 +32,7 @@ def add_runs(sub: argparse._SubParsersAction) -> None:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from ..runs.anomalies import analyze_runs, flagged_runs
-    from ..runs.leaderboard import leaderboard, speedup_distribution
+    from ..runs.leaderboard import BOARD_NOTE, display_board, leaderboard, speedup_distribution
     from ..runs.load import RunsSchemaError, RunsSourceError, unmatched
 
     summary = args.action == "summary"
@@ -63,10 +63,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
         for gpu, part in board.groupby("gpu", sort=False):
             print(f"\n== {gpu} ==")
             print(
-                part.drop(columns=["gpu", "correct", "total"])
-                .rename(columns={"correct_str": "correct"})
+                display_board(part)
+                .drop(columns=["gpu"])
                 .to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:.3g}")
             )
+        print(f"\n{BOARD_NOTE}")
         print("\n== speedup distribution (correct runs) ==")
         if dist.empty:
             print("no correct run has a speedup (timed on the CPU, or without a baseline): no distribution")
@@ -133,7 +134,8 @@ def add_report(sub: argparse._SubParsersAction) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ..runs.load import RunsSchemaError, RunsSourceError
-    from ..runs.report import html_page, load_report, report_data, report_table, terminal_text
+    from ..runs.report import load_report, report_data, report_text
+    from ..runs.report_html import html_page
     from .args import check_writable_parent
 
     if not args.results.is_file():
@@ -160,16 +162,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         # allow_nan=False: a NaN that slipped through is a bug to see, never invalid JSON printed.
         print(json.dumps(report_data(runs, joined, flags), indent=1, allow_nan=False))
     elif args.csv:
-        print(pass_at_k.summaries_csv(pass_at_k.model_summaries(runs)), end="")
+        print(pass_at_k.summaries_csv(pass_at_k.model_summaries(runs, joined.attrs.get("split_totals"))), end="")
     else:
-        # The per-model summary, the per-problem table (where a problem has several samples),
-        # then every record, each problem's best sample first.
-        print(pass_at_k.summaries_text(pass_at_k.model_summaries(runs)) + "\n")
-        problems = pass_at_k.problem_table(runs)
-        if (problems["samples"] > 1).any():
-            print(pass_at_k.problem_table_text(problems) + "\n")
-        table = report_table(pass_at_k.sort_records_best_first(joined), flags)
-        print(terminal_text(table, runs=runs, flags=flags))
+        # The summary per model and GPU, the per-problem table (where a problem has several
+        # samples), then every record, each problem's best sample first: the page's order.
+        print(report_text(runs, joined, flags))
     if args.html is not None:
         print(f"wrote {args.html}", file=sys.stderr if args.json or args.csv else sys.stdout)  # stdout stays parseable
     return 0
