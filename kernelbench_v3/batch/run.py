@@ -34,6 +34,7 @@ from .discover import (  # noqa: F401 (defined there, imported from here too)
     discover_samples,
     discover_solutions,
     parse_runs_name,
+    select_problems,
     sha256_file,
     split_gpu,
 )
@@ -110,6 +111,7 @@ class BatchResult:
     skipped: list[Skipped]
     wall_s: float
     throughput: Throughput | None = None  # this run's evaluations per hour, per worker and in total
+    left_out: int = 0  # solutions under the folder that `only` and `limit` left out of this batch
 
     def counts(self) -> Counter:
         return Counter(r.get("status", "?") for r in self.records)
@@ -134,18 +136,23 @@ def run_batch(
     retry_errors: bool = False,
     progress: bool = True,
     evaluate_fn: Callable[..., dict[str, Any]] | None = None,
+    only: Iterable[str] | None = None,
+    limit: int | None = None,
 ) -> BatchResult:
     """Evaluate every solution under `solutions` not yet in the journal; write `out` (Parquet).
 
     The journal (default `<out>.journal.jsonl`) gets each record the moment it is finished; the
     Parquet file is rewritten from it at the end, also after an interruption. Rerunning the
     same command skips what the journal holds; `retry_errors` also reruns records whose status
-    is "error" (the evaluator or a worker failed, not the solution).
+    is "error" (the evaluator or a worker failed, not the solution). `only` (problem ids) and
+    `limit` (the first N problems) narrow the batch to those problems' solutions, every sample
+    of each (`discover.select_problems`); the journal keeps what other batches finished.
     """
     from . import executors
 
     started = time.monotonic()
     found = discover_solutions(solutions, settings.split, settings.problems_root, model)
+    found, left_out = select_problems(found, settings.split, settings.problems_root, only=only, limit=limit)
     journal_path = Path(journal) if journal is not None else default_journal(out)
     book = Journal(journal_path, settings)
     try:
@@ -199,6 +206,7 @@ def run_batch(
         skipped=found.skipped,
         wall_s=time.monotonic() - started,
         throughput=throughput,
+        left_out=left_out,
     )
 
 
@@ -235,6 +243,8 @@ def describe_batch(result: BatchResult) -> str:
     for record in result.records:  # each failure on one line: which one, and why
         if record.get("status") != "correct":
             lines.append("  " + failure_line(record))
+    if result.left_out:
+        lines.append(f"left out {result.left_out} solution(s) of other problems (--only / --limit)")
     if result.skipped:
         reasons = Counter(s.reason for s in result.skipped)
         lines.append(

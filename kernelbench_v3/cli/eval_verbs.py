@@ -128,9 +128,27 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path, help="Parquet file of records to write (.parquet)")
     add_device(p)
     add_gpus(p)
-    p.add_argument("--workers", type=positive_int, default=1, help="worker processes on --device cpu")
-    p.add_argument("--executor", choices=EXECUTORS, default="local")
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="worker processes on --device cpu (default: 1; on CUDA there is one worker per GPU of --gpus)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="local: one worker process per GPU (or --workers on the CPU) on this host; ray: one Ray task "
+        "per evaluation, one GPU each, on the cluster of --address (default: local)",
+    )
     p.add_argument("--address", help="Ray cluster address (default: start Ray in-process)")
+    add_only(p)
+    p.add_argument(
+        "--limit",
+        type=positive_int,
+        metavar="N",
+        help="only the first N problems (catalog order, after --only) with every sample of each (default: all)",
+    )
     p.add_argument(
         "--shapes",
         choices=SIZE_MODES,
@@ -206,6 +224,8 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
             model=args.model,
             retry_errors=args.retry_errors,
             progress=not args.no_progress,
+            only=args.only,
+            limit=args.limit,
         )
     except UnknownSolutionError as exc:  # a mistyped file name: usage, as an unknown --problem of `eval`
         raise CliError(str(exc)) from None
