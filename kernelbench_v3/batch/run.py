@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import write_atomically
+from ..vocab import plural
 from .discover import (  # noqa: F401 (defined there, imported from here too)
     RUNS_SUFFIX,
     BatchError,
@@ -224,7 +225,7 @@ def failure_line(record: dict[str, Any]) -> str:
     sample = record.get("sample")
     sample_text = f" sample {int(sample)}" if isinstance(sample, (int, float)) and sample == sample else ""
     return (
-        f"{record.get('problem_id')}{sample_text} ({record.get('model') or '-'}): {record.get('status')}"
+        f"{record.get('problem_id')}{sample_text} ({record.get('model') or '(unnamed)'}): {record.get('status')}"
         + (f", failed check {check}" if check else "")
         + (f": {reason[0][:200]}" if reason else "")
     )
@@ -235,7 +236,7 @@ def describe_batch(result: BatchResult) -> str:
     counts = result.counts()
     parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     lines = [
-        f"{len(result.records)} records ({parts}) in {result.out}",
+        f"{plural(len(result.records), 'record')} ({parts}) in {result.out}",
         f"ran {result.ran} now, {result.already_done} already in {result.journal}; {result.wall_s:.1f}s",
     ]
     if result.throughput is not None and result.throughput.evaluations:

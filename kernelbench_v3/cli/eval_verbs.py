@@ -36,7 +36,7 @@ from .flags import (
     add_split,
     add_timing_seconds,
 )
-from .heartbeat import HEARTBEAT_S, heartbeat
+from .heartbeat import HEARTBEAT_S, heartbeat, say_on_stderr
 from .options import add_eval_options, eval_options_from
 
 
@@ -96,7 +96,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             sizes=sizes,
             model=args.model,
         )
-        say = _stderr_line
+        say = say_on_stderr
         say(f"kbv3 eval: evaluating {args.problem} on {request.device} (a line every {HEARTBEAT_S:g} s) ...")
         with heartbeat(args.problem, say):
             record = evaluate(request, problems_dir=args.problems, cache_dir=args.cache)
@@ -108,11 +108,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         print(describe(record))
     return 0 if record.correct else 1
-
-
-def _stderr_line(text: str) -> None:
-    # Progress goes to stderr: stdout stays the verdict (or the one JSON object of --json).
-    print(text, file=sys.stderr, flush=True)
 
 
 def add_eval_batch(sub: argparse._SubParsersAction) -> None:
@@ -241,6 +236,13 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
     return 0 if all(r.get("status") == "correct" for r in result.records) else 1
 
 
+CPU_BASELINE_NOTE = (
+    "note: these are CPU times, no performance figure: no speedup is scored on the CPU, so a CPU "
+    "baseline serves only `--baseline` runs on this machine (timing_details.cpu_time_ratio); time "
+    "baselines on the GPU the evaluations will run on"
+)
+
+
 def add_baselines(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "baselines",
@@ -294,4 +296,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
                 f"[{how}]",
                 flush=True,
             )
+    if device == "cpu":
+        # The figures above are real CPU times, but no score uses them: said where they are read.
+        print(CPU_BASELINE_NOTE)
     return 1 if failed else 0

@@ -12,22 +12,47 @@ from .flags import add_json, add_problems
 
 
 def add_runs(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("runs", help="published or local runs: leaderboard (summary) and anomaly flags")
-    p.add_argument("action", choices=["summary", "anomalies"])
-    p.add_argument(
-        "--source",
-        type=Path,
-        help="results.csv, its folder, or Parquet/JSONL of evaluator records "
-        "(default: the Hub dataset Infatoshi/kernelbench-v3-runs, needs network)",
+    p = sub.add_parser(
+        "runs",
+        help="published or local runs: leaderboard (summary) and anomaly flags",
+        description="The runs dataset (the Hub's results.csv, or a local source): `kbv3 runs summary` prints "
+        "the leaderboard per GPU and model, `kbv3 runs anomalies` the runs flagged as doubtful with a reason "
+        "each. `kbv3 runs ACTION --help` says what each prints and takes.",
     )
-    add_problems(p)
-    p.add_argument(
+    actions = p.add_subparsers(dest="action", required=True)
+    summary = actions.add_parser(
+        "summary",
+        help="the leaderboard per GPU and model, and the speedup distribution",
+        description="The leaderboard per GPU and model: correct/split (problems with a correct run of the "
+        "problems in that GPU's split), problems attempted, the geometric-mean speedup over correct runs, "
+        "fast_0..fast_2 (the share of the split's problems correct with a speedup above p), the mean and "
+        "median fraction of the speed of light reached, cost; then the speedup distribution per level. "
+        "--json: {leaderboard, speedup_distribution, unmatched}.",
+    )
+    anomalies = actions.add_parser(
+        "anomalies",
+        help="runs flagged as doubtful (faster than light, above the roofline, ...), each with its reason",
+        description="Every flagged run with its reason: faster than the GPU's speed of light, above the "
+        "roofline headroom, lower precision than the reference, no custom kernel in the solution source, "
+        "near-identity problems, per-problem statistical outliers. A run is named by its row of the "
+        "source (row 1 = the first data row of a results.csv) and its run_dir where the source has one. "
+        "--json: {flags, flagged_runs, unmatched}.",
+    )
+    for action in (summary, anomalies):
+        action.add_argument(
+            "--source",
+            type=Path,
+            help="results.csv, its folder, or Parquet/JSONL of evaluator records "
+            "(default: the Hub dataset Infatoshi/kernelbench-v3-runs, needs network)",
+        )
+        add_problems(action)
+        add_json(action)
+        action.set_defaults(func=cmd_runs, no_facts=False)
+    anomalies.add_argument(
         "--no-facts",
         action="store_true",
-        help="anomalies: skip the per-problem CPU facts (precision and near-identity flags)",
+        help="skip the per-problem CPU facts (the precision and near-identity flags)",
     )
-    add_json(p)
-    p.set_defaults(func=cmd_runs)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -85,8 +110,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
             print(
                 json.dumps(
                     {
-                        "flags": _records(flags),
-                        "flagged_runs": _records(runs.reset_index(names="run")),
+                        "flags": _records(flags.assign(row=flags["run"].map(_row_number))),
+                        "flagged_runs": _records(
+                            runs.reset_index(names="run").assign(row=lambda f: f["run"].map(_row_number))
+                        ),
                         "unmatched": _records(missing),
                     },
                     indent=1,
@@ -99,8 +126,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         )
         for row in flags.itertuples(index=False):  # each reason in full: it names the peak used
             print(
-                f"run {row.run}  {row.model} / {row.gpu} / {row.problem}  speedup {_speedup_text(row.speedup)}  "
-                f"{row.flag}:\n    {row.reason}"
+                f"{_run_name(joined, row.run)}  {row.model} / {row.gpu} / {row.problem}  "
+                f"speedup {_speedup_text(row.speedup)}  {row.flag}:\n    {row.reason}"
             )
     if len(missing):
         print(f"\n{len(missing)} run(s) match no catalog problem (kept, with null problem columns):")
@@ -170,6 +197,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.html is not None:
         print(f"wrote {args.html}", file=sys.stderr if args.json or args.csv else sys.stdout)  # stdout stays parseable
     return 0
+
+
+def _row_number(run) -> int:
+    """A run's row of its source as a person counts it: 1 is the first data row (the frame's
+    index is 0-based, the header of a results.csv is no row)."""
+    return int(run) + 1
+
+
+def _run_name(joined, run) -> str:
+    """`row 6 (run_dir run_fixture_rtx3090)`: where a flagged run is in the source, by the row a
+    person counts and, where the source has one, the run's own folder name."""
+    run_dir = joined.at[run, "run_dir"] if "run_dir" in joined.columns else None
+    where = f" (run_dir {run_dir})" if isinstance(run_dir, str) and run_dir else ""
+    return f"row {_row_number(run)}{where}"
 
 
 def _speedup_text(value) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..vocab import SPLIT_OF_RUNS_GPU
+from ..vocab import SPLIT_OF_RUNS_GPU, plural
 
 FAST_PS = (1.0, 1.5, 2.0)
 NA = "n/a"
@@ -268,11 +268,6 @@ def summaries_csv(summaries: list[dict[str, Any]]) -> str:
 
 def _figure(value: float | None, suffix: str = "") -> str:
     return NA if value is None else f"{value:.3f}{suffix}"
-
-
-def plural(count: int, noun: str) -> str:
-    """`1 sample`, `2 samples`: a count a reader sees, in the number it has."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def summary_line(s: dict[str, Any]) -> str:

@@ -76,7 +76,9 @@ def read_runs_table(path: Path | str) -> tuple[pd.DataFrame, str]:
         # A batch journal may hold retries: the last record of a (model, GPU, problem, sample) wins.
         keys = [c for c in ("model", "gpu", "problem", "problem_id", "sample") if c in frame.columns]
         before = len(frame)
-        frame = frame.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)
+        # The index stays each record's line in the file (0-based): `kbv3 runs anomalies` names a
+        # run by that row, which a reset would shift past every superseded line.
+        frame = frame.drop_duplicates(subset=keys, keep="last")
         frame.attrs["superseded"] = before - len(frame)  # said by `kbv3 report`, never silent
     return frame, kind
 
