@@ -47,7 +47,6 @@ from .loading import (  # noqa: F401 - re-exported: the dataset's API in one pla
     load_problems,
 )
 
-
 INPUT_SPEC = pa.struct(
     [
         ("kind", pa.string()),  # "tensor", or the Python type name of a non-tensor input

@@ -52,7 +52,9 @@ def test_csv_is_the_same_summary_as_a_table(tmp_path, capsys):
 def test_the_terminal_report_starts_with_the_summary_then_problems_best_sample_first(tmp_path, capsys):
     assert main(["report", str(_write(tmp_path))]) == 0
     out = capsys.readouterr().out
-    assert out.index("gpu-model on H100: 2 samples of 1 problem ") < out.index("best sample") < out.index("failed check")
+    assert (
+        out.index("gpu-model on H100: 2 samples of 1 problem ") < out.index("best sample") < out.index("failed check")
+    )
     assert "cpu-model" in out and "speed figures n/a on CPU" in out
     with pytest.raises(SystemExit) as exit_:
         main(["report", str(_write(tmp_path)), "--json", "--csv"])  # one format at a time

@@ -36,7 +36,9 @@ def no_network(monkeypatch):
 
 
 @pytest.mark.parametrize("source", ["out/nohub", "./nohub", "out/hub/extra", "no such folder"])
-def test_a_path_like_source_that_does_not_exist_is_named_at_once(source, tmp_path, monkeypatch, no_datasets, no_network):
+def test_a_path_like_source_that_does_not_exist_is_named_at_once(
+    source, tmp_path, monkeypatch, no_datasets, no_network
+):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "out").mkdir()  # `out/nohub` beside the demo's `out/`: a path, not a repo id
     with pytest.raises(FileNotFoundError, match=f"dataset folder {Path(source)} does not exist; build one"):
@@ -95,6 +97,8 @@ def test_the_split_takes_any_spelling(tmp_path):
     built = hub.build(tmp_path / "built", write_problems(tmp_path / "problems", TINY), with_prompts=False).out_dir
     want = list(load_problems("h100", built)["problem_id"])
     assert list(load_problems("H100", built)["problem_id"]) == want
-    assert list(load_problems("RTX 3090", str(built))["problem_id"]) == list(load_problems("rtx3090", built)["problem_id"])
+    assert list(load_problems("RTX 3090", str(built))["problem_id"]) == list(
+        load_problems("rtx3090", built)["problem_id"]
+    )
     with pytest.raises(ValueError, match="unknown split 'a100'; choose one of rtx3090, h100, b200"):
         load_problems("a100", built)
