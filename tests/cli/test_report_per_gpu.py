@@ -12,12 +12,25 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from kernelbench_v3.cli.main import main
 from tests.cli.test_report_samples import _write
 from tests.paths import PUBLISHED, RUNS_FIXTURES
 
 RESULTS = PUBLISHED / "results.csv"
 DEMO_RECORDS = RUNS_FIXTURES / "demo_records.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def no_figures(monkeypatch):
+    """The page's figures stubbed: these tests read its tables, and drawing the two figures
+    costs about a second per page (tests/runs/test_report.py renders them for real)."""
+    from kernelbench_v3.runs import plots, report_html
+
+    monkeypatch.setattr(plots, "fast_p_curves", lambda joined: None)
+    monkeypatch.setattr(plots, "speedup_by_level", lambda joined: None)
+    monkeypatch.setattr(report_html, "_figure_uri", lambda fig: "data:image/png;base64,")
 
 
 def _out(argv, capsys) -> str:
