@@ -161,7 +161,7 @@ def add_report(sub: argparse._SubParsersAction) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ..runs.load import RunsSchemaError, RunsSourceError
-    from ..runs.report import load_report, report_data, report_text
+    from ..runs.report import load_report, report_data, report_parts, report_text
     from ..runs.report_html import html_page
     from .args import check_writable_parent
 
@@ -189,7 +189,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         # allow_nan=False: a NaN that slipped through is a bug to see, never invalid JSON printed.
         print(json.dumps(report_data(runs, joined, flags), indent=1, allow_nan=False))
     elif args.csv:
-        print(pass_at_k.summaries_csv(pass_at_k.model_summaries(runs, joined.attrs.get("split_totals"))), end="")
+        print(pass_at_k.summaries_csv(report_parts(runs, joined, flags)["summaries"]), end="")
     else:
         # The summary per model and GPU, the per-problem table (where a problem has several
         # samples), then every record, each problem's best sample first: the page's order.

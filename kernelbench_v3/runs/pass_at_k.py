@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..vocab import SPLIT_OF_RUNS_GPU, plural
+from ..vocab import plural
+from .leaderboard import GPU_ORDER  # RTX3090, H100, B200: the order every table lists GPUs in
 
 FAST_PS = (1.0, 1.5, 2.0)
 NA = "n/a"
-GPU_ORDER = tuple(SPLIT_OF_RUNS_GPU)  # RTX3090, H100, B200: the order every table lists GPUs in
 CPU_SPEED_NOTE = "n/a on CPU: no speedup is measured through the Triton interpreter"
 
 
