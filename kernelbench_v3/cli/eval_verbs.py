@@ -236,6 +236,11 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
     return 0 if all(r.get("status") == "correct" for r in result.records) else 1
 
 
+def _ms_or_na(value) -> str:
+    """A baseline's time as the line shows it: `1.5`, or `n/a` where that way was not timed (never nan)."""
+    return "n/a" if value is None else f"{value:.4g}"
+
+
 CPU_BASELINE_NOTE = (
     "note: these are CPU times, no performance figure: no speedup is scored on the CPU, so a CPU "
     "baseline serves only `--baseline` runs on this machine (timing_details.cpu_time_ratio); time "
@@ -292,8 +297,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         else:
             print(
                 f"{result.problem_id}: {entry['baseline_ms']:.4g} ms ({entry['baseline_type']}; eager "
-                f"{entry.get('eager_ms') or float('nan'):.4g}, compiled {entry.get('compiled_ms') or float('nan'):.4g}) "
-                f"[{how}]",
+                f"{_ms_or_na(entry.get('eager_ms'))}, compiled {_ms_or_na(entry.get('compiled_ms'))}) [{how}]",
                 flush=True,
             )
     if device == "cpu":

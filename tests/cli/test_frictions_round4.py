@@ -151,6 +151,16 @@ def test_baselines_on_the_cpu_say_their_times_are_no_performance_figure(tmp_path
     code, out, _ = run(argv, capsys)
     assert code == 0 and out.splitlines()[0].startswith("level1/23_Softmax: 1.5 ms")
     assert "note: these are CPU times, no performance figure: no speedup is scored on the CPU" in out
+    # A way that was not timed (no compiled time) reads n/a, as in every table, never nan.
+    monkeypatch.setattr(
+        isolate,
+        "run_child",
+        lambda *a, **k: isolate.ChildOutcome(
+            {"ok": True, "eager": {"median_ms": 2.0}, "compiled": None, "precision": "fp32"}, 0, False, False, "", 1.0
+        ),
+    )
+    code, out, _ = run([*argv[:-1], tmp_path / "other"], capsys)
+    assert code == 0 and "compiled n/a)" in out and "nan" not in out
 
 
 def test_tables_say_n_a_not_a_dash(tmp_path, capsys):
