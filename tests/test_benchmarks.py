@@ -116,3 +116,77 @@ def test_throughput_bench_rehearses_on_cpu(tmp_path):
     assert "| timed | 0 | 1/1 | 1 correct |" in text and "| solution_timing |" in text
     rows = [json.loads(line) for line in (out / "throughput.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in rows] == ["run", "eval", "eval", "batch", "batch"]
+
+
+def _small_kernels_module():
+    import importlib.util
+
+    sys.path.insert(0, str(BENCHMARKS / "bench"))
+    path = BENCHMARKS / "bench" / "bench_small_kernels_gpu.py"
+    spec = importlib.util.spec_from_file_location("bench_small_kernels_gpu", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_small_kernels_ladder_rungs_and_problem_are_real_files(tmp_path):
+    from kernelbench_v3.catalog.problem import get_problem
+
+    bench = _small_kernels_module()
+    rungs = bench.ladder_solutions(tmp_path)
+    assert [r[2] for r in rungs] == [f"ladder {us} us" for us in bench.LADDER_US]
+    assert "SPIN_NS = 500000" in rungs[-1][1].read_text() and "{spin_ns}" not in rungs[0][1].read_text()
+    compile(rungs[0][1].read_text(), "rung", "exec")
+    problem = get_problem(bench.LADDER_PROBLEM, BENCHMARKS / "problems")
+    assert problem.path.exists()
+    for _, path, _ in bench.SOLUTIONS:
+        assert path.exists(), path
+
+
+def test_small_kernels_journal_resumes_and_the_report_renders(tmp_path):
+    bench = _small_kernels_module()
+    journal = bench.Journal(tmp_path)
+    sol = "benchmarks/solutions/level1/26_GELU_persistent.py"
+    journal.write(
+        "outside|level1/26_GELU_|x",
+        {
+            "part": "outside",
+            "problem": "level1/26_GELU_",
+            "solution": sol,
+            "rotating_ms": 0.0105,
+            "single_call_ms": 0.0126,
+        },
+    )
+    journal.write(
+        "outside-ref|level1/26_GELU_",
+        {
+            "part": "outside-ref",
+            "problem": "level1/26_GELU_",
+            "eager_rotating_ms": 0.0111,
+            "compiled_events_ms": 0.0164,
+        },
+    )
+    for run, ms in enumerate((0.0107, 0.0109)):
+        journal.write(
+            f"evaluator|mps|level1/26_GELU_|{sol}|{run}",
+            {
+                "part": "evaluator",
+                "mode": "mps",
+                "kind": "honest",
+                "problem": "level1/26_GELU_",
+                "solution": sol,
+                "label": "honest persistent GELU",
+                "run": run,
+                "status": "correct",
+                "sol_ms": ms,
+                "speedup": 1.03,
+                "timing_flags": [],
+            },
+        )
+    again = bench.Journal(tmp_path)  # a rerun: every key written is known and skipped
+    assert again.has("outside|level1/26_GELU_|x") and again.has(f"evaluator|mps|level1/26_GELU_|{sol}|1")
+    from small_kernels_report import report
+
+    text = report(again.path)
+    assert "| level1/26_GELU_ | honest persistent GELU | 10.5 | 10.7, 10.9 (2) | +2.9% ✓ | 8% |" in text
+    assert "2 honest evaluations: 0 not correct, 0 with a timing flag." in text

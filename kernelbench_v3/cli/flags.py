@@ -53,7 +53,15 @@ def add_split(p: argparse.ArgumentParser, *, required: bool = False, default: st
 
 
 def add_device(p: argparse.ArgumentParser) -> None:
+    """--device, and --no-mps: every verb that times on a GPU takes both."""
     p.add_argument("--device", choices=DEVICES, help="where to run (default: cuda when available, else cpu)")
+    p.add_argument(
+        "--no-mps",
+        action="store_true",
+        help="time without an MPS daemon (also KBV3_MPS=0). By default kbv3 runs its timed calls under "
+        "MPS, starting a private daemon once per process; without it calls under about 0.15 ms are "
+        "not resolved and read sol_ms null with timing_unresolved (docs/timing.md)",
+    )
 
 
 def add_gpus(p: argparse.ArgumentParser) -> None:

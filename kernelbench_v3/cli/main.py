@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..evaluate.mps import private_daemon
+from ..evaluate import mps
 from . import eval_verbs, generate_verbs, problem_verbs, runs_verbs, serve_verbs
 from .args import CliError, KbParser, ignore_further_interrupts
 
@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     verb = f"kbv3 {args.verb}"
     try:
-        with private_daemon():  # KBV3_MPS=1: the timed calls under a private MPS daemon
+        # The timed calls of a verb that times on a GPU run under MPS, started once for the verb.
+        with mps.daemon(mps.wanted(getattr(args, "no_mps", None), getattr(args, "device", None))):
             code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit
         return code

@@ -1,17 +1,31 @@
-"""MPS for the timed calls: optional, private, never required.
+"""MPS for the timed calls: on by default wherever a kbv3 process times on a GPU.
 
-Without MPS the GPU time-slices between the supervisor's context and the solution's, and a
-gated window holds a context switch of about 150 us whose spread is as wide as a small kernel
-(docs/timing.md). Under an MPS daemon the processes share one server context: the echo's window
-falls to about 10 us and calls of 10-50 us are timed within a few percent.
+Without MPS the GPU time-slices between the supervisor's CUDA context and the solution's: a gated
+window holds a context switch of about 150 us whose jitter is as wide as a small kernel, so calls
+under about 0.15 ms are not resolved (docs/timing.md). Under an MPS daemon the processes share
+one server context, the echo's window falls to about 10 us and small kernels are timed.
 
-`private_daemon()` starts a daemon of this user's own (pipe and log folders under a fresh
-temporary folder, so no other user's daemon or setting is touched) when `KBV3_MPS=1` asks for
-it, the control program exists and no daemon is in use already; it must run before this process
-opens a CUDA context, since a context joins MPS only when it is created. Children (the zygote,
-the solution and echo processes, the baseline child) inherit the folders through the
-environment. The daemon is asked to quit when the block ends. `in_use()` says whether this
-process's contexts go through one: the record keeps it (`timing_details.mps`).
+`daemon(ask)` owns the lifecycle, once per kbv3 process (eval, eval-batch, serve, baselines and
+demo all run inside one block):
+
+- **Used, not started**, when a daemon already serves this user: `CUDA_MPS_PIPE_DIRECTORY`
+  names a folder with a control pipe, or the driver's default folder has one.
+- **Started**, otherwise, when asked, the control program exists and every GPU is in compute mode
+  Default: a private daemon (pipe and log folders under a fresh `kbv3-mps-*` temporary folder,
+  so no other user's daemon or setting is touched), before this process opens a CUDA context (a
+  context joins MPS only when it is created). Children inherit the folders through the
+  environment.
+- **Stopped by a reaper, never waited for.** The control daemon's `quit` waits for its clients,
+  and this process is one of them until it exits, so quitting from inside cost a 60 s timeout per
+  `kbv3 eval`. Instead a small detached process (`mps_reaper.py`, standard library only) holds
+  the read end of a pipe whose write end only this process (and what it forks) holds. When the
+  last holder is gone, by a normal exit, Ctrl-C or `kill -9`, the reaper asks the daemon to
+  quit, kills what is left of it after a grace period, and removes the folder.
+- **Nothing left behind**: `sweep_stale()` (run before every start) ends the daemons of
+  `kbv3-mps-*` folders of this user whose owner and reaper are both gone.
+
+`in_use()` says whether this process's contexts go through a daemon; the record keeps it
+(`timing_details.mps`) and the baseline cache keys on it.
 """
 
 from __future__ import annotations
@@ -20,23 +34,40 @@ import contextlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
-ASK_ENV = "KBV3_MPS"  # "1": start a private daemon for the evaluations of this process
-PIPE_ENV, LOG_ENV = "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"
-CONTROL = "nvidia-cuda-mps-control"
+from .mps_reaper import CONTROL, LOG_ENV, PIPE_ENV, daemon_pids, end_daemon
+
+ASK_ENV = "KBV3_MPS"  # "0" (or false/no/off): no daemon, as --no-mps; anything else: the default
+DRIVER_DEFAULT_PIPE = Path("/tmp/nvidia-mps")  # where contexts look when PIPE_ENV is unset
+ROOT_PREFIX = "kbv3-mps-"
+OWNER_FILE, REAPER_FILE = "owner.pid", "reaper.pid"
+START_WAIT_S = 10.0  # the control pipe appears within this after `-d` returns
+REAPER = Path(__file__).with_name("mps_reaper.py")
 
 
-def asked() -> bool:
-    return os.environ.get(ASK_ENV, "").strip().lower() in ("1", "true", "yes")
+def off_by_env() -> bool:
+    return os.environ.get(ASK_ENV, "").strip().lower() in ("0", "false", "no", "off")
+
+
+def wanted(no_mps: bool | None, device: str | None) -> bool:
+    """Whether a verb should run under MPS: it times on a GPU (`no_mps` is None for verbs that do
+    not), `--no-mps` and KBV3_MPS=0 did not turn it off, and the device is not the CPU."""
+    return no_mps is False and device != "cpu" and not off_by_env()
+
+
+def _pipe_has_control(folder: str | Path) -> bool:
+    return bool(str(folder)) and (Path(folder) / "control").exists()
 
 
 def in_use() -> bool:
     """Whether a daemon's control pipe is where this process's CUDA contexts will look for it."""
     folder = os.environ.get(PIPE_ENV, "")
-    return bool(folder) and (Path(folder) / "control").exists()
+    return _pipe_has_control(folder) if folder else _pipe_has_control(DRIVER_DEFAULT_PIPE)
 
 
 def _default_compute_mode() -> bool:
@@ -53,31 +84,102 @@ def _default_compute_mode() -> bool:
     return modes == {"Default"}
 
 
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+
+
+def _read_pid(path: Path) -> int:
+    try:
+        return int(path.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def sweep_stale(tmp: Path | None = None) -> list[Path]:
+    """End the private daemons whose kbv3 process and reaper are both gone (a reaper killed with
+    its owner); the folders removed."""
+    ended = []
+    for root in Path(tmp or tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*"):
+        try:
+            if not root.is_dir() or root.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        if _alive(_read_pid(root / OWNER_FILE)) or _alive(_read_pid(root / REAPER_FILE)):
+            continue
+        end_daemon(root, grace_s=2.0)
+        ended.append(root)
+    return ended
+
+
+def _start(root: Path, env: dict[str, str]) -> bool:
+    """`CONTROL -d` under `env`; True once its control pipe exists."""
+    try:
+        # No pipes: a daemon that kept an inherited pipe open would hold `run` until its timeout.
+        done = subprocess.run(
+            [CONTROL, "-d"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30
+        )
+        started = done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+    deadline = time.monotonic() + START_WAIT_S
+    while started and not _pipe_has_control(root / "pipe"):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return started
+
+
+def _spawn_reaper(root: Path) -> subprocess.Popen:
+    """The detached reaper; it ends the daemon once the pipe on its stdin reaches end of file.
+    `-I`: no site packages and no package import, so it costs a bare interpreter (tens of ms)."""
+    return subprocess.Popen(
+        [sys.executable, "-I", str(REAPER), str(root), str(os.getpid())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # out of the terminal's process group: Ctrl-C does not reach it
+        close_fds=True,
+    )
+
+
 @contextlib.contextmanager
-def private_daemon(ask: bool | None = None) -> Iterator[bool]:
-    """Run the block under a private MPS daemon when asked and possible; yields whether MPS is
-    in use. Never raises for a missing or failing daemon: the evaluations then run without."""
-    if not (asked() if ask is None else ask) or in_use() or shutil.which(CONTROL) is None:
+def daemon(ask: bool) -> Iterator[bool]:
+    """Run the block under MPS when asked and possible (module docstring); yields whether this
+    process's contexts go through a daemon. Never raises for a missing or failing daemon: the
+    evaluations then run without, and the records say so."""
+    if not ask or in_use() or shutil.which(CONTROL) is None or not _default_compute_mode():
         yield in_use()
         return
-    if not _default_compute_mode():
-        yield False
-        return
-    root = Path(tempfile.mkdtemp(prefix="kbv3-mps-"))
+    sweep_stale()
+    root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX))
+    (root / OWNER_FILE).write_text(str(os.getpid()))
     env = {PIPE_ENV: str(root / "pipe"), LOG_ENV: str(root / "log")}
     for folder in env.values():
         Path(folder).mkdir(mode=0o700)
+    reaper = _spawn_reaper(root)  # first: a daemon that starts is always somebody's to end
+    (root / REAPER_FILE).write_text(str(reaper.pid))
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    started = subprocess.run([CONTROL, "-d"], capture_output=True, timeout=60).returncode == 0
+    started = _start(root, {**os.environ})
     try:
         yield started and in_use()
     finally:
-        if started:
-            subprocess.run([CONTROL], input=b"quit\n", capture_output=True, timeout=60)
+        # Closing our end lets the reaper go once every process forked from this one has exited
+        # too; nothing here waits for the daemon.
+        with contextlib.suppress(OSError):
+            reaper.stdin.close()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        shutil.rmtree(root, ignore_errors=True)
+
+
+__all__ = ["CONTROL", "LOG_ENV", "PIPE_ENV", "daemon", "daemon_pids", "end_daemon", "in_use", "sweep_stale", "wanted"]

@@ -1,15 +1,13 @@
-"""The gate's host side, the optional MPS daemon and the baseline child's in-process callers, on a
+"""The gate's host side and the baseline child's in-process callers, on a
 machine without CUDA: what can be checked without a GPU (the GPU figures are in benchmarks/)."""
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
 import torch
 
-from kernelbench_v3.evaluate import mps
 from kernelbench_v3.evaluate.protocol import gate
 from kernelbench_v3.evaluate.protocol.doorbell import NBYTES, WORDS, Doorbell
 from kernelbench_v3.evaluate.supervisor.timing.local import HostLocal
@@ -51,25 +49,6 @@ def test_without_a_cuda_driver_the_gate_is_unavailable_not_a_crash():
         assert "driver" in str(exc) or "CUDA" in str(exc)
     else:  # a driver library without a GPU: registering must then fail as unavailable
         pytest.skip("a CUDA driver library is installed")
-
-
-def test_mps_is_never_started_unless_asked_and_leaves_the_environment_as_it_found_it(monkeypatch):
-    monkeypatch.delenv(mps.ASK_ENV, raising=False)
-    monkeypatch.delenv(mps.PIPE_ENV, raising=False)
-    before = dict(os.environ)
-    with mps.private_daemon() as used:
-        assert used is False
-    monkeypatch.setattr(mps.shutil, "which", lambda name: None)  # asked, but no control program
-    with mps.private_daemon(ask=True) as used:
-        assert used is False and mps.PIPE_ENV not in os.environ
-    assert dict(os.environ) == before
-
-
-def test_mps_in_use_means_a_control_pipe_where_the_contexts_look(tmp_path, monkeypatch):
-    monkeypatch.setenv(mps.PIPE_ENV, str(tmp_path))
-    assert not mps.in_use()
-    (tmp_path / "control").touch()
-    assert mps.in_use()
 
 
 def test_the_baseline_childs_host_callers_go_through_the_one_measure():

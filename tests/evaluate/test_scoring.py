@@ -116,3 +116,68 @@ def test_an_fp32_gemm_floor_is_the_tf32_peak():
     assert physics.impossible(three_tf32, gemm, "NVIDIA H200", "fp32", True) == ""
     assert "speed of light" in physics.impossible(tf32 / 2, gemm, "NVIDIA H200", "fp32", True)
     assert fastest_arithmetic("h100", "fp16") == "fp16" and fastest_arithmetic("h100", "bf16") == "bf16"
+
+
+def test_the_gate_floor_depends_on_the_mode_and_names_mps_when_it_is_off():
+    from kernelbench_v3.evaluate.supervisor.timing.resolution import PLAIN_FLOOR_S, UNRESOLVED, unresolved
+
+    why = unresolved(15e-6, mps=False)
+    assert why.startswith(UNRESOLVED) and "15.0 us" in why and "MPS" in why and "--no-mps" in why
+    assert unresolved(15e-6, mps=True) == "" and unresolved(-1e-6, mps=True) == ""  # physics judges that
+    assert unresolved(-1e-6, mps=False).startswith(UNRESOLVED)
+    assert unresolved(PLAIN_FLOOR_S, mps=False) == "" and unresolved(0.5e-3, mps=False) == ""
+
+
+def _unresolved_record(per_call_ms: float) -> Record:
+    from kernelbench_v3.evaluate.supervisor.clock import TimingOutcome
+    from kernelbench_v3.evaluate.supervisor.scoring import fill_timing
+    from kernelbench_v3.evaluate.supervisor.timing.resolution import UNRESOLVED, unresolved
+    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts
+
+    rec = Record(problem_id="level1/26_GELU_", status="correct", correct=True)
+    why = unresolved(per_call_ms * 1e-3, mps=False)
+    stats = {"method": "supervisor_gated_cuda_graphs", "median_ms": per_call_ms, "p10_ms": per_call_ms / 2}
+    stats.update(p90_ms=per_call_ms * 2, ci_rel=0.3, reps=400, unresolved=why)
+    timing = TimingOutcome(stats=stats, flags=[UNRESOLVED], details={"unresolved": why})
+    base = {"eager_ms": 0.011, "compiled_ms": 0.013, "baseline_ms": 0.011, "baseline_type": "eager"}
+    fill_timing(rec, SolutionFacts(timing=timing), base, EvalRequest("level1/26_GELU_", "x.py", device="cuda"))
+    return rec
+
+
+def test_a_plain_mode_time_under_the_floor_is_no_number_but_the_verdict_stands():
+    rec = _unresolved_record(0.004)  # an honest 10 us GELU the switch's jitter read as 4 us
+    assert rec.correct and rec.status == "correct"
+    assert rec.sol_ms is None and rec.speedup is None and rec.sol_fraction is None
+    assert "timing_unresolved" in rec.timing_flags and rec.timing_note.startswith("timing_unresolved")
+    assert rec.timing_details["unscored"]["sol_ms"] == 0.004
+    assert rec.timing_details["unscored"]["reason"] == "timing_unresolved"
+
+
+def test_an_unresolved_figure_is_never_judged_against_physics():
+    from kernelbench_v3.evaluate.supervisor.clock import TimingOutcome
+    from kernelbench_v3.evaluate.supervisor.verdict import _judge_time
+
+    rec = Record(problem_id="level1/26_GELU_", status="correct", correct=True, ran_on="NVIDIA H200")
+    stats = {"method": "supervisor_gated_cuda_graphs", "median_ms": -0.0028}  # the switch's jitter
+    out: dict = {}
+    _judge_time(out, rec, TimingOutcome(stats={**stats, "unresolved": "timing_unresolved: ..."}))
+    assert "impossible_time" not in out
+    _judge_time(out, rec, TimingOutcome(stats=stats))  # the same figure, resolved, is impossible
+    assert out["impossible_time"][0] == "fail"
+
+
+def test_a_baseline_under_the_plain_floor_gives_no_speedup():
+    rec = _timed_record([], per_call_ms=0.5, own_ms=0.5)
+    assert rec.speedup is not None  # baseline 1 ms: resolved
+    from kernelbench_v3.evaluate.supervisor.clock import TimingOutcome
+    from kernelbench_v3.evaluate.supervisor.scoring import fill_timing
+    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts
+
+    rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True)
+    stats = {"method": "supervisor_gated_cuda_graphs", "median_ms": 0.2, "p10_ms": 0.19, "p90_ms": 0.21}
+    stats.update(ci_rel=0.002, reps=100, unresolved="")
+    base = {"eager_ms": 0.015, "compiled_ms": 0.09, "baseline_ms": 0.015, "baseline_type": "eager"}
+    facts = SolutionFacts(timing=TimingOutcome(stats=stats))
+    fill_timing(rec, facts, base, EvalRequest("level1/23_Softmax", "x.py", device="cuda"))
+    assert rec.sol_ms == 0.2 and rec.speedup is None
+    assert "timing_unresolved" in rec.timing_flags and "the baseline" in rec.timing_note

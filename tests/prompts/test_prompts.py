@@ -54,7 +54,9 @@ RULE_PHRASES = (
     "no monkeypatching of modules",
     "No precision downcast",
     "No caching",
-    "No side streams",
+    "side streams are allowed inside the forward if every one is joined back",
+    "The output is copied the moment the call signals completion, and that copy is what is judged",
+    "reported as unresolved, not as a number",
     "Do not modify the inputs",
     "do not change global PyTorch state",
     'torch.compile(mode="reduce-overhead")',  # the score's baseline

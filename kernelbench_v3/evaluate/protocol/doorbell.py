@@ -55,6 +55,7 @@ class Doorbell:
             raise ValueError(f"a doorbell needs {NBYTES} bytes of a uint8 tensor")
         # A memoryview over the mapping: reading a word costs a few hundred nanoseconds.
         self.block = memoryview(memory[:NBYTES].numpy()).cast("B")
+        self.address = memory.data_ptr()  # the block's host address in this process (to map the gate)
         self.words = self.block[: WORDS * 8].cast("q")
 
     def gate_words(self):

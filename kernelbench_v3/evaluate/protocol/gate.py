@@ -51,6 +51,9 @@ class Driver:
         self._device_pointer = self._fn("cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer")
         self._device_pointer.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_uint]
         self._device_pointer.restype = ctypes.c_int
+        self._unregister = self._fn("cuMemHostUnregister")
+        self._unregister.argtypes = [ctypes.c_void_p]
+        self._unregister.restype = ctypes.c_int
 
     def _fn(self, *names: str) -> Any:
         for name in names:
@@ -65,9 +68,18 @@ class Driver:
         if rc != 0:
             raise GateUnavailable(f"{what} returned CUresult {rc}")
 
-    def register(self, address: int, nbytes: int) -> int:
-        """Page-lock and map host memory for the current context; its device address."""
+    def register(self, address: int, nbytes: int, fresh: bool = False) -> int:
+        """Page-lock and map host memory for the current context; its device address.
+
+        `fresh`: a registration already there is dropped and made again. A long-lived process
+        (the supervisor) must ask for it: a registration outlives an unmapped block, and a new
+        block mapped at the same address would otherwise get the old pages' device address."""
         rc = self._register(ctypes.c_void_p(address), ctypes.c_size_t(nbytes), CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP)
+        if rc == CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED and fresh:
+            self.unregister(address)
+            rc = self._register(
+                ctypes.c_void_p(address), ctypes.c_size_t(nbytes), CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP
+            )
         if rc not in (0, CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED):
             self._check(rc, "cuMemHostRegister")
         device = ctypes.c_uint64(0)
@@ -75,6 +87,10 @@ class Driver:
             self._device_pointer(ctypes.byref(device), ctypes.c_void_p(address), 0), "cuMemHostGetDevicePointer"
         )
         return device.value
+
+    def unregister(self, address: int) -> None:
+        """Drop this context's registration of the host block at `address` (if any)."""
+        self._unregister(ctypes.c_void_p(address))
 
     def wait_geq(self, stream: Any, address: int, value: int) -> None:
         rc = self._wait(ctypes.c_void_p(stream.cuda_stream), address, value, CU_STREAM_WAIT_VALUE_GEQ)
@@ -111,9 +127,9 @@ class GateWords:
     def done(self, value: int) -> None:
         self._words[GATE_DONE_OFFSET // 4] = value
 
-    def register(self, driver: Driver, address: int) -> None:
+    def register(self, driver: Driver, address: int, fresh: bool = False) -> None:
         """Map the block (host address `address`) for this process's CUDA context."""
-        base = driver.register(address, GATE_BYTES)
+        base = driver.register(address, GATE_BYTES, fresh)
         self.go_device, self.done_device = base + GATE_GO_OFFSET, base + GATE_DONE_OFFSET
 
     def enqueue(self, driver: Driver, stream: Any, seq: int, work: Any) -> None:

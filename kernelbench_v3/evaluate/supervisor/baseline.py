@@ -27,13 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from ...paths import cache_root, write_atomically
+from .. import mps
 
 # Bump when the timing method changes, so old cache entries are not reused (2: L2 flushed by a
 # read; 3: two flush passes; 4: the supervisor's windows, slope over k; 5: the solution's
 # stopping rule, at least 8 rounds on CUDA; 6: one call per window, its inputs written and the
 # L2 cleared just before it, the median of the per-call times; 7: the gated call, the compiled
-# reference called as a user calls it, its input copy included).
-TIMING_VERSION = 7
+# reference called as a user calls it, its input copy included; 8: MPS by default, the mode in
+# the key, figures under the gate's floor unresolved).
+TIMING_VERSION = 8
 CUDA_REGION_BYTES = 12 << 30  # the baseline's timing region, at most
 CUDA_SETS = 4  # input sets, as the solution's timing region has
 RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
@@ -161,7 +163,6 @@ def time_calls(
 
     import torch
 
-    from .. import mps
     from ..cases import single_output
     from ..protocol.gate import Driver, GateUnavailable
     from .timing.device_work import DeviceWork
@@ -266,7 +267,8 @@ def get_baseline(
         spec["sizes"],
         device_name
         + ("" if spec.get("compile", True) else ":eager-only")
-        + (f"|{cpu_environment()}" if on_cpu else ""),
+        + (f"|{cpu_environment()}" if on_cpu else "")
+        + ("|mps" if not on_cpu and mps.in_use() else ""),  # each mode's figures apart
         torch.__version__,
     )
     hit = load_cached(cache, key)

@@ -35,7 +35,9 @@ from .timing.checks import GAP_WORK, GPU_BUSY, WORK_BEFORE_WINDOW, gap, prep
 from .timing.device_work import DeviceWork
 from .timing.measure import Calls, Feed, measure
 from .timing.memory import TimedMemory, TimingUnavailable, fresh_inputs
+from .timing.resolution import UNRESOLVED, unresolved
 from .timing.sides import GateTampered, RemoteSide
+from .timing.snapshot import Snapshots
 from .timing.stats import CallPlan, summarize
 
 METHOD = {
@@ -123,10 +125,11 @@ class Judging:
         rng: Any,
         clock: Callable[[], float] = time.perf_counter,
         echo_output: torch.Tensor | None = None,
+        snapshots: Snapshots | None = None,
     ):
         self.verifier, self.outputs, self.rng, self.clock = verifier, outputs, rng, clock
         self.echo_output = echo_output  # as many bytes as an output, in memory only the timer reaches
-        self.snapshots: dict[bool, torch.Tensor] = {}
+        self.snapshots = snapshots or Snapshots(on_device=False)
         self.share: float | None = None
         self.verified = 0
         self.failures: list[str] = []
@@ -134,15 +137,18 @@ class Judging:
         self.loop_s: list[float] = []
         self._last = clock()
 
+    def _source(self, set_index: int, echo: bool) -> torch.Tensor | None:
+        return self.echo_output if echo else self.outputs.of(set_index)
+
+    def before_window(self, side: Any, set_index: int, echo: bool) -> None:
+        """Under MPS: the copy at DONE, queued behind DONE on the timer's stream (`Snapshots`)."""
+        if getattr(side, "gated", False):
+            self.snapshots.before_window(side.gate, side.seq, self._source(set_index, echo), echo)
+
     def after_window(self, set_index: int, echo: bool) -> None:
-        """Copy the output as it stands the moment the window closed (queued at once): the copy
-        judged calls are judged on. The echo's turn copies as many bytes."""
-        source = self.echo_output if echo else self.outputs.of(set_index)
-        if source is None:
-            return
-        if echo not in self.snapshots:
-            self.snapshots[echo] = torch.empty_like(source)
-        self.snapshots[echo].copy_(source, non_blocking=True)
+        """Without MPS: copy the output as it stands the moment the window closed (queued at
+        once): the copy judged calls are judged on. The echo's turn copies as many bytes."""
+        self.snapshots.after_window(self._source(set_index, echo), echo)
 
     def after_call(self, set_index: int, inputs: list[Any], index: int, warm: bool) -> None:
         now = self.clock()
@@ -160,7 +166,7 @@ class Judging:
 
     def _judge(self, set_index: int, inputs: list[Any], index: int) -> None:
         started = self.clock()
-        output = self.snapshots.get(False)
+        output = self.snapshots.output()
         output = self.outputs.of(set_index) if output is None else output
         why = self.verifier.check(f"timed call {index}", inputs, output, True)
         self.verified += 1
@@ -239,7 +245,8 @@ def time_solution(
         memory.write,
         lambda inputs: decoy.write(0, inputs),
     )
-    judging = Judging(verifier, outputs, rng, echo_output=decoy.slots[0])
+    snapshots = _snapshots(cuda and graphs, solution, echo, sides)
+    judging = Judging(verifier, outputs, rng, echo_output=decoy.slots[0], snapshots=snapshots)
     done = None
     try:
         solution.start(gated=graphs)
@@ -254,6 +261,7 @@ def time_solution(
         if calls is not None and not calls.busy:
             outcome.evidence = _evidence_call(solution, memory, feed, rng, work)
     finally:
+        snapshots.release()  # no wait of the timer's stays queued behind a DONE that never came
         outputs.mapped = []
     if done.evidence:
         outcome.observed.append({"ops": done.evidence.get("ops", {})})
@@ -263,6 +271,21 @@ def time_solution(
         return outcome
     _finish(outcome, calls, judging, memory, work, device, graphs, done.own_ms)
     return outcome
+
+
+def _snapshots(gated_cuda: bool, solution: RemoteSide, echo: RemoteSide, sides: Sides) -> Snapshots:
+    """The copies at DONE: queued on the device behind DONE under MPS, by the host without."""
+    if not (gated_cuda and mps.in_use()):
+        return Snapshots(on_device=False)
+    from ..protocol.gate import Driver, GateUnavailable
+
+    try:
+        snapshots = Snapshots(on_device=True, driver=Driver())
+        snapshots.map_gate(solution.gate, sides.solution_bell.address)
+        snapshots.map_gate(echo.gate, sides.echo_bell.address)
+    except GateUnavailable:  # the timer's context cannot map the words: the host copies at DONE
+        return Snapshots(on_device=False)
+    return snapshots
 
 
 def _evidence_call(solution: RemoteSide, memory: TimedMemory, feed: Feed, rng: Any, work: DeviceWork) -> dict:
@@ -339,7 +362,13 @@ def _finish(
                 f"against {found['echo_ms']:.4g} ms before the echo's (at most {found['bound_ms']:.4g}): "
                 "work of the solution's ran beside them, before its window opened",
             )
+    under_mps = bool(outcome.details.get("mps"))
+    why_unresolved = unresolved(summary.median_s, under_mps) if work.cuda else ""
+    if why_unresolved:  # the verdict stands; the figure is kept as evidence, never scored
+        outcome.flags.append(UNRESOLVED)
+        outcome.details["unresolved"] = why_unresolved
     outcome.stats = {
+        "unresolved": why_unresolved,
         "method": method,
         "median_ms": summary.median_s * 1e3,
         "p10_ms": summary.p10_s * 1e3,

@@ -5,6 +5,9 @@ fill the record once the solution has been timed.
 baseline cache or a baseline child that imports only the verified problem file); `fill_timing`
 copies the baseline and the solution's timing statistics into the record, takes the scored time (the supervisor's
 window slope; the solution process's event figure is kept beside it as evidence), and derives the speedup and the roofline fraction.
+A time the gate does not resolve in its mode (`timing.resolution`: without MPS, calls under
+0.15 ms) is not a number either: the verdict stands, `sol_ms` (or, for a baseline under the floor,
+`speedup`) reads null, and `timing_note` says `timing_unresolved` and why.
 A solution the verdict rejected has no time: `sol_ms` and its spread read null and the raw
 figures stay in `timing_details["unscored"]`, so no record shows a time that failed a check. The supervisor calls
 both; nothing here talks to the solution process.
@@ -20,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from ...vocab import GPU_TIMING_METHODS
+from .. import mps
 from ..record import Record
 from ..request import DEFAULT_TIMEOUT_S, DEFAULT_TIMING_SECONDS, EvalRequest
 from . import physics
 from .fingerprint import device_name
+from .timing.resolution import UNRESOLVED, unresolved
 from .verdict import SolutionFacts
 
 SMALL_KERNEL_MS = 0.05  # below this, separate evaluator runs of one solution disagree by over 1%
@@ -120,7 +125,10 @@ def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request
         rec.timing_flags.extend(timing.flags)
         rec.timing_details.update(timing.details)
         rec.event_ms = timing.details.get("own_ms_per_call")
-        if rec.correct:
+        if rec.correct and stats.get("unresolved"):  # correct, but no figure the gate resolves
+            rec.timing_note = stats["unresolved"]
+            rec.timing_details["unscored"] = {**figures, "reason": UNRESOLVED}
+        elif rec.correct:
             for name, value in figures.items():
                 setattr(rec, name, value)
         else:  # a rejected solution has no time: the figures stay as evidence, under the check that failed
@@ -129,7 +137,15 @@ def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request
         rec.timing_meaningful = rec.timing_method in GPU_TIMING_METHODS
         if not rec.timing_meaningful:
             rec.timing_note = CPU_TIMING_NOTE
-    if rec.correct and rec.sol_ms and rec.baseline_ms:
+    baseline_unresolved = ""
+    if rec.timing_meaningful and rec.baseline_ms and request.device == "cuda":
+        baseline_unresolved = unresolved(rec.baseline_ms * 1e-3, mps.in_use(), "the baseline")
+    if rec.correct and rec.sol_ms and rec.baseline_ms and baseline_unresolved:
+        if UNRESOLVED not in rec.timing_flags:
+            rec.timing_flags.append(UNRESOLVED)
+        rec.timing_note = baseline_unresolved
+        rec.timing_details["speedup_unresolved"] = baseline_unresolved
+    elif rec.correct and rec.sol_ms and rec.baseline_ms:
         if rec.timing_meaningful:
             rec.speedup = rec.baseline_ms / rec.sol_ms
         else:

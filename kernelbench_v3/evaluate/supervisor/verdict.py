@@ -123,7 +123,7 @@ def _judge_time(out: dict[str, tuple[str, str]], rec: Record, timing: TimingOutc
     if timing.stats is not None or timing.gap_reasons:
         reasons = [timing.gap_reasons[f] for f in TIMING_GAP_FLAGS if f in timing.flags]
         merge(out, "timing_gap", bool(reasons), "; ".join(reasons))
-    if timing.stats:
+    if timing.stats and not timing.stats.get("unresolved"):  # physics judges resolved figures only
         why = physics.impossible(
             float(timing.stats["median_ms"]), rec.problem_id, rec.ran_on, rec.precision_used, not rec.sizes
         )

@@ -10,10 +10,11 @@ Each call, in order (every step on the timer's side; the caller's side only ever
 3. the caller's call: arm it (a gated caller enqueues its GPU work behind the gate; its whole
    side is stopped from ARMED on), write the inputs into the set it armed, clear the L2 with the
    timer's own kernel (leaving one output's dirty lines), ring, then time a flush right after;
-4. hand the call to `judge`: right after each window it snapshots the output as it stands then
-   (the echo's turn copies as many bytes, so the flushes after both windows stay alike), and
-   after the call it decides at random whether to judge that snapshot exactly as a correctness
-   case: work still writing the output after DONE leaves the snapshot wrong.
+4. hand the call to `judge`: it copies the output as it stood at DONE (`snapshot`: under MPS
+   the copy is queued before the window, behind DONE itself; the echo's turn copies as many
+   bytes, so the flushes after both windows stay alike), and after the call it decides at
+   random whether to judge that copy exactly as a correctness case: work still writing the
+   output after DONE leaves the copy wrong.
 
 A call's net time is its window less the echo's window before it, plus the echo call's own
 duration (`DeviceWork.echo_call_s`): what is left is the caller's GPU work. The inputs exist
@@ -46,6 +47,8 @@ class Side(Protocol):
 
 
 class Judge(Protocol):
+    def before_window(self, side: Side, set_index: int, echo: bool) -> None: ...
+
     def after_window(self, set_index: int, echo: bool) -> None: ...
 
     def after_call(self, set_index: int, inputs: list[Any], index: int, warm: bool) -> None: ...
@@ -111,12 +114,16 @@ def measure(
         inputs = feed.draw()
         echo_arm = echo.arm(0)
         echo_prep = _prepare(partial(feed.decoy, inputs), work, clock)
+        if judge is not None:
+            judge.before_window(echo, 0, echo=True)
         echo_window = echo.ring()
         if judge is not None:
             judge.after_window(0, echo=True)
         after_echo = work.timed_flush(clock)
         arm = caller.arm(s)
         prep = _prepare(partial(feed.write, s, inputs), work, clock)
+        if judge is not None:  # under MPS the copy at DONE is queued now, behind DONE itself
+            judge.before_window(caller, s, echo=False)
         window = caller.ring()
         if judge is not None:  # the output as it stands the moment the window closed
             judge.after_window(s, echo=False)

@@ -1,0 +1,474 @@
+"""Small kernels timed right: the evaluator under MPS (the default) and with --no-mps, against the
+same solutions timed outside it, the null-call ladder, the done-early attacks, the daemon's cost.
+
+Parts (each appends JSON lines to OUT/small_kernels_gpu.jsonl; a line's `key` is never measured
+twice, so a rerun after a lost machine resumes where the journal ends):
+
+- `probe`: the GPU, the driver, whether the ladder's %globaltimer kernel compiles and runs.
+- `outside` (run it in a process without MPS): every solution below, and each problem's reference
+  (eager, and torch.compile(mode="reduce-overhead") as a user calls it), timed as
+  `bench_calls_gpu.py` does: one CUDA graph over rotating input sets of at least 3x the L2;
+  also CUDA events around one call behind a flush (the ladder's truth is this figure).
+- `evaluator`: `evaluate()` of every honest solution RUNS times in this process (its MPS daemon
+  started once at the top, as `kbv3` does; `--no-mps` for plain mode), the ladder's rungs, and
+  the done-early attacks.
+- `cli`: `kbv3 eval --json` as a user runs it (its own daemon), wall time per evaluation with the
+  baseline cached; a `kbv3 eval` killed with SIGKILL mid-timing, then the next evaluation; a
+  solution that faults (illegal address) and an honest one after it in one `eval-batch`.
+
+`--report JOURNAL` prints the tables (`benchmarks/results/small_kernels_gpu.md`).
+
+    PYTHONPATH=. python3 benchmarks/bench/bench_small_kernels_gpu.py --parts probe,outside --no-mps --out DIR
+    PYTHONPATH=. python3 benchmarks/bench/bench_small_kernels_gpu.py --parts evaluator,cli --out DIR
+    bash benchmarks/bench/small_kernels_session.sh start   # all of it as one background job
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_calls_gpu as calls  # noqa: E402  (the outside timing and the honest set are its)
+
+HONEST = REPO / "benchmarks" / "solutions"
+LADDER_PROBLEMS = REPO / "benchmarks" / "problems"
+LADDER_PROBLEM = "level1/900_Null_ladder"
+LADDER_TEMPLATE = HONEST / "ladder_spin.py.in"
+LADDER_US = (2, 5, 10, 20, 50, 100, 500)
+GPU_ATTACKS = REPO / "tests" / "solutions" / "gpu"
+DONE_EARLY = (
+    "gate_done_mid_graph_gemm_half",
+    "gate_done_mid_graph_gemm_three_quarters",
+    "gate_done_mid_graph_softmax_half",
+    "gate_done_early_softmax",
+)
+EXTRA = [
+    ("level1/23_Softmax", HONEST / "level1/23_Softmax_two_streams.py", "honest two-stream softmax"),
+    ("level1/26_GELU_", HONEST / "level1/26_GELU_persistent.py", "honest persistent GELU"),
+    ("level1/23_Softmax", HONEST / "level1/23_Softmax_own_graph.py", "honest softmax, own graph"),
+    (
+        "level1/47_Sum_reduction_over_a_dimension",
+        HONEST / "level1/47_Sum_reduction_two_stage.py",
+        "honest two-stage sum",
+    ),
+]
+SOLUTIONS = calls.SOLUTIONS + [s for s in EXTRA if s[1].exists() and s not in calls.SOLUTIONS]
+SMALL_US = 100.0  # "small": outside under this; these run RUNS times, the rest once
+RECORD_KEYS = (
+    "status",
+    "failed_check",
+    "error",
+    "sol_ms",
+    "sol_p10_ms",
+    "sol_p90_ms",
+    "sol_reps",
+    "baseline_ms",
+    "baseline_type",
+    "eager_ms",
+    "compiled_ms",
+    "speedup",
+    "timing_method",
+    "timing_flags",
+    "timing_note",
+    "phase_s",
+    "duration_s",
+    "baseline_cached",
+)
+DETAIL_KEYS = (
+    "calls",
+    "echo_window_ms",
+    "echo_call_ms",
+    "gap",
+    "prep",
+    "arm_ms",
+    "verified_calls",
+    "mps",
+    "unresolved",
+)
+
+
+class Journal:
+    def __init__(self, out: Path):
+        out.mkdir(parents=True, exist_ok=True)
+        self.path = out / "small_kernels_gpu.jsonl"
+        self.done = set()
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    self.done.add(json.loads(line).get("key"))
+                except ValueError:
+                    pass
+
+    def has(self, key: str) -> bool:
+        return key in self.done
+
+    def write(self, key: str, entry: dict) -> None:
+        entry = {"key": key, "at": time.strftime("%H:%M:%S"), **entry}
+        with open(self.path, "a") as f:
+            f.write(json.dumps(entry, default=str) + "\n")
+        self.done.add(key)
+        print(json.dumps(entry, default=str)[:300], flush=True)
+
+
+def ladder_solutions(folder: Path) -> list[tuple[str, Path, str]]:
+    """One solution file per rung, from the template."""
+    folder.mkdir(parents=True, exist_ok=True)
+    template = LADDER_TEMPLATE.read_text()
+    rungs = []
+    for us in LADDER_US:
+        path = folder / f"ladder_{us}us.py"
+        path.write_text(template.replace("{spin_ns}", str(us * 1000)))
+        rungs.append((LADDER_PROBLEM, path, f"ladder {us} us"))
+    return rungs
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(REPO))
+    except ValueError:
+        return path.name
+
+
+def probe(journal: Journal, ladder: list) -> None:
+    import torch
+
+    entry = {"part": "probe", "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+    entry["smi"] = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version,compute_mode,clocks.sm", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    try:
+        from kernelbench_v3.catalog.materialize import load_module
+
+        module = load_module(LADDER_PROBLEMS / f"{LADDER_PROBLEM}.py", {})
+        model, _ = calls._solution_model(ladder[2][1], module, "cuda")
+        x = torch.randn(1024, device="cuda")
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        model(x)
+        start.record()
+        y = model(x)
+        end.record()
+        end.synchronize()
+        entry["ladder_10us_events_ms"] = start.elapsed_time(end)
+        entry["ladder_correct"] = bool(torch.allclose(y, x * 2))
+    except Exception as exc:  # noqa: BLE001
+        entry["ladder_error"] = f"{type(exc).__name__}: {exc}"[:800]
+    journal.write("probe", entry)
+
+
+def _single_call_ms(model, module, calls_n: int = 41) -> float:
+    """Events around one call on new inputs behind a flush of twice the L2: the ladder's truth."""
+    import torch
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    flush = torch.ones(2 * l2 // 4, dtype=torch.int32, device="cuda")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(calls_n):
+        with torch.device("cuda"):
+            inputs = list(module.get_inputs())
+        flush.sum()
+        torch.cuda.synchronize()
+        start.record()
+        model(*inputs)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def outside(journal: Journal, solutions: list) -> None:
+    import torch
+
+    from kernelbench_v3.catalog.materialize import load_module, make_model
+    from kernelbench_v3.catalog.problem import get_problem
+
+    for problem_id, path, label in solutions:
+        key = f"outside|{problem_id}|{_rel(path)}"
+        if journal.has(key):
+            continue
+        root = LADDER_PROBLEMS if problem_id == LADDER_PROBLEM else None
+        module = load_module(get_problem(problem_id, root).path, {})
+        entry = {"part": "outside", "problem": problem_id, "solution": _rel(path), "label": label}
+        try:
+            with torch.no_grad():
+                model, _ = calls._solution_model(path, module, "cuda")
+                entry["rotating_ms"], entry["rotating_sets"] = calls._rotating_ms(model, module, True)
+                entry["single_call_ms"] = _single_call_ms(model, module)
+                ref_key = f"outside-ref|{problem_id}"
+                if not journal.has(ref_key) and problem_id != LADDER_PROBLEM:
+                    ref = make_model(module, "cuda", 0)
+                    eager, _ = calls._rotating_ms(ref, module, True)
+                    compiled = torch.compile(ref, mode="reduce-overhead")
+                    with torch.device("cuda"):
+                        one = list(module.get_inputs())
+                    for _ in range(3):
+                        compiled(*one)
+                    compiled_ms = calls._events_behind_sleep_ms(compiled, module)
+                    journal.write(
+                        ref_key,
+                        {
+                            "part": "outside-ref",
+                            "problem": problem_id,
+                            "eager_rotating_ms": eager,
+                            "compiled_events_ms": compiled_ms,
+                        },
+                    )
+        except Exception as exc:  # noqa: BLE001 - one broken entry must not end the part
+            entry["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        journal.write(key, entry)
+        torch.cuda.empty_cache()
+
+
+def _record_entry(rec) -> dict:
+    d = rec.to_dict()
+    entry = {k: d.get(k) for k in RECORD_KEYS}
+    details = d.get("timing_details") or {}
+    entry["timing"] = {k: details.get(k) for k in DETAIL_KEYS}
+    return entry
+
+
+def _outside_us(journal_path: Path) -> dict:
+    found = {}
+    if journal_path.exists():
+        for line in journal_path.read_text().splitlines():
+            e = json.loads(line)
+            if e.get("part") == "outside" and e.get("rotating_ms"):
+                found[(e["problem"], e["solution"])] = e["rotating_ms"] * 1e3
+    return found
+
+
+def evaluator(journal: Journal, solutions: list, ladder: list, runs: int, mode: str, baseline: bool) -> None:
+    from kernelbench_v3.evaluate import EvalRequest, evaluate
+    from kernelbench_v3.evaluate.supervisor import evaluation
+
+    evaluation.keep_zygotes_warm()
+    sizes = _outside_us(journal.path)
+    work = [(p, path, label, 0, "ladder") for p, path, label in ladder]  # cheapest first: no baseline
+    if mode == "mps":
+        for stem in DONE_EARLY:
+            path = GPU_ATTACKS / f"{stem}.py"
+            problem = re.search(r"^Problem: (\S+)", path.read_text(), re.M).group(1)
+            work.append((problem, path, stem, 0, "attack"))
+    for problem_id, path, label in solutions:
+        small = sizes.get((problem_id, _rel(path)), 0.0) < SMALL_US
+        work += [(problem_id, path, label, run, "honest") for run in range(runs if small else 1)]
+    for problem_id, path, label, run, kind in work:
+        key = f"evaluator|{mode}|{problem_id}|{_rel(path)}|{run}"
+        if journal.has(key):
+            continue
+        started = time.perf_counter()
+        root = LADDER_PROBLEMS if problem_id == LADDER_PROBLEM else None
+        try:
+            request = EvalRequest(
+                problem_id, path, device="cuda", baseline=baseline and kind != "ladder", scan_source=kind != "attack"
+            )
+            entry = _record_entry(evaluate(request, problems_dir=root))
+        except Exception as exc:  # noqa: BLE001
+            entry = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        entry.update(
+            part="evaluator",
+            mode=mode,
+            kind=kind,
+            problem=problem_id,
+            solution=_rel(path),
+            label=label,
+            run=run,
+            wall_s=round(time.perf_counter() - started, 2),
+        )
+        journal.write(key, entry)
+
+
+def _kbv3(*argv: str, timeout: float = 300) -> tuple[int, float, str, str]:
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelbench_v3.cli.main", *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=timeout,
+    )
+    return proc.returncode, round(time.perf_counter() - started, 2), proc.stdout, proc.stderr
+
+
+def _mps_left() -> list[str]:
+    """Daemon processes and kbv3-mps-* folders of this user still present."""
+    left = [p.name for p in Path(tempfile.gettempdir()).glob("kbv3-mps-*")]
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return left + [line.strip() for line in ps.splitlines() if "nvidia-cuda-mps" in line]
+
+
+def cli(journal: Journal, runs: int) -> None:
+    examples = REPO / "examples" / "solutions"
+    cases = [
+        ("level1/23_Softmax", examples / "level1/23_Softmax.py"),
+        ("level1/26_GELU_", examples / "level1/26_GELU_.py"),
+        ("level1/1_Square_matrix_multiplication_", examples / "level1/1_Square_matrix_multiplication_.py"),
+    ]
+    for problem_id, path in cases:
+        for run in range(runs):
+            key = f"cli|{problem_id}|{run}"
+            if journal.has(key):
+                continue
+            rc, wall, out, err = _kbv3("eval", "--problem", problem_id, "--solution", str(path), "--json")
+            try:
+                rec = json.loads(out)
+                entry = {
+                    k: rec.get(k)
+                    for k in (
+                        "status",
+                        "sol_ms",
+                        "speedup",
+                        "duration_s",
+                        "baseline_cached",
+                        "timing_flags",
+                        "timing_note",
+                    )
+                }
+                entry["mps"] = (rec.get("timing_details") or {}).get("mps")
+            except ValueError:
+                entry = {"stderr": err[-800:]}
+            journal.write(
+                key,
+                {
+                    "part": "cli",
+                    "problem": problem_id,
+                    "run": run,
+                    "rc": rc,
+                    "wall_s": wall,
+                    "mps_left_after": _mps_left(),
+                    **entry,
+                },
+            )
+    if not journal.has("cli|kill9"):
+        softmax = examples / "level1/23_Softmax.py"
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kernelbench_v3.cli.main",
+                "eval",
+                "--problem",
+                "level1/23_Softmax",
+                "--solution",
+                str(softmax),
+                "--json",
+                "--timing-seconds",
+                "30",
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        line, seen = "", []
+        while proc.poll() is None and time.perf_counter() - started < 120:  # wait for timing to be under way
+            line = proc.stderr.readline()
+            seen.append(line.strip())
+            if "timing" in line or "candidate" in line or time.perf_counter() - started > 25:
+                break
+        time.sleep(3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        left_at_kill = _mps_left()
+        time.sleep(15)  # the reaper's grace period
+        left_later = _mps_left()
+        rc, wall, out, err = _kbv3("eval", "--problem", "level1/23_Softmax", "--solution", str(softmax), "--json")
+        try:
+            after = {k: json.loads(out).get(k) for k in ("status", "sol_ms", "speedup")}
+        except ValueError:
+            after = {"stderr": err[-800:]}
+        journal.write(
+            "cli|kill9",
+            {
+                "part": "cli-kill9",
+                "killed_after_s": round(time.perf_counter() - started, 1),
+                "stderr_seen": seen[-5:],
+                "left_at_kill": left_at_kill,
+                "left_15s_later": left_later,
+                "next_rc": rc,
+                "next_wall_s": wall,
+                "next": after,
+                "left_after_next": _mps_left(),
+            },
+        )
+    if not journal.has("cli|fault"):
+        folder = Path(tempfile.mkdtemp(prefix="kbv3-fault-"))
+        (folder / "level1").mkdir()
+        shutil.copy(GPU_ATTACKS / "illegal_address_gelu.py", folder / "level1" / "26_GELU_.py")
+        shutil.copy(examples / "level1/23_Softmax.py", folder / "level1" / "23_Softmax.py")
+        result = folder / "out.jsonl"
+        rc, wall, out, err = _kbv3("eval-batch", str(folder), "--split", "h100", "--out", str(result), timeout=600)
+        rows = [json.loads(line) for line in result.read_text().splitlines()] if result.exists() else []
+        journal.write(
+            "cli|fault",
+            {
+                "part": "cli-fault",
+                "rc": rc,
+                "wall_s": wall,
+                "stderr": err[-1200:],
+                "records": [
+                    {k: r.get(k) for k in ("problem_id", "status", "failed_check", "error", "sol_ms", "speedup")}
+                    for r in rows
+                ],
+            },
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="probe,outside")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/kbv3-small"))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-mps", action="store_true", help="the evaluator part in plain mode")
+    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--only-small", action="store_true", help="only solutions outside under SMALL_US")
+    parser.add_argument("--report", type=Path)
+    args = parser.parse_args()
+    if args.report:
+        from small_kernels_report import report
+
+        print(report(args.report))
+        return 0
+    from kernelbench_v3.evaluate import mps
+
+    journal = Journal(args.out)
+    ladder = ladder_solutions(args.out / "ladder")
+    solutions = SOLUTIONS
+    if args.only_small:
+        sizes = _outside_us(journal.path)
+        solutions = [s for s in SOLUTIONS if sizes.get((s[0], _rel(s[1])), 1e9) < SMALL_US]
+    parts = args.parts.split(",")
+    # The daemon first, before any CUDA context of this process (as `kbv3` starts it).
+    with mps.daemon(not args.no_mps and "evaluator" in parts) as under_mps:
+        print(f"MPS in use: {under_mps}", flush=True)
+        for part in parts:
+            if part == "probe":
+                probe(journal, ladder)
+            elif part == "outside":
+                outside(journal, solutions + ladder)
+            elif part == "evaluator":
+                mode = "mps" if under_mps else "plain"
+                evaluator(journal, solutions, ladder, args.runs, mode, baseline=not args.no_baseline)
+            elif part == "cli":
+                cli(journal, args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# bench_small_kernels_gpu.py as one background job on the GPU host, so it outlives one device call
+# and a lost machine costs only the step in flight (the journal is written after each measurement):
+#
+#   bash benchmarks/bench/small_kernels_session.sh start [RUNS]   # all steps, in order
+#   bash benchmarks/bench/small_kernels_session.sh poll SECONDS   # wait until done or SECONDS pass
+#
+# Steps: outside timing (no MPS); the evaluator under MPS (the default); `kbv3 eval` as a user runs
+# it, a SIGKILL mid-evaluation and a faulting solution; the small kernels with --no-mps; the report.
+set -u
+KB=${KB:-/tmp/kbv3-small}
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+case "${1:-}" in
+  start)
+    mkdir -p "$KB/out"
+    rm -f "$KB/done"
+    # Resume from a journal brought back from an earlier lease (its measurements are not repeated).
+    if [ -e "$REPO/benchmarks/results/small_kernels_gpu.jsonl" ] && [ ! -e "$KB/out/small_kernels_gpu.jsonl" ]; then
+      cp "$REPO/benchmarks/results/small_kernels_gpu.jsonl" "$KB/out/"
+    fi
+    export PYTHONPATH=$REPO KBV3_CACHE_DIR=$KB/cache PYTHONUNBUFFERED=1
+    B="python3 benchmarks/bench/bench_small_kernels_gpu.py --out $KB/out --runs ${2:-2}"
+    J=$KB/out/small_kernels_gpu.jsonl
+    setsid nohup bash -c "cd $REPO; \
+        $B --parts probe,outside --no-mps >> $KB/log 2>&1; echo outside \$? >> $KB/steps; \
+        $B --parts evaluator >> $KB/log 2>&1; echo evaluator-mps \$? >> $KB/steps; \
+        $B --parts cli >> $KB/log 2>&1; echo cli \$? >> $KB/steps; \
+        $B --parts evaluator --no-mps --only-small --no-baseline --runs 1 >> $KB/log 2>&1; echo plain \$? >> $KB/steps; \
+        python3 benchmarks/bench/bench_small_kernels_gpu.py --report $J > $KB/out/small_kernels_gpu.md 2>&1; \
+        touch $KB/done" > /dev/null 2>&1 &
+    echo "started in $KB";;
+  poll)
+    end=$((SECONDS + ${2:-60}))
+    while [ ! -e "$KB/done" ] && [ $SECONDS -lt $end ]; do sleep 5; done
+    python3 benchmarks/bench/bench_small_kernels_gpu.py --report "$KB/out/small_kernels_gpu.jsonl" > "$KB/out/small_kernels_gpu.md" 2>&1
+    cp "$KB"/out/*.jsonl "$KB"/out/*.md "$KB/log" "$KB/steps" "${OUT:-/tmp}/" 2>/dev/null
+    [ -e "$KB/done" ] && echo DONE || echo RUNNING
+    cat "$KB/steps" 2>/dev/null
+    tail -c 3000 "$KB/log";;
+  *) echo "usage: $0 start [RUNS] | poll SECONDS" >&2; exit 2;;
+esac
