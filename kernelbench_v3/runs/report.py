@@ -12,8 +12,8 @@ no speedup.
 
 Every view shows the same sections in the same order (`report_parts`): the summary per model
 and GPU (`pass_at_k`: pass@k, fast_p@k, each share with its denominator), the per-problem table
-where a problem has several samples, then the records grouped as those tables list them, each
-problem's best sample first. The terminal (`report_text`), `--json` (`report_data`) and the HTML
+(always, also with one sample per problem: every view has the same parts), then the records
+grouped as those tables list them, each problem's best sample first. The terminal (`report_text`), `--json` (`report_data`) and the HTML
 page (`report_html`) render those parts; none sorts or counts on its own.
 """
 
@@ -258,17 +258,13 @@ def report_parts(runs: pd.DataFrame, joined: pd.DataFrame, flags: pd.DataFrame |
     """What every view of a report shows, in its one order: `summaries` (one per model and GPU,
     `pass_at_k.model_summaries` with the split sizes of `joined`), `problems`
     (`pass_at_k.problem_table`), `records` (`report_rows` of the records in that same order,
-    each problem's best sample first) and `several_samples` (whether any problem has more than
-    one sample: the per-problem table is shown only then, as it would repeat the records row for
-    row). `runs`, `joined`, `flags`: what `load_report` returns."""
+    each problem's best sample first). `runs`, `joined`, `flags`: what `load_report` returns."""
     from .pass_at_k import model_summaries, problem_table, sort_records_best_first
 
-    problems = problem_table(runs)
     return {
         "summaries": model_summaries(runs, joined.attrs.get("split_totals")),
-        "problems": problems,
+        "problems": problem_table(runs),
         "records": report_rows(sort_records_best_first(joined), flags),
-        "several_samples": bool(len(problems) and (problems["samples"] > 1).any()),
     }
 
 
@@ -285,14 +281,12 @@ def report_data(runs: pd.DataFrame, joined: pd.DataFrame, flags: pd.DataFrame | 
 
 
 def report_text(runs: pd.DataFrame, joined: pd.DataFrame, flags: pd.DataFrame | None = None) -> str:
-    """`kbv3 report` in the terminal: the summaries, the per-problem table (where a problem has
-    several samples), then every record and the notes (`terminal_text`)."""
+    """`kbv3 report` in the terminal: the summaries, the per-problem table, then every record
+    and the notes (`terminal_text`)."""
     from .pass_at_k import problem_table_text, summaries_text
 
     parts = report_parts(runs, joined, flags)
-    sections = [summaries_text(parts["summaries"])]
-    if parts["several_samples"]:
-        sections.append(problem_table_text(parts["problems"]))
+    sections = [summaries_text(parts["summaries"]), problem_table_text(parts["problems"])]
     sections.append(terminal_text(render_rows(parts["records"]), runs=runs, flags=flags))
     return "\n\n".join(sections)
 

@@ -1,8 +1,8 @@
 """`kbv3 report --html`: the report as one self-contained HTML page.
 
 The page shows what the terminal shows, in the same order (`report.report_parts`): the summary
-per model and GPU (pass@k, fast_p@k, each share with its denominator), the per-problem table
-where a problem has several samples, every record with its notes and flags; then what only a
+per model and GPU (pass@k, fast_p@k, each share with its denominator), the per-problem table,
+every record with its notes and flags; then what only a
 page has room for: the leaderboard of the records over their whole splits, and its figures
 (fast_p per model, speedup by level). Rendered from a Jinja2 template with autoescape
 (`templates/report.html.j2`); the figures are PNG data URIs, so the page needs no other file.
@@ -94,11 +94,7 @@ def html_page(
         "summary": status_counts(table),
         "source": str(runs.attrs.get("source", "")),
         "summaries": _summaries(parts["summaries"]),
-        "problems": (
-            {"headers": PROBLEM_HEADERS, "rows": problem_table_cells(parts["problems"])}
-            if parts["several_samples"]
-            else None
-        ),
+        "problems": {"headers": PROBLEM_HEADERS, "rows": problem_table_cells(parts["problems"])},
         "headers": HEADERS,
         "rows": [
             {"status": row["status"], "cells": [(name, str(row[name])) for name in REPORT_COLUMNS]}
