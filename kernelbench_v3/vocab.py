@@ -52,6 +52,7 @@ EXECUTORS: tuple[Executor, ...] = get_args(Executor)
 # "failed": the solution did not run; "incomplete": a planned case never came back;
 # "error": the evaluator itself could not judge (bad problem, no reference, a crash of ours).
 Status = Literal["correct", "incorrect", "failed", "incomplete", "error"]
+STATUSES: tuple[Status, ...] = get_args(Status)
 CheckOutcome = Literal["pass", "fail", "skip", "not run"]
 BaselineType = Literal["eager", "compile"]
 TimingMethod = Literal[
@@ -116,3 +117,10 @@ AGENT_RUNS_COLUMNS: tuple[str, ...] = (
 )
 # The published columns an evaluator record fills itself, in the published order.
 RECORD_RUNS_COLUMNS: tuple[str, ...] = tuple(c for c in PUBLISHED_RUNS_COLUMNS if c not in AGENT_RUNS_COLUMNS)
+
+
+# --- counts in words ---------------------------------------------------------------------------
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """`1 sample`, `2 samples` (`nouns` where the plural is no `s` away: `retries`): a count a
+    reader sees, in the number it has (every summary line)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {nouns or noun + 's'}"

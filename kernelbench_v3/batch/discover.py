@@ -201,3 +201,37 @@ def _did_you_mean(name: str, known: Iterable[str]) -> str:
 
     near = suggest_ids(name, known)
     return f"; did you mean {' or '.join(near)}?" if near else ""
+
+
+# ----------------------------------------------------------------------------- selection
+
+
+def select_problems(
+    found: SolutionSet,
+    split: str,
+    problems_root: Path | str | None = None,
+    *,
+    only: Iterable[str] | None = None,
+    limit: int | None = None,
+) -> tuple[SolutionSet, int]:
+    """(the solutions of `only`'s problems, of the first `limit` problems in catalog order, how
+    many solutions were left out). Every sample of a chosen problem is kept. An id of `only`
+    outside the split, or with no solution under the folder, is an UnknownSolutionError (a
+    usage error naming it), never a batch that silently did less."""
+    items = found.items
+    if only is not None:
+        wanted = list(dict.fromkeys(only))
+        in_split = [p.problem_id for p in discover(problems_root) if split in p.gpus]
+        foreign = [i for i in wanted if i not in in_split]
+        if foreign:
+            hint = _did_you_mean(foreign[0], in_split)
+            raise UnknownSolutionError(f"argument --only: {', '.join(foreign)} not in the {split} split{hint}")
+        have = {it.problem_id for it in items}
+        missing = [i for i in wanted if i not in have]
+        if missing:
+            raise UnknownSolutionError(f"argument --only: no solution of {', '.join(missing)} in this folder")
+        items = [it for it in items if it.problem_id in set(wanted)]
+    if limit is not None:
+        first = list(dict.fromkeys(it.problem_id for it in items))[:limit]
+        items = [it for it in items if it.problem_id in set(first)]
+    return SolutionSet(items=items, skipped=found.skipped), len(found.items) - len(items)

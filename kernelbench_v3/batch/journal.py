@@ -26,6 +26,11 @@ JOURNAL_FORMAT = 1
 Key = tuple[str, str, str, str, int | None]  # (model, gpu, problem_id, solution_sha256, sample)
 
 
+def _shown(value: Any) -> str:
+    """A setting as a person reads it in an error line: `0.8`, `"default"`, `none`; never a repr."""
+    return "none" if value is None else json.dumps(value, sort_keys=True)
+
+
 class JournalError(ValueError):
     """A journal that cannot be used: not a journal, corrupt, other settings, or in use."""
 
@@ -96,10 +101,14 @@ class Journal:
         wanted = json.loads(json.dumps(self.settings.to_dict()))  # as it reads back
         if header is not None and header["settings"] != wanted:
             self.close()
-            diff = {k: (header["settings"].get(k), v) for k, v in wanted.items() if header["settings"].get(k) != v}
+            changed = "; ".join(
+                f"{k} {_shown(header['settings'].get(k))} there, {_shown(v)} now"
+                for k, v in wanted.items()
+                if header["settings"].get(k) != v
+            )
             raise JournalError(
-                f"journal {self.path} was started with other settings "
-                f"(field: (journal, now)) {diff}; use another --out/--journal or the same settings"
+                f"journal {self.path} was started with other settings: {changed}; "
+                "use another --out/--journal or the same settings"
             )
         fresh = not self.path.exists()
         self._file = open(self.path, "ab")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import write_atomically
+from ..vocab import plural
 from .discover import (  # noqa: F401 (defined there, imported from here too)
     RUNS_SUFFIX,
     BatchError,
@@ -34,6 +35,7 @@ from .discover import (  # noqa: F401 (defined there, imported from here too)
     discover_samples,
     discover_solutions,
     parse_runs_name,
+    select_problems,
     sha256_file,
     split_gpu,
 )
@@ -110,6 +112,7 @@ class BatchResult:
     skipped: list[Skipped]
     wall_s: float
     throughput: Throughput | None = None  # this run's evaluations per hour, per worker and in total
+    left_out: int = 0  # solutions under the folder that `only` and `limit` left out of this batch
 
     def counts(self) -> Counter:
         return Counter(r.get("status", "?") for r in self.records)
@@ -134,18 +137,23 @@ def run_batch(
     retry_errors: bool = False,
     progress: bool = True,
     evaluate_fn: Callable[..., dict[str, Any]] | None = None,
+    only: Iterable[str] | None = None,
+    limit: int | None = None,
 ) -> BatchResult:
     """Evaluate every solution under `solutions` not yet in the journal; write `out` (Parquet).
 
     The journal (default `<out>.journal.jsonl`) gets each record the moment it is finished; the
     Parquet file is rewritten from it at the end, also after an interruption. Rerunning the
     same command skips what the journal holds; `retry_errors` also reruns records whose status
-    is "error" (the evaluator or a worker failed, not the solution).
+    is "error" (the evaluator or a worker failed, not the solution). `only` (problem ids) and
+    `limit` (the first N problems) narrow the batch to those problems' solutions, every sample
+    of each (`discover.select_problems`); the journal keeps what other batches finished.
     """
     from . import executors
 
     started = time.monotonic()
     found = discover_solutions(solutions, settings.split, settings.problems_root, model)
+    found, left_out = select_problems(found, settings.split, settings.problems_root, only=only, limit=limit)
     journal_path = Path(journal) if journal is not None else default_journal(out)
     book = Journal(journal_path, settings)
     try:
@@ -199,6 +207,7 @@ def run_batch(
         skipped=found.skipped,
         wall_s=time.monotonic() - started,
         throughput=throughput,
+        left_out=left_out,
     )
 
 
@@ -216,7 +225,7 @@ def failure_line(record: dict[str, Any]) -> str:
     sample = record.get("sample")
     sample_text = f" sample {int(sample)}" if isinstance(sample, (int, float)) and sample == sample else ""
     return (
-        f"{record.get('problem_id')}{sample_text} ({record.get('model') or '-'}): {record.get('status')}"
+        f"{record.get('problem_id')}{sample_text} ({record.get('model') or '(unnamed)'}): {record.get('status')}"
         + (f", failed check {check}" if check else "")
         + (f": {reason[0][:200]}" if reason else "")
     )
@@ -227,7 +236,7 @@ def describe_batch(result: BatchResult) -> str:
     counts = result.counts()
     parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     lines = [
-        f"{len(result.records)} records ({parts}) in {result.out}",
+        f"{plural(len(result.records), 'record')} ({parts}) in {result.out}",
         f"ran {result.ran} now, {result.already_done} already in {result.journal}; {result.wall_s:.1f}s",
     ]
     if result.throughput is not None and result.throughput.evaluations:
@@ -235,6 +244,8 @@ def describe_batch(result: BatchResult) -> str:
     for record in result.records:  # each failure on one line: which one, and why
         if record.get("status") != "correct":
             lines.append("  " + failure_line(record))
+    if result.left_out:
+        lines.append(f"left out {result.left_out} solution(s) of other problems (--only / --limit)")
     if result.skipped:
         reasons = Counter(s.reason for s in result.skipped)
         lines.append(

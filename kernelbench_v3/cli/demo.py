@@ -115,7 +115,7 @@ def run_demo(
             records.append(record.to_dict())
             say(
                 f"    ({number}/{len(examples)}) {pid:<40} {record.status:<9} speedup: {speedup_text(record)}  "
-                f"kernels={','.join(record.kernel_names) or '-'}  {record.duration_s or 0:.0f} s"
+                f"kernels={','.join(record.kernel_names) or 'none'}  {record.duration_s or 0:.0f} s"
                 + (f"  (failed check {record.failed_check}: {_first(record.error)})" if not record.correct else "")
             )
     correct = sum(r["correct"] for r in records)

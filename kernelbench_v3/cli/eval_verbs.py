@@ -36,7 +36,7 @@ from .flags import (
     add_split,
     add_timing_seconds,
 )
-from .heartbeat import HEARTBEAT_S, heartbeat
+from .heartbeat import HEARTBEAT_S, heartbeat, say_on_stderr
 from .options import add_eval_options, eval_options_from
 
 
@@ -96,7 +96,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             sizes=sizes,
             model=args.model,
         )
-        say = _stderr_line
+        say = say_on_stderr
         say(f"kbv3 eval: evaluating {args.problem} on {request.device} (a line every {HEARTBEAT_S:g} s) ...")
         with heartbeat(args.problem, say):
             record = evaluate(request, problems_dir=args.problems, cache_dir=args.cache)
@@ -108,11 +108,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         print(describe(record))
     return 0 if record.correct else 1
-
-
-def _stderr_line(text: str) -> None:
-    # Progress goes to stderr: stdout stays the verdict (or the one JSON object of --json).
-    print(text, file=sys.stderr, flush=True)
 
 
 def add_eval_batch(sub: argparse._SubParsersAction) -> None:
@@ -128,9 +123,27 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path, help="Parquet file of records to write (.parquet)")
     add_device(p)
     add_gpus(p)
-    p.add_argument("--workers", type=positive_int, default=1, help="worker processes on --device cpu")
-    p.add_argument("--executor", choices=EXECUTORS, default="local")
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="worker processes on --device cpu (default: 1; on CUDA there is one worker per GPU of --gpus)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="local: one worker process per GPU (or --workers on the CPU) on this host; ray: one Ray task "
+        "per evaluation, one GPU each, on the cluster of --address (default: local)",
+    )
     p.add_argument("--address", help="Ray cluster address (default: start Ray in-process)")
+    add_only(p)
+    p.add_argument(
+        "--limit",
+        type=positive_int,
+        metavar="N",
+        help="only the first N problems (catalog order, after --only) with every sample of each (default: all)",
+    )
     p.add_argument(
         "--shapes",
         choices=SIZE_MODES,
@@ -206,6 +219,8 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
             model=args.model,
             retry_errors=args.retry_errors,
             progress=not args.no_progress,
+            only=args.only,
+            limit=args.limit,
         )
     except UnknownSolutionError as exc:  # a mistyped file name: usage, as an unknown --problem of `eval`
         raise CliError(str(exc)) from None
@@ -219,6 +234,18 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
     print(describe_batch(result))
     # As `eval`: 1 when the work ran and found a failure (README, Exit codes).
     return 0 if all(r.get("status") == "correct" for r in result.records) else 1
+
+
+def _ms_or_na(value) -> str:
+    """A baseline's time as the line shows it: `1.5`, or `n/a` where that way was not timed (never nan)."""
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+CPU_BASELINE_NOTE = (
+    "note: these are CPU times, no performance figure: no speedup is scored on the CPU, so a CPU "
+    "baseline serves only `--baseline` runs on this machine (timing_details.cpu_time_ratio); time "
+    "baselines on the GPU the evaluations will run on"
+)
 
 
 def add_baselines(sub: argparse._SubParsersAction) -> None:
@@ -270,8 +297,10 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         else:
             print(
                 f"{result.problem_id}: {entry['baseline_ms']:.4g} ms ({entry['baseline_type']}; eager "
-                f"{entry.get('eager_ms') or float('nan'):.4g}, compiled {entry.get('compiled_ms') or float('nan'):.4g}) "
-                f"[{how}]",
+                f"{_ms_or_na(entry.get('eager_ms'))}, compiled {_ms_or_na(entry.get('compiled_ms'))}) [{how}]",
                 flush=True,
             )
+    if device == "cpu":
+        # The figures above are real CPU times, but no score uses them: said where they are read.
+        print(CPU_BASELINE_NOTE)
     return 1 if failed else 0

@@ -1,15 +1,21 @@
-"""A line while a long step runs: `kbv3 eval` and the demo say when an evaluation starts and
+"""A line while a long step runs: `kbv3 eval` (also with `--server`) and the demo say when an evaluation starts and
 then every few seconds that it is still running, so a 20-50 s evaluation on a loaded CPU is
 never a silent wait."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 HEARTBEAT_S = 10.0  # a progress line at least this often while an evaluation runs
+
+
+def say_on_stderr(text: str) -> None:
+    """A progress line on stderr, at once: stdout stays the verdict (or --json's one object)."""
+    print(text, file=sys.stderr, flush=True)
 
 
 @contextmanager

@@ -12,27 +12,52 @@ from .flags import add_json, add_problems
 
 
 def add_runs(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("runs", help="published or local runs: leaderboard (summary) and anomaly flags")
-    p.add_argument("action", choices=["summary", "anomalies"])
-    p.add_argument(
-        "--source",
-        type=Path,
-        help="results.csv, its folder, or Parquet/JSONL of evaluator records "
-        "(default: the Hub dataset Infatoshi/kernelbench-v3-runs, needs network)",
+    p = sub.add_parser(
+        "runs",
+        help="published or local runs: leaderboard (summary) and anomaly flags",
+        description="The runs dataset (the Hub's results.csv, or a local source): `kbv3 runs summary` prints "
+        "the leaderboard per GPU and model, `kbv3 runs anomalies` the runs flagged as doubtful with a reason "
+        "each. `kbv3 runs ACTION --help` says what each prints and takes.",
     )
-    add_problems(p)
-    p.add_argument(
+    actions = p.add_subparsers(dest="action", required=True)
+    summary = actions.add_parser(
+        "summary",
+        help="the leaderboard per GPU and model, and the speedup distribution",
+        description="The leaderboard per GPU and model: correct/split (problems with a correct run of the "
+        "problems in that GPU's split), problems attempted, the geometric-mean speedup over correct runs, "
+        "fast_0..fast_2 (the share of the split's problems correct with a speedup above p), the mean and "
+        "median fraction of the speed of light reached, cost; then the speedup distribution per level. "
+        "--json: {leaderboard, speedup_distribution, unmatched}.",
+    )
+    anomalies = actions.add_parser(
+        "anomalies",
+        help="runs flagged as doubtful (faster than light, above the roofline, ...), each with its reason",
+        description="Every flagged run with its reason: faster than the GPU's speed of light, above the "
+        "roofline headroom, lower precision than the reference, no custom kernel in the solution source, "
+        "near-identity problems, per-problem statistical outliers. A run is named by its row of the "
+        "source (row 1 = the first data row of a results.csv) and its run_dir where the source has one. "
+        "--json: {flags, flagged_runs, unmatched}.",
+    )
+    for action in (summary, anomalies):
+        action.add_argument(
+            "--source",
+            type=Path,
+            help="results.csv, its folder, or Parquet/JSONL of evaluator records "
+            "(default: the Hub dataset Infatoshi/kernelbench-v3-runs, needs network)",
+        )
+        add_problems(action)
+        add_json(action)
+        action.set_defaults(func=cmd_runs, no_facts=False)
+    anomalies.add_argument(
         "--no-facts",
         action="store_true",
-        help="anomalies: skip the per-problem CPU facts (precision and near-identity flags)",
+        help="skip the per-problem CPU facts (the precision and near-identity flags)",
     )
-    add_json(p)
-    p.set_defaults(func=cmd_runs)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from ..runs.anomalies import analyze_runs, flagged_runs
-    from ..runs.leaderboard import leaderboard, speedup_distribution
+    from ..runs.leaderboard import BOARD_NOTE, display_board, leaderboard, speedup_distribution
     from ..runs.load import RunsSchemaError, RunsSourceError, unmatched
 
     summary = args.action == "summary"
@@ -63,10 +88,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
         for gpu, part in board.groupby("gpu", sort=False):
             print(f"\n== {gpu} ==")
             print(
-                part.drop(columns=["gpu", "correct", "total"])
-                .rename(columns={"correct_str": "correct"})
+                display_board(part)
+                .drop(columns=["gpu"])
                 .to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:.3g}")
             )
+        print(f"\n{BOARD_NOTE}")
         print("\n== speedup distribution (correct runs) ==")
         if dist.empty:
             print("no correct run has a speedup (timed on the CPU, or without a baseline): no distribution")
@@ -84,8 +110,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
             print(
                 json.dumps(
                     {
-                        "flags": _records(flags),
-                        "flagged_runs": _records(runs.reset_index(names="run")),
+                        "flags": _records(flags.assign(row=flags["run"].map(_row_number))),
+                        "flagged_runs": _records(
+                            runs.reset_index(names="run").assign(row=lambda f: f["run"].map(_row_number))
+                        ),
                         "unmatched": _records(missing),
                     },
                     indent=1,
@@ -98,8 +126,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         )
         for row in flags.itertuples(index=False):  # each reason in full: it names the peak used
             print(
-                f"run {row.run}  {row.model} / {row.gpu} / {row.problem}  speedup {_speedup_text(row.speedup)}  "
-                f"{row.flag}:\n    {row.reason}"
+                f"{_run_name(joined, row.run)}  {row.model} / {row.gpu} / {row.problem}  "
+                f"speedup {_speedup_text(row.speedup)}  {row.flag}:\n    {row.reason}"
             )
     if len(missing):
         print(f"\n{len(missing)} run(s) match no catalog problem (kept, with null problem columns):")
@@ -133,7 +161,8 @@ def add_report(sub: argparse._SubParsersAction) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ..runs.load import RunsSchemaError, RunsSourceError
-    from ..runs.report import html_page, load_report, report_data, report_table, terminal_text
+    from ..runs.report import load_report, report_data, report_parts, report_text
+    from ..runs.report_html import html_page
     from .args import check_writable_parent
 
     if not args.results.is_file():
@@ -160,19 +189,28 @@ def cmd_report(args: argparse.Namespace) -> int:
         # allow_nan=False: a NaN that slipped through is a bug to see, never invalid JSON printed.
         print(json.dumps(report_data(runs, joined, flags), indent=1, allow_nan=False))
     elif args.csv:
-        print(pass_at_k.summaries_csv(pass_at_k.model_summaries(runs)), end="")
+        print(pass_at_k.summaries_csv(report_parts(runs, joined, flags)["summaries"]), end="")
     else:
-        # The per-model summary, the per-problem table (where a problem has several samples),
-        # then every record, each problem's best sample first.
-        print(pass_at_k.summaries_text(pass_at_k.model_summaries(runs)) + "\n")
-        problems = pass_at_k.problem_table(runs)
-        if (problems["samples"] > 1).any():
-            print(pass_at_k.problem_table_text(problems) + "\n")
-        table = report_table(pass_at_k.sort_records_best_first(joined), flags)
-        print(terminal_text(table, runs=runs, flags=flags))
+        # The summary per model and GPU, the per-problem table (where a problem has several
+        # samples), then every record, each problem's best sample first: the page's order.
+        print(report_text(runs, joined, flags))
     if args.html is not None:
         print(f"wrote {args.html}", file=sys.stderr if args.json or args.csv else sys.stdout)  # stdout stays parseable
     return 0
+
+
+def _row_number(run) -> int:
+    """A run's row of its source as a person counts it: 1 is the first data row (the frame's
+    index is 0-based, the header of a results.csv is no row)."""
+    return int(run) + 1
+
+
+def _run_name(joined, run) -> str:
+    """`row 6 (run_dir run_fixture_rtx3090)`: where a flagged run is in the source, by the row a
+    person counts and, where the source has one, the run's own folder name."""
+    run_dir = joined.at[run, "run_dir"] if "run_dir" in joined.columns else None
+    where = f" (run_dir {run_dir})" if isinstance(run_dir, str) and run_dir else ""
+    return f"row {_row_number(run)}{where}"
 
 
 def _speedup_text(value) -> str:

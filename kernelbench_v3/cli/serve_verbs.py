@@ -66,22 +66,40 @@ def eval_on_server(args: argparse.Namespace, sizes: dict) -> int:
     """`kbv3 eval --server SOCKET`: the same evaluation, run by the service; the same output."""
     from ..evaluate.supervisor.report import describe
     from ..serve.client import Evaluator, RequestError, ServiceError, ServiceUnavailable
+    from .heartbeat import HEARTBEAT_S, heartbeat, say_on_stderr
     from .options import eval_options_from
 
     options = dataclasses.asdict(eval_options_from(args))
     if args.device is not None:
         options["device"] = args.device
+    service = Evaluator(args.server)
     try:
-        record = Evaluator(args.server).evaluate(
-            args.problem,
-            Path(args.solution),
-            gpu=args.gpu,
-            sizes=sizes,
-            model=args.model,
-            problems_dir=args.problems,
-            cache_dir=args.cache,
-            **options,
+        # Asked first, so a service that is not there or runs elsewhere is one line, as plain
+        # `eval` checks before it says it starts.
+        device = service.status().get("device", "?")
+        if args.device is not None and args.device != device:
+            print(
+                f"kbv3 eval: this service evaluates on {device}, not {args.device!r}; "
+                f"start one with --device {args.device}",
+                file=sys.stderr,
+            )
+            return 2
+        # The lines plain `kbv3 eval` prints, on stderr: --json keeps stdout one object.
+        say_on_stderr(
+            f"kbv3 eval: evaluating {args.problem} on {device} through the service at {args.server} "
+            f"(a line every {HEARTBEAT_S:g} s) ..."
         )
+        with heartbeat(args.problem, say_on_stderr):
+            record = service.evaluate(
+                args.problem,
+                Path(args.solution),
+                gpu=args.gpu,
+                sizes=sizes,
+                model=args.model,
+                problems_dir=args.problems,
+                cache_dir=args.cache,
+                **options,
+            )
     except ServiceUnavailable as exc:
         raise CliError(f"argument --server: {exc}") from None
     except RequestError as exc:

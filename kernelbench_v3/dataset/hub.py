@@ -2,10 +2,10 @@
 
 Owns the dataset's schema (`SCHEMA`), the row of one problem (`problem_row`), the build of a
 Hub-ready folder (`build`: one Parquet file per GPU split plus the card `README.md` whose YAML
-`configs` map the splits to their files), loading a split from a built folder or the Hub
-(`load_problems`), publishing a built folder (`push_to_hub`), and turning a row back into a
+`configs` map the splits to their files), publishing a built folder (`push_to_hub`), and turning a row back into a
 running module (`materialize`, `instantiate`), refusing rows whose `sha256` does not match
-their `code`.
+their `code`. Loading a split (from a built folder or the Hub) is `loading`'s, re-exported
+here (`load_problems`).
 
 The build is deterministic (rows in catalog order, fixed Parquet writer options, no timestamps)
 and all-or-nothing: everything is computed in memory, written to a temporary sibling folder and
@@ -40,9 +40,12 @@ from ..catalog.materialize import (  # noqa: F401 (RowIntegrityError, verify_row
 from ..catalog.problem import CatalogError, Problem, ProblemFileError, SizeValue, discover
 from ..vocab import SPLITS
 from .card import DATA_DIR, split_file
-
-DEFAULT_REPO_ID = "Infatoshi/kernelbench-v3-problems"
-CARD_FILE = "README.md"
+from .loading import (  # noqa: F401 - re-exported: the dataset's API in one place
+    CARD_FILE,
+    DEFAULT_REPO_ID,
+    HubUnavailableError,
+    load_problems,
+)
 
 INPUT_SPEC = pa.struct(
     [
@@ -290,33 +293,7 @@ def build(
     return BuildResult(out_dir, {s: len(rows[s]) for s in SPLITS}, render_prompt is not None)
 
 
-# --- load and push ------------------------------------------------------------------------
-
-
-def _is_local(source: str | Path) -> bool:
-    return isinstance(source, Path) or Path(source).exists() or source.startswith((".", "/", "~"))
-
-
-def load_problems(split: str, source: str | Path | None = None, **load_kwargs: Any):
-    """One split as a `datasets.Dataset`, from a built folder or a Hub dataset repo id.
-
-    `source` defaults to the published repo (`DEFAULT_REPO_ID`). A local folder is read through
-    its card's YAML `configs`, exactly as the Hub reads it, and needs no network (it works with
-    `HF_HUB_OFFLINE=1`). Extra keyword arguments go to `datasets.load_dataset` (cache_dir, ...).
-    """
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
-    source = DEFAULT_REPO_ID if source is None else source
-    if _is_local(source):
-        folder = Path(source).expanduser()
-        if not (folder / CARD_FILE).is_file():
-            raise FileNotFoundError(
-                f"{folder} is not a built dataset folder (no {CARD_FILE}); build one with `kbv3 build {folder}`"
-            )
-        source = str(folder)
-    import datasets
-
-    return datasets.load_dataset(str(source), split=split, **load_kwargs)
+# --- check and push -----------------------------------------------------------------------
 
 
 def check_folder(folder: Path | str) -> dict[str, int]:

@@ -37,7 +37,7 @@ from ..paths import write_atomically
 from ..prompts.extract import ExtractionError, extract_solution
 from ..prompts.render import TemplateError, template_digest, to_messages
 from ..runs.sample_files import SampleEntry, sample_file, write_manifest
-from ..vocab import Split
+from ..vocab import Split, plural
 from .client import ANSWERED, ChatClient, Reply, RequestParams
 
 RESPONSES = "responses.jsonl"
@@ -86,6 +86,8 @@ class GenerateResult:
     tokens: int  # tokens this invocation used
     with_code: int  # samples with a solution file
     without_code: list[SampleEntry] = field(default_factory=list)
+    retried: int = 0  # requests of this invocation that needed more than one attempt (a 429 or 5xx)
+    retries: int = 0  # the extra attempts they took
 
     @property
     def failed_requests(self) -> int:
@@ -169,13 +171,15 @@ def run_generate(
             for s in range(settings.samples)
             if done.get((p.problem_id, s), {}).get("status") not in ANSWERED
         ]
-        sent, tokens = 0, 0
+        sent, tokens, retried, retries = 0, 0, 0, 0
         try:
             for record in _send_all(todo, messages, settings, client, concurrency, progress):
                 book.append(record)  # durable before the next one is looked at
                 done[(record["problem_id"], record["sample"])] = record
                 sent += 1
                 tokens += int(record["usage"].get("total_tokens") or 0)
+                extra = int(record.get("attempts") or 1) - 1
+                retried, retries = retried + (extra > 0), retries + max(extra, 0)
         finally:
             wanted = {(p.problem_id, s) for p in problems for s in range(settings.samples)}
             _, all_records, _ = read_journal(book.path)
@@ -191,6 +195,8 @@ def run_generate(
         tokens=tokens,
         with_code=with_code,
         without_code=without,
+        retried=retried,
+        retries=retries,
     )
 
 
@@ -272,7 +278,7 @@ def describe(result: GenerateResult) -> str:
     """A short human summary of a run."""
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
     lines = [
-        f"{sum(result.statuses.values())} samples ({counts}) in {result.run_dir}",
+        f"{plural(sum(result.statuses.values()), 'sample')} ({counts}) in {result.run_dir}",
         f"sent {result.sent} now ({result.tokens} tokens), {result.already_done} already answered",
         f"solutions: {result.with_code} with code, {len(result.without_code)} without "
         f"in {result.run_dir / SOLUTIONS} (eval-batch reads this folder)",
@@ -281,6 +287,11 @@ def describe(result: GenerateResult) -> str:
         lines.append(f"  {entry.problem_id} sample {entry.sample}: {entry.reason.splitlines()[0][:200]}")
     if len(result.without_code) > 20:
         lines.append(f"  ... and {len(result.without_code) - 20} more (see solutions/samples.json)")
+    if result.retried:
+        lines.append(
+            f"{plural(result.retried, 'request')} answered only after a retry "
+            f"({plural(result.retries, 'retry', 'retries')}, after a 429 or 5xx; --retries sets how many)"
+        )
     if result.failed_requests:
         lines.append(f"{result.failed_requests} request(s) failed: rerun the same command to send them again")
     return "\n".join(lines)

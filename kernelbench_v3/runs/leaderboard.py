@@ -160,7 +160,7 @@ def card_table(board: pd.DataFrame) -> pd.DataFrame:
     wide = board.pivot(index="model", columns="gpu", values="correct_str")
     wide = wide[[g for g in GPU_ORDER if g in wide.columns]]
     order = board.groupby("model")["correct"].sum().sort_values(ascending=False, kind="stable").index
-    return wide.loc[order].fillna("-").rename_axis(columns=None)
+    return wide.loc[order].fillna("n/a").rename_axis(columns=None)  # n/a: no run on that GPU, as every table says
 
 
 def level_group(joined: pd.DataFrame) -> pd.Series:
@@ -190,3 +190,17 @@ def speedup_distribution(joined: pd.DataFrame) -> pd.DataFrame:
     )
     stats["_gpu_order"] = stats["gpu"].map({g: i for i, g in enumerate(GPU_ORDER)})
     return stats.sort_values(["_gpu_order", "level_group"]).drop(columns="_gpu_order").reset_index(drop=True)
+
+
+# What a reader of the leaderboard must know to read its shares: every one is of the whole split.
+BOARD_NOTE = (
+    "correct/split: problems with a correct run / problems in that GPU's split; fast_p: the same "
+    "share with a best speedup above p (fast_0 = correct/split); attempted: problems run; geomean "
+    "speedup and the SOL fractions: over the correct runs"
+)
+
+
+def display_board(board: pd.DataFrame) -> pd.DataFrame:
+    """`leaderboard` for a reader: the count `correct/split` ("6/54") in place of the separate
+    `correct` and `total` numbers, so the share's denominator is in its header."""
+    return board.drop(columns=["correct", "total"]).rename(columns={"correct_str": "correct/split"})

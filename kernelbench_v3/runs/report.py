@@ -8,15 +8,17 @@ the speed of light reached (`speed_of_light.sol_fraction`, the figure the leader
 and the anomaly flags of the row (`anomalies.flag_anomalies`, so a faster-than-light row is
 flagged where it is shown). `n/a` marks every figure that does not exist: a CPU time through the
 Triton interpreter tests the machinery and is no performance figure, an incorrect solution has
-no speedup. The HTML page is rendered from a Jinja2 template with autoescape (`templates/`):
-the same table, the flags with their reasons, the leaderboard of the records and its figures
-(fast_p per model, speedup by level), self-contained.
+no speedup.
+
+Every view shows the same sections in the same order (`report_parts`): the summary per model
+and GPU (`pass_at_k`: pass@k, fast_p@k, each share with its denominator), the per-problem table
+(always, also with one sample per problem: every view has the same parts), then the records
+grouped as those tables list them, each problem's best sample first. The terminal (`report_text`), `--json` (`report_data`) and the HTML
+page (`report_html`) render those parts; none sorts or counts on its own.
 """
 
 from __future__ import annotations
 
-import base64
-import io
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +30,6 @@ from .speed_of_light import sol_fraction, timed_on_gpu
 NA = "n/a"
 CPU_SPEEDUP = "n/a on CPU"
 CPU_NOTE = "n/a on CPU: CPU timing through the Triton interpreter tests the machinery; it is no performance figure"
-CPU_BOARD_NOTE = (
-    "{n} record(s) evaluated on the CPU count for correctness only: their speedup, fast_p above 0 and "
-    "speed-of-light fraction are n/a (interpreter timing tests the machinery)"
-)
 # The records' data, one row per record (`report_rows`; `kbv3 report --json`'s `records`):
 # figures are numbers or None, never display text. `timed_on_gpu` False marks a CPU time, whose
 # speedup and speed-of-light fraction do not exist (None) for that reason.
@@ -196,7 +194,7 @@ def render_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return text.reset_index(drop=True)
 
 
-def _notes(table: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+def report_notes(table: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     """What the table's reader must know: why figures are n/a, which rows a file held twice."""
     notes = []
     if (table["speedup"] == CPU_SPEEDUP).any():
@@ -219,19 +217,28 @@ def terminal_text(table: pd.DataFrame, width: int = 60, runs: pd.DataFrame | Non
     """The table as left-aligned fixed-width text (the reason cut to `width` characters), then
     a count of statuses and the notes: why a figure is n/a, superseded records, and each flag
     with its reason."""
+    from .pass_at_k import fixed_width
+
     shown = table.assign(reason=table["reason"].map(lambda r: r if len(r) <= width else r[: width - 3] + "..."))
-    rows = [HEADERS] + [[str(v) for v in row] for row in shown.itertuples(index=False)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    counts = table["status"].value_counts()
-    lines += ["", f"{len(table)} record(s): " + ", ".join(f"{n} {s}" for s, n in counts.items())]
-    lines += _notes(table, runs if runs is not None else pd.DataFrame())
-    for item in _flag_items(flags):
+    lines = [fixed_width([HEADERS] + [[str(v) for v in row] for row in shown.itertuples(index=False)])]
+    lines += ["", status_counts(table)]
+    lines += report_notes(table, runs if runs is not None else pd.DataFrame())
+    for item in flag_items(flags):
         lines.append(f"  {item['problem']} ({item['model']}, {item['gpu']}) {item['flag']}: {item['reason']}")
     return "\n".join(lines)
 
 
-def _flag_items(flags: pd.DataFrame | None) -> list[dict[str, str]]:
+def status_counts(table: pd.DataFrame) -> str:
+    """`6 record(s): 4 correct, 1 incorrect, 1 failed`: statuses in the vocabulary's order (the
+    same line in every view, whatever order the rows come in), others after."""
+    from ..vocab import STATUSES
+
+    counts = table["status"].value_counts()
+    order = [s for s in STATUSES if s in counts.index] + sorted(set(counts.index) - set(STATUSES))
+    return f"{len(table)} record(s): " + ", ".join(f"{counts[s]} {s}" for s in order)
+
+
+def flag_items(flags: pd.DataFrame | None) -> list[dict[str, str]]:
     """Each flag of `flag_anomalies` as the text a reader sees: which row, which flag, why."""
     if flags is None or flags.empty:
         return []
@@ -247,88 +254,41 @@ def _flag_items(flags: pd.DataFrame | None) -> list[dict[str, str]]:
     ]
 
 
-def _figure_uri(fig) -> str:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    import matplotlib.pyplot as plt
+def report_parts(runs: pd.DataFrame, joined: pd.DataFrame, flags: pd.DataFrame | None = None) -> dict[str, Any]:
+    """What every view of a report shows, in its one order: `summaries` (one per model and GPU,
+    `pass_at_k.model_summaries` with the split sizes of `joined`), `problems`
+    (`pass_at_k.problem_table`), `records` (`report_rows` of the records in that same order,
+    each problem's best sample first). `runs`, `joined`, `flags`: what `load_report` returns."""
+    from .pass_at_k import model_summaries, problem_table, sort_records_best_first
 
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _board_cell(value: Any) -> str:
-    if isinstance(value, (float, np.floating)):
-        return NA if np.isnan(value) else f"{value:.3g}"
-    return NA if value is None or value is pd.NA else str(value)
-
-
-def _environment():
-    from jinja2 import Environment, PackageLoader, select_autoescape
-
-    return Environment(
-        loader=PackageLoader("kernelbench_v3.runs", "templates"),
-        autoescape=select_autoescape(["html", "j2"], default_for_string=True, default=True),
-        keep_trailing_newline=True,
-    )
-
-
-def html_page(
-    runs: pd.DataFrame,
-    joined: pd.DataFrame | None = None,
-    title: str = "kbv3 report",
-    flags: pd.DataFrame | None = None,
-) -> str:
-    """One self-contained HTML page: the records' table, their flags, their leaderboard and its
-    figures. `joined` (with roofline columns) gives the SOL column and the leaderboard."""
-    frame = joined if joined is not None else runs
-    table = report_table(frame, flags)
-    counts = ", ".join(f"{n} {s}" for s, n in table["status"].value_counts().items())
-    context: dict[str, Any] = {
-        "title": title,
-        "summary": f"{len(table)} record(s): {counts}",
-        "source": str(runs.attrs.get("source", "")),
-        "headers": HEADERS,
-        "rows": [
-            {"status": row["status"], "cells": [(name, str(row[name])) for name in REPORT_COLUMNS]}
-            for _, row in table.iterrows()
-        ],
-        "notes": _notes(table, runs),
-        "flagged": _flag_items(flags),
-        "board": None,
-        "figures": [],
+    return {
+        "summaries": model_summaries(runs, joined.attrs.get("split_totals")),
+        "problems": problem_table(runs),
+        "records": report_rows(sort_records_best_first(joined), flags),
     }
-    if joined is not None and len(joined):
-        from . import plots
-        from .leaderboard import leaderboard
-
-        board = leaderboard(joined).drop(columns=["correct", "total"]).rename(columns={"correct_str": "correct"})
-        cpu = int((~timed_on_gpu(joined)).sum())
-        context["board"] = {
-            "headers": list(board.columns),
-            "rows": [[_board_cell(v) for v in row] for row in board.itertuples(index=False)],
-            "notes": [CPU_BOARD_NOTE.format(n=cpu)] if cpu else [],
-        }
-        figures = [("fast_p per model", plots.fast_p_curves)]
-        if joined["speedup"].notna().any():
-            figures.append(("speedup by level", plots.speedup_by_level))
-        context["figures"] = [{"name": name, "uri": _figure_uri(draw(joined))} for name, draw in figures]
-    return _environment().get_template("report.html.j2").render(**context)
 
 
 def report_data(runs: pd.DataFrame, joined: pd.DataFrame, flags: pd.DataFrame | None = None) -> dict[str, Any]:
-    """`kbv3 report --json`: the models' summaries, the per-problem rows and every record, as
-    data (numbers, booleans, strings that name things, or None; never a figure as text). The
-    schema it follows is `report.schema.json` beside this module. `runs`, `joined`, `flags`:
-    what `load_report` returns."""
-    from .pass_at_k import model_summaries, problem_table, sort_records_best_first
-
-    problems = problem_table(runs)
-    rows = report_rows(sort_records_best_first(joined), flags)
+    """`kbv3 report --json`: the summaries per model and GPU, the per-problem rows and every
+    record, as data (numbers, booleans, strings that name things, or None; never a figure as
+    text). The schema it follows is `report.schema.json` beside this module."""
+    parts = report_parts(runs, joined, flags)
     return {
-        "models": model_summaries(runs),
-        "problems": [{k: _plain(v) for k, v in row.items()} for row in problems.to_dict("records")],
-        "records": [{k: _plain(v) for k, v in row.items()} for row in rows.to_dict("records")],
+        "models": [{k: _plain(v) for k, v in s.items()} for s in parts["summaries"]],
+        "problems": [{k: _plain(v) for k, v in row.items()} for row in parts["problems"].to_dict("records")],
+        "records": [{k: _plain(v) for k, v in row.items()} for row in parts["records"].to_dict("records")],
     }
+
+
+def report_text(runs: pd.DataFrame, joined: pd.DataFrame, flags: pd.DataFrame | None = None) -> str:
+    """`kbv3 report` in the terminal: the summaries, the per-problem table, then every record
+    and the notes (`terminal_text`)."""
+    from .pass_at_k import problem_table_text, summaries_text
+
+    parts = report_parts(runs, joined, flags)
+    sections = [summaries_text(parts["summaries"]), problem_table_text(parts["problems"])]
+    sections.append(terminal_text(render_rows(parts["records"]), runs=runs, flags=flags))
+    return "\n\n".join(sections)
 
 
 def _plain(value: Any) -> Any:
@@ -372,10 +332,14 @@ __all__ = [
     "NA",
     "RECORD_FIELDS",
     "REPORT_COLUMNS",
-    "html_page",
+    "flag_items",
     "load_report",
     "render_rows",
+    "report_notes",
+    "status_counts",
     "report_data",
+    "report_parts",
+    "report_text",
     "SCHEMA_PATH",
     "report_rows",
     "report_table",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..hub_reach import hub_unreachable
 from .schema import RECORD_MARKERS
 
 HUB_REPO_ID = "Infatoshi/kernelbench-v3-runs"
@@ -75,7 +76,9 @@ def read_runs_table(path: Path | str) -> tuple[pd.DataFrame, str]:
         # A batch journal may hold retries: the last record of a (model, GPU, problem, sample) wins.
         keys = [c for c in ("model", "gpu", "problem", "problem_id", "sample") if c in frame.columns]
         before = len(frame)
-        frame = frame.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)
+        # The index stays each record's line in the file (0-based): `kbv3 runs anomalies` names a
+        # run by that row, which a reset would shift past every superseded line.
+        frame = frame.drop_duplicates(subset=keys, keep="last")
         frame.attrs["superseded"] = before - len(frame)  # said by `kbv3 report`, never silent
     return frame, kind
 
@@ -136,7 +139,6 @@ def _resolve_source(source: Path | str | None, repo_id: str, revision: str | Non
 
 # A small published-schema runs table the checkout ships (tests/fixtures): what to try offline.
 SHIPPED_FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "runs" / "published_schema_fixture"
-HUB_PROBE_S = 3.0  # how long to wait for a connection to the Hub before saying it is unreachable
 
 
 def import_hub():
@@ -158,36 +160,6 @@ def offline_hint(flag: str = "") -> str:
     if (SHIPPED_FIXTURE / RESULTS_FILE).is_file():
         hint += f" (the checkout ships a small one: {flag + ' ' if flag else ''}{SHIPPED_FIXTURE})"
     return hint
-
-
-def hub_unreachable() -> str:
-    """Why the Hub cannot be used right now ("" when it may be): HF_HUB_OFFLINE is set, or no
-    connection to its host within HUB_PROBE_S (so an offline machine fails at once, not after
-    the client's retries)."""
-    import os
-    import threading
-    from urllib.parse import urlparse
-
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        return "HF_HUB_OFFLINE is set"
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-    url = urlparse(endpoint)
-    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme != "http" else 80)
-    outcome: list[str] = []
-
-    def probe() -> None:
-        import socket
-
-        try:
-            socket.create_connection((host, port), timeout=HUB_PROBE_S).close()
-            outcome.append("")
-        except OSError as exc:
-            outcome.append(f"{host} cannot be reached ({exc.strerror or exc})")
-
-    thread = threading.Thread(target=probe, daemon=True)  # name resolution has no timeout of its own
-    thread.start()
-    thread.join(HUB_PROBE_S + 1.0)
-    return outcome[0] if outcome else f"{host} did not answer within {HUB_PROBE_S:g} s"
 
 
 def _kind_of(frame: pd.DataFrame) -> str:

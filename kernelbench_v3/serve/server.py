@@ -162,11 +162,16 @@ class Server:
         except BadRequest as exc:
             return {"kind": "error", "error": str(exc)}
         queued = Job(job)
+        problem = job["request"].get("problem_id", "?")
         slot.put(queued)
+        self._say(f"{problem}: queued on {slot.name} ({slot.load()} waiting or running there)")
         while not queued.done.wait(POLL_S):
             if conn is not None and hung_up(conn.sock) and slot.cancel(queued):
+                self._say(f"{problem}: dropped from {slot.name}'s queue, its client left")
                 return None
-        return queued.reply or {"kind": "error", "error": "no reply"}
+        reply = queued.reply or {"kind": "error", "error": "no reply"}
+        self._say(_served_line(problem, slot.name, reply))
+        return reply
 
     def pick(self, gpu_index: int | None) -> Slot:
         """The slot of the GPU a request names, else the least loaded (the first among equals)."""
@@ -225,6 +230,18 @@ class Server:
                 except OSError:
                     pass
         self._say("stopped")
+
+
+def _served_line(problem: str, worker: str, reply: dict[str, Any]) -> str:
+    """The log line of one answered request: which problem, which worker, the verdict, how long."""
+    if reply.get("kind") != "record":
+        return f"{problem}: {worker} answered an error: {reply.get('error')}"
+    record = reply.get("record") or {}
+    check = f" ({record['failed_check']})" if record.get("failed_check") else ""
+    return (
+        f"{problem}: {record.get('status', '?')}{check} on {worker} in {reply.get('run_s', 0):.1f} s "
+        f"(queued {reply.get('queued_s', 0):.1f} s)"
+    )
 
 
 def _log_to_stderr() -> None:

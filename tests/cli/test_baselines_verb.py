@@ -18,14 +18,15 @@ def test_baselines_are_timed_once_then_reported_as_cached(tmp_path, monkeypatch,
     argv = ["baselines", "--split", "h100", "--only", "level1/23_Softmax,level1/26_GELU_", "--device", "cpu"]
     assert main([*argv, "--cache", str(tmp_path)]) == 0
     first = capsys.readouterr().out.splitlines()
-    assert first == [
+    assert first[-1].startswith("note: these are CPU times, no performance figure")  # issue 41
+    assert first[:-1] == [
         "level1/23_Softmax: 1.5 ms (compile; eager 2, compiled 1.5) [timed]",
         "level1/26_GELU_: 1.5 ms (compile; eager 2, compiled 1.5) [timed]",
     ]
     # On the CPU an evaluation times the reference at its REDUCED_SIZES: so does the cache filler.
     assert [sizes for _, _, sizes in calls] == [{"batch_size": 16, "dim": 1024}] * 2
     assert main([*argv, "--cache", str(tmp_path)]) == 0
-    assert all(line.endswith("[cached]") for line in capsys.readouterr().out.splitlines())
+    assert all(line.endswith("[cached]") for line in capsys.readouterr().out.splitlines()[:-1])
     assert len(calls) == 2
 
 

@@ -48,7 +48,7 @@ def test_report_json_follows_the_shipped_schema(source, tmp_path, capsys):
     path = SOURCES[source](tmp_path)
     data = _report_json(path, capsys)
     _validate(data)
-    figures = [v for m in data["models"].values() for k, v in m.items() if k not in ("speed_measured",)]
+    figures = [v for m in data["models"] for k, v in m.items() if k not in ("speed_measured", "model", "gpu")]
     figures += [p["best_speedup"] for p in data["problems"]] + [r["speedup"] for r in data["records"]]
     assert not [v for v in figures if isinstance(v, str)], "a figure as display text"
     assert data["records"], "the per-record rows"
@@ -57,10 +57,10 @@ def test_report_json_follows_the_shipped_schema(source, tmp_path, capsys):
 def test_the_schema_refuses_display_strings():
     """The schema itself is the guard: a figure as text fails it."""
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    row = {"model": "m", "problem": "p", "samples": 1, "correct": 1, "pass@1": 1.0, "best_sample": 0}
+    row = {"model": "m", "gpu": "H100", "problem": "p", "samples": 1, "correct": 1, "pass@1": 1.0, "best_sample": 0}
     for shown in ("n/a", "-", "1.234x"):
         with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate({"models": {}, "problems": [{**row, "best_speedup": shown}], "records": []}, schema)
+            jsonschema.validate({"models": [], "problems": [{**row, "best_speedup": shown}], "records": []}, schema)
 
 
 def test_the_demo_records_are_real_cpu_records():
@@ -88,7 +88,7 @@ def test_the_records_table_tells_samples_apart(tmp_path, capsys):
     assert header.split()[:3] == ["problem", "model", "sample"]
     cpu_rows = [line.split() for line in out.splitlines() if " cpu-model " in f" {line} " and "correct" in line]
     assert sorted(row[2] for row in cpu_rows if row[1] == "cpu-model") == ["0", "1"]
-    assert "gpu-model: 2 samples over 1 problem " in out and "1 problems" not in out
+    assert "gpu-model on H100: 2 samples of 1 problem " in out and "1 problems" not in out
 
 
 def test_batch_progress_and_failures_name_the_sample_and_where_they_ran():

@@ -34,7 +34,8 @@ def _write(tmp_path: Path) -> Path:
 def test_json_has_a_models_mapping_with_pass_and_fast_keys(tmp_path, capsys):
     assert main(["report", str(_write(tmp_path)), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    gpu, cpu = data["models"]["gpu-model"], data["models"]["cpu-model"]
+    by_model = {m["model"]: m for m in data["models"]}
+    gpu, cpu = by_model["gpu-model"], by_model["cpu-model"]
     assert (gpu["samples"], gpu["problems"], gpu["pass@1"], gpu["pass@2"]) == (2, 1, 0.5, 1.0)
     assert gpu["fast_1@1"] == 0.5 and gpu["fast_2@2"] == 1.0 and gpu["geomean_speedup"] == pytest.approx(3.0)
     assert cpu["pass@1"] == 1.0 and cpu["fast_1@1"] is None and cpu["geomean_speedup"] is None  # n/a, never 0
@@ -51,7 +52,9 @@ def test_csv_is_the_same_summary_as_a_table(tmp_path, capsys):
 def test_the_terminal_report_starts_with_the_summary_then_problems_best_sample_first(tmp_path, capsys):
     assert main(["report", str(_write(tmp_path))]) == 0
     out = capsys.readouterr().out
-    assert out.index("gpu-model: 2 samples over 1 problem ") < out.index("best_sample") < out.index("failed check")
+    assert (
+        out.index("gpu-model on H100: 2 samples of 1 problem ") < out.index("best sample") < out.index("failed check")
+    )
     assert "cpu-model" in out and "speed figures n/a on CPU" in out
     with pytest.raises(SystemExit) as exit_:
         main(["report", str(_write(tmp_path)), "--json", "--csv"])  # one format at a time

@@ -102,6 +102,7 @@ def test_runs_without_source_offline_fails_at_once_naming_the_fixture(action, ca
 
 def test_runs_without_source_and_no_network_fails_at_once(capsys, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)  # either switch means offline (hub_reach)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
     started = time.monotonic()
     code, _, err = run(["runs", "summary"], capsys)

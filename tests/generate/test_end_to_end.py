@@ -123,7 +123,7 @@ def test_generate_killed_and_rerun_then_eval_batch_then_report(tmp_path, monkeyp
     from tests.cli.test_report_json import _validate
 
     _validate(report)  # data that follows the shipped schema (issue 33, item 3)
-    summary = report["models"][MODEL]
+    (summary,) = [m for m in report["models"] if m["model"] == MODEL]  # one GPU: one summary
     assert (summary["samples"], summary["problems"], summary["pass@1"], summary["pass@2"]) == (4, 2, 0.5, 0.5)
     assert summary["fast_1@1"] is None and summary["geomean_speedup"] is None  # CPU: n/a, never 0
     by_problem = {p["problem"]: p for p in report["problems"]}

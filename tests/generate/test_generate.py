@@ -113,7 +113,9 @@ def test_a_refusal_and_an_empty_answer_are_samples_without_a_solution(server, tm
 def test_the_key_is_sent_but_found_in_no_file_and_no_output(server, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KBV3_TEST_KEY", KEY)
     run = tmp_path / "run"
-    server.script = ["500"] * 6  # error paths too
+    # Error paths too: both first requests fail (no retries). Only those two: a 500 on the rerun
+    # would be retried after a real backoff of up to a second (issue 41: the fast loop).
+    server.script = ["500"] * 2
     assert generate(server, run, "--api-key-env", "KBV3_TEST_KEY", "--retries", "0") == 1
     assert generate(server, run, "--api-key-env", "KBV3_TEST_KEY", "--samples", "2") == 0
     assert server.requests and all(r["headers"]["Authorization"] == f"Bearer {KEY}" for r in server.requests)

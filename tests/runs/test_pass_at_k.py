@@ -50,7 +50,7 @@ GPU_ROWS = [
 
 
 def test_the_summary_of_a_gpu_run():
-    s = model_summaries(_records(GPU_ROWS))["m"]
+    (s,) = model_summaries(_records(GPU_ROWS))
     assert (s["samples"], s["problems"], s["samples_per_problem"], s["correct"]) == (6, 2, 3, 3)
     assert s["pass@1"] == pytest.approx((2 / 3 + 1 / 3) / 2)
     assert s["pass@3"] == 1.0
@@ -63,14 +63,14 @@ def test_the_summary_of_a_gpu_run():
 
 def test_on_cpu_every_speed_figure_is_none_and_reads_n_a():
     cpu = _records([(m, p, i, c, None) for m, p, i, c, _ in GPU_ROWS], device="cpu")
-    s = model_summaries(cpu)["m"]
+    (s,) = model_summaries(cpu)
     assert s["pass@1"] == pytest.approx(0.5)
     speed = [k for k in s if k.startswith("fast_")] + ["geomean_speedup"]
     assert len(speed) == 10 and all(s[k] is None for k in speed)
-    csv = summaries_csv({"m": s}).splitlines()
+    csv = summaries_csv([s]).splitlines()
     header, row = csv[0].split(","), csv[1].split(",")
     assert all(row[header.index(k)] == "n/a" for k in speed)
-    assert "0.0" not in row and "n/a on CPU" in summaries_text({"m": s})
+    assert "0.0" not in row and "n/a on CPU" in summaries_text([s])
     table = problem_table(cpu)
     assert list(table["best_speedup"]) == [None, None] and s["speed_measured"] is False  # data: None, never text
     assert list(table["best_sample"]) == [0, 1]  # correct samples, just no speedup on the CPU
@@ -82,6 +82,7 @@ def test_the_problem_table_and_the_record_order_put_the_best_sample_first():
     table = problem_table(records)
     assert table.to_dict("records")[0] == {
         "model": "m",
+        "gpu": None,
         "problem": "level1/a",
         "samples": 3,
         "correct": 2,
@@ -92,14 +93,15 @@ def test_the_problem_table_and_the_record_order_put_the_best_sample_first():
     assert table.iloc[1]["best_sample"] == 1
     shuffled = records.iloc[[5, 2, 1, 4, 0, 3]]
     ordered = sort_records_best_first(shuffled)
+    # The problem table's order (problems by id, not as the file lists them), best sample first.
     assert [(p[-1], s) for p, s in zip(ordered["problem_id"], ordered["sample"])] == [
-        ("b", 1), ("b", 0), ("b", 2), ("a", 0), ("a", 1), ("a", 2)
+        ("a", 0), ("a", 1), ("a", 2), ("b", 1), ("b", 0), ("b", 2)
     ]  # fmt: skip
 
 
 def test_records_without_a_sample_column_are_one_sample_each():
     frame = _records(GPU_ROWS).drop(columns=["sample"])
     frame["model"] = ["x", "x", "x", "y", "y", "y"]
-    summaries = model_summaries(frame)
-    assert summaries["x"]["samples_per_problem"] == 3  # three records of one problem: three samples
-    assert summaries["y"]["pass@1"] == pytest.approx(1 / 3)
+    x, y = model_summaries(frame)
+    assert x["samples_per_problem"] == 3  # three records of one problem: three samples
+    assert y["pass@1"] == pytest.approx(1 / 3)

@@ -70,7 +70,7 @@ def test_report_prints_one_row_per_problem_with_the_failed_check_and_reason(tmp_
     assert main(["report", str(path)]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0].startswith("m: 4 samples over 4 problems")  # the per-model summary comes first
+    assert lines[0].startswith("m on H100: 4 samples of 4 problems")  # the per-model summary comes first
     start = next(i for i, line in enumerate(lines) if line.startswith("problem "))
     header = lines[start].split()
     assert (

@@ -173,7 +173,7 @@ def test_the_html_page_escapes_what_a_record_says(tmp_path):
     """Point 16: the page comes from a Jinja2 template with autoescape, not joined strings."""
     import pandas as pd
 
-    from kernelbench_v3.runs.report import html_page
+    from kernelbench_v3.runs.report_html import html_page
 
     runs = pd.DataFrame(
         [

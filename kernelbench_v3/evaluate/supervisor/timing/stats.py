@@ -1,16 +1,19 @@
 """The per-call time from one-call windows: the estimator and its stopping rule (pure arithmetic).
 
-Every timed call is a window of its own (`clock`): its net time is the call's window less the
-trusted echo's window right before it (what the doorbell, the launch and the synchronisation
-cost with no work in between). The score is a robust centre of the net times, their median; its
-confidence interval comes from order statistics (the ranks n/2 -+ z*sqrt(n)/2 of the sorted
-net times), so it needs no assumption about the shape of the noise, and a few delayed calls (the
-scheduler, a context switch) move neither the centre nor the interval much. Timing stops when
-the interval's half-width is under `target_rel` of the median after `min_calls`, or at `max_calls`,
-or when the supervisor's clock passes `cap_s`.
+`measure` times every call in a window of its own, by the timer's clock, and hands its net time
+here: the call's window less the trusted echo's window right before it (the gate, the context
+switch and the graph's launch processing with no work of the caller's), plus the echo call's own
+duration (`DeviceWork.echo_call_s`), which that subtraction also removed. The score is a robust
+centre of the net times, their median; its confidence interval comes from order statistics (the
+ranks n/2 -+ z*sqrt(n)/2 of the sorted net times), so it needs no assumption about the shape of
+the noise, and a few delayed calls (the scheduler, a context switch) move neither the centre nor
+the interval much. Timing stops (`should_stop`) at `max_calls`; after `min_calls`, once the
+interval's half-width is within `target_rel` of the median or within `target_abs_s` (0.25% or
+0.2 us on CUDA, `CallPlan.for_device`); or when the timer's clock passes `cap_s` (with at least
+3 calls).
 
-The supervisor (`clock`) and the baseline child (`baseline`) time their calls and hand the net
-times here, so a solution and the baseline are scored by one estimator under one stopping rule.
+The solution's calls (`clock`) and the trusted baseline child's (`baseline`) are both timed by
+`measure`, so a solution and its baseline are scored by one estimator under one stopping rule.
 """
 
 from __future__ import annotations
