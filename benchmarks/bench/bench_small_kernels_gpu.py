@@ -91,6 +91,7 @@ DETAIL_KEYS = (
     "calls",
     "echo_window_ms",
     "echo_call_ms",
+    "echo_kernel_ms",
     "gap",
     "prep",
     "arm_ms",
@@ -281,6 +282,7 @@ def evaluator(journal: Journal, solutions: list, ladder: list, runs: int, mode: 
         except Exception as exc:  # noqa: BLE001
             entry = {"error": f"{type(exc).__name__}: {exc}"[:500]}
         entry.update(
+            estimator="window-echo",  # TIMING_VERSION 8: the net time adds nothing back
             part="evaluator",
             mode=mode,
             kind=kind,

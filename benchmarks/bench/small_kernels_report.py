@@ -21,6 +21,18 @@ def _fmt(v, spec=".4g") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
+def _net_us(r: dict) -> float | None:
+    """The run's time by the current estimator (window less the echo's window), in us. Runs
+    journaled before it (no `estimator` key) added the echo call's duration by events to every
+    net time, a constant per evaluation: taking it back out is exact, not a new measurement."""
+    if not r.get("sol_ms"):
+        return None
+    if r.get("estimator") == "window-echo":
+        return r["sol_ms"] * 1e3
+    echo_call = ((r.get("timing") or {}).get("echo_call_ms")) or 0.0
+    return (r["sol_ms"] - echo_call) * 1e3
+
+
 def report(journal: Path) -> str:
     entries = [json.loads(line) for line in Path(journal).read_text().splitlines() if line.strip()]
     outside = {(e["problem"], e["solution"]): e for e in entries if e.get("part") == "outside"}
@@ -40,9 +52,9 @@ def report(journal: Path) -> str:
         lines += [
             f"## Honest solutions, {'MPS (the default)' if mode == 'mps' else '--no-mps'}",
             "",
-            "| problem | solution | outside µs | scored µs (runs) | scored / outside | bound | speedup scored / outside "
-            "| verdicts and flags |",
-            "|---|---|---|---|---|---|---|---|",
+            "| problem | solution | outside µs | scored µs (runs) | scored / outside | window − echo µs | "
+            "that / outside | bound | speedup scored / outside | verdicts and flags |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for (_, _, problem, solution), runs in rows:
             o = outside.get((problem, solution), {})
@@ -58,13 +70,18 @@ def report(journal: Path) -> str:
             flags = sorted({f for r in runs for f in (r.get("timing_flags") or [])})
             ratio = f"{(med / rot - 1) * 100:+.1f}%" if med and rot else "n/a"
             ok = "" if not (med and rot) else (" ✓" if abs(med / rot - 1) <= _bound(rot) else " ✗")
+            nets = [n for n in (_net_us(r) for r in runs) if n]
+            net = statistics.median(nets) if nets else None
+            net_ratio = f"{(net / rot - 1) * 100:+.1f}%" if net and rot else "n/a"
+            net_ok = "" if not (net and rot) else (" ✓" if abs(net / rot - 1) <= _bound(rot) else " ✗")
             lines.append(
                 f"| {problem} | {runs[0]['label']} | {_fmt(rot)} | "
                 f"{', '.join(f'{s:.4g}' for s in scored) or 'n/a'} ({len(runs)}) | {ratio}{ok} | "
+                f"{', '.join(f'{n:.4g}' for n in nets) or 'n/a'} | {net_ratio}{net_ok} | "
                 f"{_bound(rot) * 100:.0f}% | {_fmt(speed, '.3g')} / {_fmt(out_speed, '.3g')} | "
                 f"{'/'.join(verdicts)}; {', '.join(flags) or 'no flags'} |"
                 if rot
-                else f"| {problem} | {runs[0]['label']} | n/a | {', '.join(f'{s:.4g}' for s in scored)} | n/a | | | "
+                else f"| {problem} | {runs[0]['label']} | n/a | {', '.join(f'{s:.4g}' for s in scored)} | n/a | | | | | "
                 f"{'/'.join(verdicts)}; {', '.join(flags) or 'no flags'} |"
             )
         honest = [r for (m, k, _, _), rs in evals.items() if m == mode and k == "honest" for r in rs]
@@ -76,8 +93,9 @@ def report(journal: Path) -> str:
         lines += [
             "## The null-call ladder",
             "",
-            "| mode | rung | rotating (one graph of calls) µs | scored µs | scored - rotating µs |",
-            "|---|---|---|---|---|",
+            "| mode | rung | rotating (one graph of calls) µs | scored µs | scored − rotating µs | "
+            "window − echo µs | that − rotating µs |",
+            "|---|---|---|---|---|---|---|",
         ]
         for (mode, _, problem, solution), runs in ladder:
             o = outside.get((problem, solution), {})
@@ -85,7 +103,11 @@ def report(journal: Path) -> str:
             r = runs[0]
             scored = r["sol_ms"] * 1e3 if r.get("sol_ms") else None
             diff = f"{scored - rot:+.2f}" if scored and rot else (r.get("timing_note") or r.get("status") or "")[:60]
-            lines.append(f"| {mode} | {runs[0]['label']} | {_fmt(rot)} | {_fmt(scored)} | {diff} |")
+            net = _net_us(r)
+            net_diff = f"{net - rot:+.2f}" if net and rot else "n/a"
+            lines.append(
+                f"| {mode} | {runs[0]['label']} | {_fmt(rot)} | {_fmt(scored)} | {diff} | {_fmt(net)} | {net_diff} |"
+            )
         lines.append("")
     attacks = [(k, v) for k, v in evals.items() if k[1] == "attack"]
     if attacks:

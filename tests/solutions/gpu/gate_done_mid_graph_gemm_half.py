@@ -10,6 +10,7 @@ Class: T2
 Expect: timed_outputs (the output copied at DONE is half written), or timing_gap (gap_work);
 never scored at the forged time
 """
+
 import gc
 
 import torch
@@ -21,8 +22,9 @@ FORGED_DONE = 0x7FFFFFFF  # >= every seq, by the gate's (cyclic, 32-bit) compari
 
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def matmul_kernel(
+    a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+):
     pid = tl.program_id(0)
     grid_n = tl.cdiv(N, BN)
     pid_m = pid // grid_n
@@ -32,10 +34,16 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * sam + (k0 + rk)[None, :] * sak,
-                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + (k0 + rk)[:, None] * sbk + rn[None, :] * sbn,
-                    mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        a = tl.load(
+            a_ptr + rm[:, None] * sam + (k0 + rk)[None, :] * sak,
+            mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K),
+            other=0.0,
+        )
+        b = tl.load(
+            b_ptr + (k0 + rk)[:, None] * sbk + rn[None, :] * sbn,
+            mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N),
+            other=0.0,
+        )
         acc += tl.dot(a, b, input_precision="tf32x3")
     tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
@@ -71,8 +79,23 @@ class Model(nn.Module):
         for part in range(4):
             lo, hi = part * rows, min(M, (part + 1) * rows)
             grid = (triton.cdiv(hi - lo, BM) * triton.cdiv(N, BN),)
-            matmul_kernel[grid](A[lo:hi], B, C[lo:hi], hi - lo, N, K, A.stride(0), A.stride(1), B.stride(0),
-                                B.stride(1), C.stride(0), C.stride(1), BM=BM, BN=BN, BK=BK)
+            matmul_kernel[grid](
+                A[lo:hi],
+                B,
+                C[lo:hi],
+                hi - lo,
+                N,
+                K,
+                A.stride(0),
+                A.stride(1),
+                B.stride(0),
+                B.stride(1),
+                C.stride(0),
+                C.stride(1),
+                BM=BM,
+                BN=BN,
+                BK=BK,
+            )
             if capturing and self.done is not None and part + 1 == self.DONE_AFTER:
                 self.driver.write(torch.cuda.current_stream(), self.done, FORGED_DONE)
         return C

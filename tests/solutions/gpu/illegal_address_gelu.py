@@ -6,6 +6,7 @@ Problem: level1/26_GELU_
 Class: fault
 Expect: failed (the solution process's CUDA error); the next evaluation unaffected
 """
+
 import torch
 import torch.nn as nn
 import triton

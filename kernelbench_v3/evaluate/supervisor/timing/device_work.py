@@ -12,10 +12,10 @@ duration. Used by the supervisor (`clock`) and the trusted baseline child alike.
   (`clock`).
 - **Echo call**: the echo's call is one replay of a graph of one tiny kernel; subtracting the
   echo's window removes the gate, the context switch and the graph's launch processing on the
-  GPU, but also that call, whose own duration is added back: `echo_call_s`, timed here exactly
-  as the outside figure times a call (CUDA events around one replay, behind a flush), so the net
-  time of a call is what those events would give it. (`echo_kernel_s`, the kernel alone back to
-  back in a graph, is kept for the record.)
+  GPU, and that call, which stands for the fixed cost of a launch (`measure`). Its duration by
+  events around one replay behind a flush (`echo_call_s`) and the kernel's back to back in a
+  graph (`echo_kernel_s`) are kept for the record: under MPS the first read 3.5-28 us between
+  evaluations on the H200, which is why it is no longer added back.
 - **Idle flush**: `calibrate_idle` times a flush once per process before any solution process
   exists; a device that is busy with someone's kernels later shows against it (`checks.busy`).
 

@@ -16,8 +16,11 @@ Each call, in order (every step on the timer's side; the caller's side only ever
    random whether to judge that copy exactly as a correctness case: work still writing the
    output after DONE leaves the copy wrong.
 
-A call's net time is its window less the echo's window before it, plus the echo call's own
-duration (`DeviceWork.echo_call_s`): what is left is the caller's GPU work. The inputs exist
+A call's net time is its window less the echo's window before it: what is left is the caller's
+GPU work as one graph over rotating input sets would time it (the echo's own tiny call stands
+for the fixed cost of a launch that such a graph hides; the null-call ladder on the H200 put
+this within 0.2-1.1 us of kernels of 2-20 us, where adding back the echo call's duration by
+events read 3.5-28 us too much, docs/timing.md). The inputs exist
 only from step 3's write on, while the caller is stopped and watched: the write and the flush
 are timed for both the echo and the caller (`prep`), so a kernel of the caller's left running
 beside them shows as a slower prep (`checks`). Timing ends by `stats.should_stop`, or at once
@@ -131,7 +134,7 @@ def measure(
         if not warm:
             # On the CPU the figure only tests the machinery: a call of a few microseconds is
             # below the echo's noise there, so the window is kept whole (never negative).
-            net = window - echo_window + work.echo_call_s if subtract_echo else window
+            net = window - echo_window if subtract_echo else window
             _append(calls, net, window, echo_window, arm, echo_arm, prep, echo_prep, after, after_echo)
         if judge is not None:  # judged or not is decided now, after the call answered
             judge.after_call(s, inputs, len(calls.nets), warm)

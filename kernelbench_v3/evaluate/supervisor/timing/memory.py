@@ -85,6 +85,15 @@ class TimedMemory:
     def layout(self) -> dict[str, Any]:
         return {"sets": self.set_layout, "slots": self.slot_layout}
 
+    def fill(self, inputs: Sequence[Any]) -> None:
+        """Valid inputs in every set before anything reads them: the capture's warm-up calls run
+        on the sets before the first timed call writes its own, and an honest forward that
+        indexes by an integer input (cross entropy's targets, a gather) would read out of bounds
+        on uninitialised bytes (on the H200 it faulted, and under MPS a fault reaches every
+        client of the server)."""
+        for i in range(self.count):
+            self.write(i, inputs)
+
     def write(self, i: int, inputs: Sequence[Any]) -> None:
         """New inputs into set `i` (same shapes and dtypes as the template)."""
         for j, (dst, src) in enumerate(zip(self.sets[i], inputs)):

@@ -2,8 +2,8 @@
 
 `measure` times every call in a window of its own, by the timer's clock, and hands its net time
 here: the call's window less the trusted echo's window right before it (the gate, the context
-switch and the graph's launch processing with no work of the caller's), plus the echo call's own
-duration (`DeviceWork.echo_call_s`), which that subtraction also removed. The score is a robust
+switch and the graph's launch processing with no work of the caller's, and the echo's own tiny
+call, which stands for a launch's fixed cost: `measure` says why). The score is a robust
 centre of the net times, their median; its confidence interval comes from order statistics (the
 ranks n/2 -+ z*sqrt(n)/2 of the sorted net times), so it needs no assumption about the shape of
 the noise, and a few delayed calls (the scheduler, a context switch) move neither the centre nor
