@@ -108,3 +108,41 @@ def test_every_usage_error_has_one_prefix(argv, capsys):
     code, _, err = run(argv, capsys)
     line = one_line(err)
     assert code == 2 and USAGE_LINE.match(line) and ": error:" not in line, line
+
+
+GPU_TIMING_VERBS = ("eval", "eval-batch", "baselines", "serve", "demo", "agent")
+
+
+def test_every_verb_that_times_on_a_gpu_takes_no_mps_and_main_asks_for_mps_by_it(monkeypatch, capsys):
+    import contextlib
+
+    from kernelbench_v3.cli import main as cli_main
+    from kernelbench_v3.cli.args import CliError
+    from kernelbench_v3.evaluate import mps
+
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    with_flag = {name for name, p in subparsers.choices.items() if any("--no-mps" in a.option_strings for a in p._actions)}
+    assert set(GPU_TIMING_VERBS) <= with_flag
+    assert "ls" not in with_flag and "report" not in with_flag
+    asked = []
+
+    @contextlib.contextmanager
+    def recording_daemon(ask):
+        asked.append(ask)
+        raise CliError("stop here", code=2)
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(mps, "daemon", recording_daemon)
+    monkeypatch.delenv(mps.ASK_ENV, raising=False)
+    sol = str(EXAMPLES / "level1/23_Softmax.py")
+    for argv, expected in (
+        (["eval", "--problem", "level1/23_Softmax", "--solution", sol], True),
+        (["eval", "--problem", "level1/23_Softmax", "--solution", sol, "--no-mps"], False),
+        (["eval", "--problem", "level1/23_Softmax", "--solution", sol, "--device", "cpu"], False),
+        (["ls"], False),
+    ):
+        assert cli_main.main(argv) == 2
+        assert asked[-1] is expected, argv
+    monkeypatch.setenv(mps.ASK_ENV, "0")
+    cli_main.main(["eval", "--problem", "level1/23_Softmax", "--solution", sol])
+    assert asked[-1] is False
