@@ -73,19 +73,14 @@ def warm_up(start_on: str | None = None) -> None:
 
 
 def cuda_context_lost() -> bool:
-    """Whether this process's CUDA context can no longer run work: a sticky error (an illegal
-    address, a trap). Under MPS a fatal fault of one client reaches every client of the server,
-    the supervisor's too (seen on the H200: one faulting solution turned the next twelve
-    evaluations of the process into `error` records). A worker asks after each record and, when
-    lost, exits: its owner replaces it with a fresh process and a fresh context."""
-    import sys
+    """Whether this process's CUDA context can no longer run work (`evaluate.mps`). Under MPS a
+    fatal fault of one client reaches every client of the server, the supervisor's too (seen on
+    the H200: one faulting solution turned the next twelve evaluations of the process into
+    `error` records). A worker asks after each record and, when lost, exits: its owner replaces
+    it with a fresh process and a fresh context."""
+    from .evaluate.mps import cuda_context_lost as why_lost
 
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
-        return False
-    try:
-        torch.cuda.synchronize()
-    except Exception as exc:  # noqa: BLE001 - any error here means the context is gone
-        log.warning("this worker's CUDA context is lost (%s); the worker exits and is replaced", exc)
-        return True
-    return False
+    why = why_lost()
+    if why:
+        log.warning("%s; the worker exits and is replaced", why)
+    return bool(why)

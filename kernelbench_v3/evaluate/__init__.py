@@ -7,7 +7,8 @@ Public API:
 
 `evaluate` never raises for a bad solution: crashes, hangs, wrong answers and cheats all come
 back as a Record with `correct=False` and the reason. It raises only for bad requests (unknown
-problem, missing solution file).
+problem, missing solution file) and for a CUDA context an earlier fault left unusable
+(`CudaContextLost`: under MPS one client's fault reaches every client; start a new process).
 
 Trust lives in one process, and the layout shows where. The supervisor (`supervisor/`, in the
 caller's process) never imports the solution; it computes the reference, gets the baseline (in a
@@ -24,11 +25,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .mps import CudaContextLost
 from .options import EvalOptions
 from .record import Record
 from .request import DEFAULT_SEEDS, EvalRequest
 
-__all__ = ["DEFAULT_SEEDS", "EvalOptions", "EvalRequest", "Record", "evaluate"]
+__all__ = ["DEFAULT_SEEDS", "CudaContextLost", "EvalOptions", "EvalRequest", "Record", "evaluate"]
 
 
 def evaluate(

@@ -25,7 +25,10 @@ demo all run inside one block):
   `kbv3-mps-*` folders of this user whose owner and reaper are both gone.
 
 `in_use()` says whether this process's contexts go through a daemon; the record keeps it
-(`timing_details.mps`) and the baseline cache keys on it.
+(`timing_details.mps`) and the baseline cache keys on it. `cuda_context_lost()` says whether this
+process's context still runs work: under MPS a fatal fault of one client reaches every client of
+the server, the supervisor's too (seen on the H200), and an evaluation in a lost context could
+only produce `error` records, so it refuses to start (`CudaContextLost`).
 """
 
 from __future__ import annotations
@@ -182,4 +185,36 @@ def daemon(ask: bool) -> Iterator[bool]:
                 os.environ[key] = value
 
 
-__all__ = ["CONTROL", "LOG_ENV", "PIPE_ENV", "daemon", "daemon_pids", "end_daemon", "in_use", "sweep_stale", "wanted"]
+class CudaContextLost(RuntimeError):
+    """This process's CUDA context has a sticky error (an earlier fault); start a new process."""
+
+
+def cuda_context_lost() -> str:
+    """Why this process's CUDA context can no longer run work (a sticky error: an illegal
+    address, a trap), or '' when it can or was never opened."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return ""
+    try:
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - any error here means the context is gone
+        return (
+            f"this process's CUDA context is lost ({str(exc).splitlines()[0][:200]}); under MPS a fault of "
+            "one client reaches every client of the server: evaluate in a new process"
+        )
+    return ""
+
+
+__all__ = [
+    "CONTROL",
+    "CudaContextLost",
+    "cuda_context_lost",
+    "LOG_ENV",
+    "PIPE_ENV",
+    "daemon",
+    "daemon_pids",
+    "end_daemon",
+    "in_use",
+    "sweep_stale",
+    "wanted",
+]

@@ -121,7 +121,9 @@ def test_every_verb_that_times_on_a_gpu_takes_no_mps_and_main_asks_for_mps_by_it
     from kernelbench_v3.evaluate import mps
 
     subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    with_flag = {name for name, p in subparsers.choices.items() if any("--no-mps" in a.option_strings for a in p._actions)}
+    with_flag = {
+        name for name, p in subparsers.choices.items() if any("--no-mps" in a.option_strings for a in p._actions)
+    }
     assert set(GPU_TIMING_VERBS) <= with_flag
     assert "ls" not in with_flag and "report" not in with_flag
     asked = []

@@ -159,3 +159,23 @@ def test_a_daemon_whose_owner_and_reaper_are_gone_is_swept_before_the_next_start
     assert mps.sweep_stale(fake_gpu_host) == [root]
     assert not root.exists() and live.exists()
     assert not mps.daemon_pids(root / "pipe")
+
+
+def test_a_lost_cuda_context_refuses_the_next_cuda_evaluation_with_a_clear_error(monkeypatch):
+    import types
+
+    from kernelbench_v3.evaluate import CudaContextLost, EvalRequest, evaluate
+    from tests.paths import EXAMPLES
+
+    def synchronize():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered\nmore")
+
+    lost = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: True, synchronize=synchronize))
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "torch", lost)
+        why = mps.cuda_context_lost()
+    assert "illegal memory access" in why and "new process" in why and "more" not in why
+    assert mps.cuda_context_lost() == ""  # this process's own (CPU) torch: nothing lost
+    monkeypatch.setattr(mps, "cuda_context_lost", lambda: why)
+    with pytest.raises(CudaContextLost, match="new process"):
+        evaluate(EvalRequest("level1/23_Softmax", EXAMPLES / "level1/23_Softmax.py", device="cuda"))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...vocab import runs_gpu_name
+from .. import mps
 from ..cases import plan_cases
 from ..record import SCHEMA_VERSION, SKIP, Record
 from ..request import DEFAULT_TIMING_SECONDS, EvalRequest
@@ -42,6 +43,8 @@ def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -
     from ...catalog.problem import default_problems_dir, get_problem
 
     started = time.monotonic()
+    if request.device == "cuda" and (lost := mps.cuda_context_lost()):
+        raise mps.CudaContextLost(lost)
     root = Path(problems_dir) if problems_dir is not None else default_problems_dir()
     problem = get_problem(request.problem_id, root)
     source_bytes = problem.path.read_bytes()  # read once: nothing later re-reads the file
