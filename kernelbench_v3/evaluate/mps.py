@@ -139,6 +139,27 @@ def _start(root: Path, env: dict[str, str]) -> bool:
     return started
 
 
+# A bare client: the driver alone (no torch), one context on device 0, its creation checked.
+_CLIENT_PROBE = """
+import ctypes, sys
+cu = ctypes.CDLL("libcuda.so.1")
+ctx, dev = ctypes.c_void_p(), ctypes.c_int()
+ok = cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+ok = ok and cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev) == 0
+sys.exit(0 if ok else 1)
+"""
+CLIENT_PROBE_S = 30.0
+
+
+def _client_works(env: dict[str, str]) -> bool:
+    """Whether a CUDA context can be made through the daemon (a separate bare process)."""
+    try:
+        probe = [sys.executable, "-I", "-c", _CLIENT_PROBE]
+        return subprocess.run(probe, env=env, capture_output=True, timeout=CLIENT_PROBE_S).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def _spawn_reaper(root: Path) -> subprocess.Popen:
     """The detached reaper; it ends the daemon once the pipe on its stdin reaches end of file.
     `-I`: no site packages and no package import, so it costs a bare interpreter (tens of ms)."""
@@ -171,6 +192,16 @@ def daemon(ask: bool) -> Iterator[bool]:
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     started = _start(root, {**os.environ})
+    if started and not _client_works({**os.environ}):
+        # A daemon whose server cannot start (a container without the IPC it needs, say) would
+        # fail every CUDA context of this process: end it and run without.
+        started = False
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        end_daemon(root, grace_s=2.0)
     try:
         yield started and in_use()
     finally:

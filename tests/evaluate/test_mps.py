@@ -36,6 +36,7 @@ def fake_gpu_host(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.setattr(mps.tempfile, "tempdir", str(tmp))
     monkeypatch.setattr(mps, "DRIVER_DEFAULT_PIPE", tmp_path / "no-default-daemon")
+    monkeypatch.setattr(mps, "_client_works", lambda env: True)  # no CUDA here: the daemon is the fake
     for name in (mps.PIPE_ENV, mps.LOG_ENV, mps.ASK_ENV):
         monkeypatch.delenv(name, raising=False)
     return tmp
@@ -112,6 +113,7 @@ _KILLED_OWNER = textwrap.dedent(
     import os, signal, sys
     sys.path.insert(0, {repo!r})
     from kernelbench_v3.evaluate import mps
+    mps._client_works = lambda env: True  # no CUDA here: the daemon is the fake
     with mps.daemon(True) as used:
         print(os.environ[mps.PIPE_ENV], flush=True)
         sys.stdin.readline()
@@ -179,3 +181,13 @@ def test_a_lost_cuda_context_refuses_the_next_cuda_evaluation_with_a_clear_error
     monkeypatch.setattr(mps, "cuda_context_lost", lambda: why)
     with pytest.raises(CudaContextLost, match="new process"):
         evaluate(EvalRequest("level1/23_Softmax", EXAMPLES / "level1/23_Softmax.py", device="cuda"))
+
+
+@pytest.mark.slow
+def test_a_daemon_no_client_can_use_is_ended_and_the_process_runs_without(fake_gpu_host, monkeypatch):
+    monkeypatch.setattr(mps, "_client_works", lambda env: False)  # its server cannot start, say
+    before = dict(os.environ)
+    with mps.daemon(True) as used:
+        assert used is False and mps.PIPE_ENV not in os.environ
+    assert dict(os.environ) == before
+    assert _wait_until(lambda: not _roots(fake_gpu_host))
