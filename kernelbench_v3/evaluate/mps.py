@@ -145,7 +145,8 @@ import ctypes, sys
 cu = ctypes.CDLL("libcuda.so.1")
 ctx, dev = ctypes.c_void_p(), ctypes.c_int()
 ok = cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
-ok = ok and cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev) == 0
+ok = ok and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0  # as torch makes its context
+ok = ok and cu.cuCtxSetCurrent(ctx) == 0 and cu.cuCtxSynchronize() == 0
 sys.exit(0 if ok else 1)
 """
 CLIENT_PROBE_S = 30.0
