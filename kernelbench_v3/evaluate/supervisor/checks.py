@@ -170,7 +170,7 @@ def compare_case(
         rule = f"max|out-ref| < {atol:g} + {rtol:g}*max|ref| ({mode})"
     del diff
     if not ok:
-        v.failures[group] = f"{name}: max abs error {v.max_abs:.3g} exceeds {rule}"
+        v.failures[group] = f"{name}: max abs error {v.max_abs:.3g} (|out - ref| on this case's inputs) exceeds {rule}"
     ref_norm = float(r.norm())
     gross = GROSS_RELATIVE_ERROR.get(precision, GROSS_DEFAULT)
     if ok and ref_norm > 0 and diff_norm / ref_norm > gross:

@@ -6,19 +6,21 @@ from ..record import Record
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g} ms"
+    return "n/a" if value is None else f"{value:.4g} ms"
 
 
 CPU_SPEEDUP = "n/a on CPU (interpreter timing tests the machinery)"
 
 
 def speedup_text(record: Record) -> str:
-    """The speedup as a user should read it: `1.23x`, `n/a on CPU (...)`, or `-`."""
+    """The speedup as a user should read it: `1.23x`, `n/a on CPU (...)`, `n/a (why)` or `n/a`."""
     if record.speedup is not None:
         return f"{record.speedup:.3f}x"
     if record.timing_meaningful is False or (record.timing_meaningful is None and record.device == "cpu"):
         return CPU_SPEEDUP
-    return "-"
+    if record.timing_note.startswith("timing_unresolved"):
+        return "n/a (timing_unresolved: see the timing note)"
+    return "n/a"
 
 
 def describe(record: Record) -> str:
@@ -33,8 +35,9 @@ def describe(record: Record) -> str:
     lines.append("checks: " + ", ".join(f"{name}={outcome}" for name, outcome in record.checks.items()))
     if record.max_abs_error is not None:
         lines.append(
-            f"error: max abs {record.max_abs_error:.3g}, relative {record.rel_error:.3g} "
-            f"(vs {record.error_reference}); tolerance {record.tolerance_mode}"
+            f"error over every case: max |out - ref| {record.max_abs_error:.3g}, relative "
+            f"||out - ref|| / ||ref|| {record.rel_error:.3g} (ref: {record.error_reference}); "
+            f"tolerance {record.tolerance_mode}"
         )
     if record.kernel_names:
         lines.append("kernels: " + ", ".join(record.kernel_names[:8]))
@@ -63,8 +66,10 @@ def describe(record: Record) -> str:
         )
     if record.speedup is not None:
         lines.append(f"speedup: {record.speedup:.3f}x")
-    elif record.timing_meaningful is False:
+    elif record.timing_meaningful is False or record.timing_note:
         lines.append(f"speedup: {speedup_text(record)}")
+    if record.timing_note and record.timing_meaningful:
+        lines.append("timing note: " + record.timing_note)
     if record.sol_fraction is not None:
         lines.append(f"speed of light: {_ms(record.sol_roofline_ms)} ({record.sol_fraction:.1%} of it reached)")
     return "\n".join(lines)
