@@ -75,7 +75,7 @@ def warm_up(start_on: str | None = None) -> None:
 def cuda_context_lost() -> bool:
     """Whether this process's CUDA context can no longer run work (`evaluate.mps`). Under MPS a
     fatal fault of one client reaches every client of the server, the supervisor's too (seen on
-    the H200: one faulting solution turned the next twelve evaluations of the process into
+    the H200: one faulting solution turned the next eleven evaluations of the process into
     `error` records). A worker asks after each record and, when lost, exits: its owner replaces
     it with a fresh process and a fresh context."""
     from .evaluate.mps import cuda_context_lost as why_lost
