@@ -81,7 +81,8 @@ def test_kbv3_agent_on_the_cpu_as_the_readme_shows_it(tmp_path, monkeypatch, cap
 
     assert main(report_words + ["--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["models"]["Qwen/Qwen2.5-Coder-32B-Instruct"]["pass@1"] == 1.0
+    (model,) = [m for m in report["models"] if m["model"] == "Qwen/Qwen2.5-Coder-32B-Instruct"]
+    assert model["gpu"] == "H100" and model["pass@1"] == 1.0
     assert main(summary_words) == 0
     assert "1/54" in capsys.readouterr().out
 
