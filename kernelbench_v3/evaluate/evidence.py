@@ -63,12 +63,10 @@ class OpRecorder(TorchDispatchMode):
             self.bytes[name] = self.bytes.get(name, 0) + moved
             if name == "copy_" and len(args) > 1:
                 self.last_copy = (args[0], args[1])
-            if provenance is not None:
-                if outer:  # inside a launch only the programs' stores count
-                    provenance.after_op(name, args, kwargs or {}, result)
+            if outer:  # inside a launch only the programs' stores count
+                provenance.after_op(name, args, kwargs or {}, result)
                 provenance.leave()
-                if outer:
-                    self.overhead += time.perf_counter() - ended
+                self.overhead += time.perf_counter() - ended
 
     def summary(self) -> dict[str, list[float]]:
         """op name -> [count, seconds, bytes]."""

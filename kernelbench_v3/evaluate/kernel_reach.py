@@ -155,6 +155,8 @@ _CLASS_BOOKKEEPING = frozenset({"__annotations__", "__dict__", "__weakref__", "_
 
 def _triton_object(value: Any) -> bool:
     module = getattr(type(value), "__module__", "") or ""
+    if module.startswith("triton.runtime") and type(value).__name__ in ("InterpretedFunction", "JITFunction"):
+        return True  # triton.language's own jit functions (tl.zeros, tl.cdiv, ...)
     own = getattr(value, "__module__", "") or ""
     if inspect.ismodule(value):
         return value.__name__.startswith("triton.language")

@@ -23,7 +23,7 @@ from ..protocol.channel import Arena, Link, PeerGone, TensorRef
 from ..protocol.doorbell import ARMED, DONE, GO, SET, STOP_SET, WAKE, Doorbell
 from ..protocol.doorbell import NBYTES as DOORBELL_BYTES
 from ..timed_calls import TimedCalls, resolve, view
-from . import guard
+from . import guard, seccomp
 from .forward_facts import SolutionFailed, aliases, as_init_arg, check_state_dict, copy_args, describe, same
 from .forward_facts import error_text as _error_text
 from .forward_facts import keep_sample as _keep_sample
@@ -279,6 +279,11 @@ def serve(link: Link, arena_fd: int, arena_size: int, device: str) -> None:
         worker = Worker(link, Arena(arena_fd, arena_size), device)
         while True:
             msg = link.receive()
+            if msg.get("kind") == "prepare_timing" and device == "cpu":
+                # From here on nothing of the solution's may start a process: one would work
+                # beside the timed process, in the arming gap or a window (`seccomp`). Where the
+                # filter cannot be installed, the pause's walk still fails any new process.
+                seccomp.forbid_forks()
             try:
                 reply = HANDLERS[msg["kind"]](worker, msg)
             except SolutionFailed as failed:
