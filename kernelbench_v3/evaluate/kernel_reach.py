@@ -261,4 +261,4 @@ def check_launch(snap: Snapshot, fn: Any, name: str, args: tuple, kwargs: dict) 
                 checker.found.append(f"{name}: argument {i} is a {type(arg).__name__}, not a plain tensor")
         else:
             checker.value(arg, f"{name}: argument {i}")
-    return checker.found
+    return list(dict.fromkeys(checker.found))
