@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ class ProgramLog:
     _depth: int = 0  # launches in progress (a launch inside a launch's hooks is the outer one's)
     _ran: bool = False  # the outer launch ran programs
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    clock: Callable[[], float] = field(default=time.perf_counter, repr=False)  # tests inject one
 
     def note(self, name: str, programs: int, completed: bool) -> None:
         if not self.recording:
@@ -88,13 +90,13 @@ def install_program_counter(log: ProgramLog) -> bool:
         log._depth += 1
         if outer:
             log._ran = False
-        started = time.perf_counter()
+        started = log.clock()
         try:
             return original_run(self, *args, **kwargs)
         finally:
             log._depth -= 1
             if outer and log._ran and log.recording:
-                log.seconds += time.perf_counter() - started
+                log.seconds += log.clock() - started
 
     def call(self, *args, **kwargs):  # noqa: ANN001
         name = str(getattr(self.fn, "__name__", "kernel"))

@@ -64,7 +64,7 @@ def _evaluate(path, scan: bool, sizes=SIZES, timing_seconds=0.5):
 def test_each_attack_class_fails_its_named_check(name, scan):
     record = _evaluate(ATTACKS / f"{name}.py", scan)
     expected = _expected(name, scan)
-    where = (record.status, record.failed_check, record.error[:600], record.checks)
+    where = (record.status, record.failed_check, (record.error or "")[:600], record.checks)
     if expected == "same":  # harmless by construction: the verdict of the honest kernel
         assert record.correct, where
         return

@@ -138,3 +138,43 @@ def test_an_honest_launch_is_neither_foreign_nor_overwritten():
         collect(forward, "cpu", log, sources=Sources([x]))  # the first launch rewrites the body
         _, ev = collect(forward, "cpu", log, sources=Sources([x]))
     assert ev["output_foreign"] is False and ev["overwritten_launches"] == []
+
+
+def test_a_launchs_whole_path_is_its_programs_time_the_rewrite_included(monkeypatch):
+    """The interpreter's own cost before the grid loop (rewriting the body, converting the
+    arguments) is the launch's: a fake clock that the rewrite advances by 10 s shows it."""
+    pytest.importorskip("triton")
+    from triton.runtime.interpreter import InterpretedFunction
+
+    kernel = _store_kernel()
+    clock = {"now": 0.0}
+    rewrite = InterpretedFunction.rewrite
+
+    def slow_rewrite(self):
+        clock["now"] += 10.0
+        return rewrite(self)
+
+    monkeypatch.setattr(InterpretedFunction, "rewrite", slow_rewrite)
+    log = ProgramLog(clock=lambda: clock["now"])
+    x = torch.randn(N)
+    with _counter_installed(log):
+        _, ev = collect(lambda: kernel[(N // 256,)](x, torch.empty_like(x), N, BLOCK=256), "cpu", log)
+    assert ev["program_seconds"] == 10.0
+
+
+def test_the_evaluators_bookkeeping_is_not_work_outside_the_programs():
+    from kernelbench_v3.evaluate.supervisor.kernel_rule import judge_kernel_evidence
+
+    evidence = {
+        "ops": {"empty_like": [1, 0.001, 0]},
+        "programs": [["softmax_kernel", 256]],
+        "forward_seconds": 0.60,
+        "program_seconds": 0.50,
+        "evaluator_seconds": 0.095,  # copies and compares of large watched tensors
+        "program_bytes": 1e6,
+    }
+    checks, facts = judge_kernel_evidence(
+        evidence, device="cpu", rule="strict", reference_ops={"_softmax": [1, 0.03, 1e6]}, reference_kernels=[]
+    )
+    assert checks["main_work"][0] == "pass", checks["main_work"]
+    assert facts["outside_programs_s"] < 0.01
