@@ -55,3 +55,17 @@ def test_guard_takes_torch_compile_generation_tagging_for_torch_not_the_solution
     before = guard.snapshot_namespaces()
     torch.compile(lambda t: t * 2, backend="eager")(torch.ones(3))
     assert guard.tampered(before) == []
+
+
+def test_a_patched_evidence_collector_class_is_reported():
+    from kernelbench_v3.evaluate.provenance import Provenance
+
+    before = guard.snapshot_namespaces()
+    original = Provenance.end_launch
+    try:
+        Provenance.end_launch = lambda self: False  # a launch that never finds memory written behind it
+        found = guard.tampered(before)
+    finally:
+        Provenance.end_launch = original
+    assert "kernelbench_v3.evaluate.provenance.Provenance.end_launch" in found
+    assert guard.tampered(before) == []

@@ -140,6 +140,12 @@ def guarded_namespaces() -> dict[str, Any]:
     for name, module in list(sys.modules.items()):
         if name.startswith("kernelbench_v3.") and isinstance(module, ModuleType):
             spaces[name] = module
+            if name.startswith("kernelbench_v3.evaluate."):
+                # The collectors' classes too: a patched `Provenance.end_launch` or a kernel
+                # reader that finds nothing would change the evidence, not a module's names.
+                for attr, value in list(vars(module).items()):
+                    if isinstance(value, type) and value.__module__ == name:
+                        spaces[f"{name}.{attr}"] = value
     return spaces
 
 
