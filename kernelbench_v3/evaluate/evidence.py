@@ -91,7 +91,7 @@ def dynamo_frames() -> int:
     return int(sum(counters["frames"].values())) if "frames" in counters else 0
 
 
-def _aliased_inputs(result: Any, recorder: "OpRecorder", inputs: list[Any]) -> list[str]:
+def _aliased_inputs(result: Any, recorder: OpRecorder, inputs: list[Any]) -> list[str]:
     """Inputs whose bytes the forward's output overlaps. A timed call returns the slot its output
     was copied into (`timed_calls`): then the forward's own output is that last copy's source."""
     if not isinstance(result, torch.Tensor):

@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from .provenance import Provenance
 

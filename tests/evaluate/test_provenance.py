@@ -108,6 +108,7 @@ def test_what_a_launch_did_not_store_is_put_back_at_its_end():
 
     def forward():
         y = torch.zeros(N)
+
         # Code the launch runs outside the programs (the grid function) writes y behind their back.
         def grid(meta):
             y.numpy()[:] = 7.0

@@ -262,6 +262,7 @@ class Worker:
     def finish(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {"kind": "finished", "tampered": guard.tampered(self.namespaces)}
 
+
 HANDLERS = {
     "setup": Worker.setup,
     "run_case": Worker.run_case,

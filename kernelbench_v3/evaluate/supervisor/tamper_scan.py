@@ -43,7 +43,6 @@ from .scan_rules import (
 )
 
 
-
 @dataclass(frozen=True)
 class Finding:
     rule: str
@@ -82,8 +81,6 @@ def scan(source: str) -> TamperScan:
 
 def _literal(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
 
 
 def _twin(name: str) -> str:
