@@ -4,7 +4,8 @@ names, with the static scan off and on, and the honest controls are accepted.
 The attack files say what they expect (`Expect:` with the scan on, the first word of `Without
 scan:` with it off); a check that must fail as well is listed in ALSO_FAILED. The controls: the
 Triton tutorial's one-program-per-row softmax at the problem's default sizes (the interpreter's
-own cost for a wide block is its programs', item 4), a two-pass softmax and a persistent grid.
+own cost for a wide block is its programs', item 4), a two-pass softmax, a two-stream softmax
+(two launches over halves of the rows into one output) and a persistent grid.
 """
 
 from __future__ import annotations
@@ -81,9 +82,10 @@ def test_each_attack_class_fails_its_named_check(name, scan):
         (HONEST / "tutorial_softmax.py", {}),  # the problem's default sizes: 256 x 16384
         (HONEST / "tutorial_softmax.py", SIZES),
         (HONEST / "two_pass_softmax.py", SIZES),
+        (HONEST / "two_stream_softmax.py", SIZES),
         (HONEST / "persistent_softmax.py", SIZES),
     ],
-    ids=["tutorial_default_sizes", "tutorial", "two_pass", "persistent"],
+    ids=["tutorial_default_sizes", "tutorial", "two_pass", "two_stream", "persistent"],
 )
 def test_honest_controls_are_accepted_with_a_time(path, sizes):
     record = _evaluate(path, True, sizes=sizes)

@@ -2,7 +2,7 @@
 
 Class: T2
 Expect: source_scan
-Without scan: global_state (the evaluator's classes it edits are guarded); correctness fails too (process or completeness also acceptable if the worker trips over its mutated objects)
+Without scan: correctness (process or completeness also acceptable if the worker trips over its mutated objects)
 Notes: the output is deliberately wrong (softmax + 0.05) so only a successful tamper could make it pass; if the tamper fails the verdict names correctness; nothing to set up
 """
 import gc
