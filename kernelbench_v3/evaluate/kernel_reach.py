@@ -18,6 +18,11 @@ nested code object in it and every jit function it calls are read instruction by
 - every argument is a plain tensor (not a subclass, whose methods would run in the launcher) or
   a safe value, so a constexpr cannot smuggle a callable in.
 
+The check runs when the launch starts and again where the grid is evaluated (after the pre-run
+hooks and the grid function, solution code the launch runs), on the arguments the programs will
+receive; then the body runs on a frozen copy of what was read (`freeze`): its module's globals,
+builtins cut down to the allowed ones, its closure cells, its own jit functions frozen alike.
+
 `triton.language` itself and the interpreter are compared with their snapshot (`snapshot`,
 taken when the program counter is installed, before any solution code ran): a patched `tl.load`
 or `tl.tensor.__add__` refuses the launch too. A refused launch raises `KernelReachError`, and
@@ -118,10 +123,14 @@ class Snapshot:
     def _same(self, now: Any, before: Any) -> bool:
         """`now` is `before`, or the interpreter's own patch of it: a device function's call
         patches triton.language.core and never restores it (`InterpretedFunction.__call__`)."""
+        if now is before:
+            return True
         while now is not before and getattr(now, "__code__", None) is self.patch_code:
             now = (now.__kwdefaults__ or {}).get("member")
         if type(now) is functools.partial:
             now = now.func
+        if type(now) is property:  # `tl.tensor.T` while a launch runs
+            now = now.fget
         if now is before or now is builtins.print:  # the interpreter's static_print
             return True
         return id(getattr(now, "__code__", None)) in self.interpreter_codes
@@ -136,7 +145,11 @@ class Snapshot:
             found += [f"{module.__name__}.{k}" for k, v in before.items() if not self._same(now.get(k, _MISSING), v)]
         for cls, before in self.classes.items():
             now = _static(cls)
-            found += [f"{cls.__qualname__}.{k}" for k in before.keys() | now.keys() if now.get(k) is not before.get(k)]
+            found += [
+                f"{cls.__qualname__}.{k}"
+                for k in before.keys() | now.keys()
+                if not self._same(now.get(k), before.get(k))
+            ]
         found += [f"interpreter.{k}" for k, v in self.globals_.items() if getattr(self.interpreter, k, None) is not v]
         return found
 
@@ -211,6 +224,10 @@ class _Checker:
             return
         if isinstance(value, tl.dtype) and type(value).__module__.startswith("triton.language"):
             return
+        if type(value) is tl.tensor or type(value) is getattr(tl, "tuple", None):  # a converted argument
+            for v in value if type(value) is not tl.tensor else ():
+                self.value(v, where)
+            return
         if type(value) is self.snap.function_type:
             self.function(value)
             return
@@ -220,8 +237,12 @@ class _Checker:
         if id(jit) in self.seen:
             return
         self.seen.add(id(jit))
-        fn = jit.rewrite() if type(jit) is self.snap.function_type else jit
-        self.body(fn, getattr(jit, "__name__", "kernel"))
+        name = getattr(jit, "__name__", "kernel")
+        if type(jit) is self.snap.function_type:
+            self.body(jit.fn, name)  # what a reduction's combine_fn runs
+            self.body(jit.rewrite(), name)  # what a call runs: compiled again from its source
+        else:
+            self.body(jit, name)
 
     def body(self, fn: Any, name: str) -> None:
         if not isinstance(fn, types.FunctionType):
@@ -246,6 +267,51 @@ class _Checker:
                     if value is _MISSING:
                         continue  # a NameError when it runs
                     self.value(value, f"{name}: global {arg}")
+
+
+def freeze(snap: Snapshot, fn: types.FunctionType, memo: dict[int, Any] | None = None) -> types.FunctionType:
+    """`fn` bound to a private copy of what it was checked against: its module's globals (one
+    copy per module, its own jit functions frozen the same way), builtins reduced to the allowed
+    ones, its closure cells and defaults. Code that runs later in the launch (the grid function,
+    a pre-run hook) can then rebind nothing the body reads."""
+    memo = {} if memo is None else memo
+    if id(fn) in memo:
+        return memo[id(fn)]
+    space = memo.get(id(fn.__globals__))
+    if space is None:
+        space = memo[id(fn.__globals__)] = {}
+        for key, value in list(fn.__globals__.items()):
+            space[key] = _frozen_jit(snap, value, memo) if type(value) is snap.function_type else value
+        space["__builtins__"] = {name: getattr(builtins, name) for name in ALLOWED_BUILTINS}
+    cells = tuple(_cell(c) for c in fn.__closure__ or ()) or None
+    frozen = types.FunctionType(fn.__code__, space, fn.__name__, fn.__defaults__, cells)
+    frozen.__kwdefaults__ = dict(fn.__kwdefaults__) if fn.__kwdefaults__ else None
+    memo[id(fn)] = frozen
+    return frozen
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return types.CellType(cell.cell_contents)
+    except ValueError:  # an empty cell
+        return types.CellType()
+
+
+def _frozen_jit(snap: Snapshot, jit: Any, memo: dict[int, Any]) -> Any:
+    """A jit function of the solution's, frozen: its own (original and rewritten) functions, with
+    a private rewrite cache the solution cannot reach. triton.language's own stay themselves
+    (the interpreter recognizes its reductions by identity; their modules are snapshot)."""
+    if (getattr(jit.fn, "__module__", "") or "").startswith("triton."):
+        return jit
+    if id(jit) in memo:
+        return memo[id(jit)]
+    proxy = object.__new__(type(jit))
+    memo[id(jit)] = proxy
+    proxy.__dict__.update(vars(jit))
+    rewritten = jit.rewrite()
+    proxy.fn = freeze(snap, jit.fn, memo)
+    proxy.rewritten_fn = {proxy.fn: freeze(snap, rewritten, memo)}  # shadows the class-wide cache
+    return proxy
 
 
 def check_launch(snap: Snapshot, fn: Any, name: str, args: tuple, kwargs: dict) -> list[str]:

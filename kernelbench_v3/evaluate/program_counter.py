@@ -84,7 +84,7 @@ def install_program_counter(log: ProgramLog) -> bool:
         return True
     import numpy as np
 
-    from .kernel_reach import KernelReachError, Snapshot, check_launch
+    from .kernel_reach import KernelReachError, Snapshot, check_launch, freeze
 
     def run(self, *args, **kwargs):  # noqa: ANN001
         outer = log._depth == 0
@@ -107,6 +107,21 @@ def install_program_counter(log: ProgramLog) -> bool:
             log.refuse(f"{name}: {why[0]}")
             log.note(name, 0, False)
             raise KernelReachError(f"the kernel {name} reaches beyond triton.language: {'; '.join(why[:3])}")
+        # The check again where the grid is evaluated, after the pre-run hooks and the grid
+        # function (solution code the launch runs), on what the programs will receive; then the
+        # body runs frozen to what was checked (`kernel_reach.freeze`).
+        grid = self.grid
+
+        def checked_grid(call_args):  # noqa: ANN001
+            shape = grid(call_args) if callable(grid) else grid
+            late = check_launch(snapshot, self.fn, name, (), call_args)
+            if late:
+                log.refuse(f"{name}: {late[0]}")
+                raise KernelReachError(f"the kernel {name} reaches beyond triton.language: {'; '.join(late[:3])}")
+            self.fn = freeze(snapshot, self.fn)
+            return shape
+
+        self.grid = checked_grid
         interpreter.interpreter_builder.grid_dim = (0, 0, 0)
         provenance = log.provenance if log.recording else None  # this launch's, to the end
         if provenance is not None:

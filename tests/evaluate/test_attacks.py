@@ -102,6 +102,7 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "arena_other_set_numpy": ("main_work", set()),
     "numpy_in_kernel_body": ("run", set()),  # the launch is refused
     "torch_in_kernel_body": ("run", set()),
+    "kernel_global_rebound_in_grid": ("run", set()),  # read again at the grid, then run frozen
     "kernel_hook_writes_output": ("correctness", set()),  # the numpy write is put back
     "thread_writes_during_launch": ("correctness", set()),
     "helper_forks_in_arming_gap": ("correct", set()),  # no fork once timing begins

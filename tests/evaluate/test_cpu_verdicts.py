@@ -29,6 +29,7 @@ ATTACK_FILES = (
     "arena_other_set_numpy",
     "numpy_in_kernel_body",
     "torch_in_kernel_body",
+    "kernel_global_rebound_in_grid",
     "kernel_hook_writes_output",
     "thread_writes_during_launch",
     "helper_forks_in_arming_gap",
@@ -88,8 +89,9 @@ def test_each_attack_class_fails_its_named_check(name, scan):
         (HONEST / "two_pass_softmax.py", SIZES),
         (HONEST / "two_stream_softmax.py", SIZES),
         (HONEST / "persistent_softmax.py", SIZES),
+        (HONEST / "nested_jit_softmax.py", SIZES),
     ],
-    ids=["tutorial_default_sizes", "tutorial", "two_pass", "two_stream", "persistent"],
+    ids=["tutorial_default_sizes", "tutorial", "two_pass", "two_stream", "persistent", "nested_jit"],
 )
 def test_honest_controls_are_accepted_with_a_time(path, sizes):
     record = _evaluate(path, True, sizes=sizes)

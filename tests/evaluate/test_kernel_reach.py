@@ -135,3 +135,24 @@ def test_a_refused_launch_raises_and_is_reported():
             collect(lambda: kernel[(1,)](torch.zeros(4)), "cpu", log)
         _, ev = collect(lambda: None, "cpu", log)
     assert ev["refused_launches"] and "global NP" in ev["refused_launches"][0]
+
+
+REBOUND = tl.exp
+
+
+def uses_a_global(x_ptr):
+    tl.store(x_ptr, REBOUND(tl.load(x_ptr)))
+
+
+def test_a_frozen_body_keeps_what_was_read_and_only_the_allowed_builtins(snap):
+    from kernelbench_v3.evaluate.kernel_reach import freeze
+
+    global REBOUND
+    frozen = freeze(snap, _interpreted(uses_a_global).rewrite())
+    try:
+        REBOUND = print  # rebound after the read, as a grid function or a hook could
+        assert frozen.__globals__["REBOUND"] is tl.exp
+    finally:
+        REBOUND = tl.exp
+    builtins_seen = frozen.__globals__["__builtins__"]
+    assert "range" in builtins_seen and "open" not in builtins_seen and "__import__" not in builtins_seen
