@@ -60,6 +60,24 @@ def byte_span(t: torch.Tensor) -> tuple[int, int]:
     return (lo, lo + (reach + 1) * t.element_size())
 
 
+EXACT_ELEMENTS = 1 << 24  # a strided view's byte runs are worked out up to this many elements
+
+
+def exact_runs(t: torch.Tensor) -> list[tuple[int, int]] | None:
+    """The byte runs a tensor's elements cover: its span when it is contiguous, else worked out
+    from its strides (a column view spans the whole matrix but covers one element per row);
+    None when that is too many elements to work out."""
+    lo, hi = byte_span(t)
+    if hi <= lo or t.is_contiguous():
+        return [(lo, hi)] if hi > lo else []
+    if t.numel() > EXACT_ELEMENTS:
+        return None
+    offsets = np.zeros(1, dtype=np.int64)
+    for size, stride in zip(t.shape, t.stride()):
+        offsets = (offsets[:, None] + np.arange(size, dtype=np.int64) * stride).ravel()
+    return runs(np.uint64(lo) + (offsets * t.element_size()).astype(np.uint64), t.element_size())
+
+
 def _spanned(x: Any) -> bool:
     return isinstance(x, torch.Tensor) and byte_span(x)[1] > byte_span(x)[0]
 
@@ -152,8 +170,9 @@ class Provenance:
     # --- the map ------------------------------------------------------------------------
 
     def seed(self, sources: Sources) -> None:
+        for t in iter_tensors([sources.inputs, sources.others]):
+            self._mark_known(t)
         for lo, hi in spans([sources.inputs, sources.others]):
-            self.map.set(lo, hi, KNOWN)
             self._watch(lo, hi)
         for i, x in enumerate(sources.inputs):
             if _spanned(x):
@@ -172,7 +191,17 @@ class Provenance:
         return foreign or unknown > SMALL_BYTES
 
     def foreign_values(self, values: Any) -> bool:
-        return any(self.is_foreign(lo, hi) for lo, hi in spans(values))
+        """Any of the bytes the tensors among `values` cover is foreign (their exact runs: the
+        gaps of a strided view are not read)."""
+        for t in iter_tensors(values):
+            covered = exact_runs(t)
+            unknown = 0
+            for lo, hi in covered if covered is not None else spans(t):
+                foreign, missing = self.map.query(lo, hi)
+                unknown += missing
+                if foreign or unknown > SMALL_BYTES:
+                    return True
+        return False
 
     # --- watched copies -----------------------------------------------------------------
 
@@ -212,8 +241,17 @@ class Provenance:
             lo, hi = byte_span(t)
             if hi <= lo or (not in_place and t.untyped_storage().data_ptr() in bases):
                 continue  # empty, or a view of an argument
-            self.map.set(lo, hi, FOREIGN if tainted else KNOWN)
+            if tainted:
+                self.map.set(lo, hi, FOREIGN)  # the whole span: more is never less safe
+            else:
+                self._mark_known(t)
             self._watch(lo, hi)
+
+    def _mark_known(self, t: torch.Tensor) -> None:
+        """Known: exactly the bytes the tensor's elements cover, never the gaps of a strided
+        view (a column of a matrix numpy wrote would otherwise make the matrix known)."""
+        for lo, hi in exact_runs(t) or []:
+            self.map.set(lo, hi, KNOWN)
 
     # --- launches -----------------------------------------------------------------------
 

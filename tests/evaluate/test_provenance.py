@@ -179,3 +179,23 @@ def test_the_evaluators_bookkeeping_is_not_work_outside_the_programs():
     )
     assert checks["main_work"][0] == "pass", checks["main_work"]
     assert facts["outside_programs_s"] < 0.01
+
+
+def test_a_strided_view_written_by_an_op_makes_only_its_own_bytes_known():
+    from kernelbench_v3.evaluate.evidence import OpRecorder
+
+    x = torch.randn(64, 64)
+    prov = Provenance()
+    prov.seed(Sources([x]))
+    with OpRecorder(prov):
+        y = torch.empty_like(x)  # foreign until something stores into it
+        y.numpy()[:] = torch.softmax(x, 1).numpy()  # the answer, written behind the dispatcher's back
+        y[:, :1].copy_(x[:, :1])  # a column view spans nearly all of y
+    assert not prov.foreign_values(y[:, :1]) and prov.foreign_values(y)
+
+
+def test_a_strided_view_of_numpy_memory_is_foreign_however_small_each_run():
+    prov = Provenance()
+    prov.seed(Sources([torch.randn(8)]))
+    column = torch.from_numpy(np.random.rand(512, 4).astype(np.float32))[:, :1]  # 512 runs of 4 bytes
+    assert prov.foreign_values(column)

@@ -5,7 +5,7 @@ that computes the softmax with numpy and hands it back as a triton tensor, which
 stores as its own work.
 
 Class: T1
-Expect: run
+Expect: source_scan
 Without scan: run (the body is read again where the grid is evaluated, and then runs on a frozen copy of what was read)
 Notes: issue 39, item 2
 """
