@@ -68,7 +68,7 @@ def exact_runs(t: torch.Tensor) -> list[tuple[int, int]] | None:
     from its strides (a column view spans the whole matrix but covers one element per row);
     None when that is too many elements to work out."""
     lo, hi = byte_span(t)
-    if hi <= lo or t.is_contiguous():
+    if hi <= lo or t.is_contiguous() or _dense(t):
         return [(lo, hi)] if hi > lo else []
     if t.numel() > EXACT_ELEMENTS:
         return None
@@ -76,6 +76,16 @@ def exact_runs(t: torch.Tensor) -> list[tuple[int, int]] | None:
     for size, stride in zip(t.shape, t.stride()):
         offsets = (offsets[:, None] + np.arange(size, dtype=np.int64) * stride).ravel()
     return runs(np.uint64(lo) + (offsets * t.element_size()).astype(np.uint64), t.element_size())
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Its elements tile its span without gaps or overlaps (a transpose, a permutation)."""
+    expected = 1
+    for stride, size in sorted((abs(s), n) for n, s in zip(t.shape, t.stride()) if n > 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _spanned(x: Any) -> bool:
