@@ -91,7 +91,7 @@ class Snapshot:
         extra = getattr(tl, "extra", None)
         cuda = getattr(extra, "cuda", None)
         libdevice = getattr(cuda, "libdevice", None)
-        modules += [m for m in (cuda, libdevice) if inspect.ismodule(m)]
+        modules += [m for m in (cuda, libdevice, _module("triton.language.extra.libdevice")) if inspect.ismodule(m)]
         self.namespaces = [(m, {k: v for k, v in vars(m).items() if not k.startswith("__")}) for m in modules]
         classes = [tl.tensor, tl.dtype, tl.constexpr, tl.pointer_type, tl.block_type]
         watched = [*classes, interpreter.InterpreterBuilder, interpreter.GridExecutor, self.function_type]
@@ -155,6 +155,16 @@ class Snapshot:
 
 
 _MISSING = object()
+
+
+def _module(name: str) -> Any:
+    """The module `name` (`from triton.language.extra import libdevice`), or None without it."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 def _static(cls: type) -> dict[str, Any]:
