@@ -11,6 +11,7 @@ main work. The evaluator's own bookkeeping (provenance around ops) is timed apar
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -126,6 +127,7 @@ def collect(
     recorder = OpRecorder(provenance)
     programs.reset()
     programs.provenance = provenance
+    programs.owner = threading.get_ident()
     programs.recording = True
     started = time.perf_counter()
     try:

@@ -45,6 +45,7 @@ class ProgramLog:
     refused: list[str] = field(default_factory=list)
     aliased_calls: int = 0
     overwritten: list[str] = field(default_factory=list)
+    owner: int | None = None  # the thread whose forward is being recorded (None: any)
     _depth: int = 0  # launches in progress (a launch inside a launch's hooks is the outer one's)
     _ran: bool = False  # the outer launch ran programs
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -53,11 +54,16 @@ class ProgramLog:
     clock: Callable[[], float] | None = field(default=None, repr=False)
 
     def note(self, name: str, programs: int, completed: bool) -> None:
-        if not self.recording:
+        if not self.observing():
             return
         with self._lock:
             (self.launches.append((name, programs)) if completed else self.failed.append(name))
             self._ran |= completed and programs > 0
+
+    def observing(self) -> bool:
+        """Recording, on the thread that runs the forward: a launch from another thread is none
+        of the forward's work, and what it stores is memory written behind its back."""
+        return self.recording and (self.owner is None or threading.get_ident() == self.owner)
 
     def refuse(self, why: str) -> None:
         if len(self.refused) < MAX_REFUSED:
@@ -97,7 +103,7 @@ def install_program_counter(log: ProgramLog) -> bool:
             return original_run(self, *args, **kwargs)
         finally:
             log._depth -= 1
-            if outer and log._ran and log.recording:
+            if outer and log._ran and log.observing():
                 log.seconds += clock() - started
 
     def call(self, *args, **kwargs):  # noqa: ANN001
@@ -123,7 +129,7 @@ def install_program_counter(log: ProgramLog) -> bool:
 
         self.grid = checked_grid
         interpreter.interpreter_builder.grid_dim = (0, 0, 0)
-        provenance = log.provenance if log.recording else None  # this launch's, to the end
+        provenance = log.provenance if log.observing() else None  # this launch's, to the end
         if provenance is not None:
             provenance.keep((args, kwargs))
             provenance.enter()
@@ -148,7 +154,7 @@ def install_program_counter(log: ProgramLog) -> bool:
     rmw, cas = builder.create_atomic_rmw, builder.create_atomic_cas
 
     def counted_dot(self, a, b, d, *args, **kwargs):  # noqa: ANN001
-        if log.recording:
+        if log.observing():
             log.dot_flops += 2.0 * float(a.data.size) * float(b.data.shape[-1])
         return dot(self, a, b, d, *args, **kwargs)
 
@@ -158,7 +164,7 @@ def install_program_counter(log: ProgramLog) -> bool:
 
     def counted_load(self, ptrs, mask, *args, **kwargs):  # noqa: ANN001
         loaded = load(self, ptrs, mask, *args, **kwargs)
-        if log.recording:
+        if log.observing():
             at = active(ptrs, mask)
             log.bytes_moved += int(at.size) * loaded.data.itemsize
             if log.provenance is not None:
@@ -166,7 +172,7 @@ def install_program_counter(log: ProgramLog) -> bool:
         return loaded
 
     def counted_store(self, ptrs, value, mask, *args, **kwargs):  # noqa: ANN001
-        if log.recording:
+        if log.observing():
             data = np.asarray(ptrs.data)
             lanes = np.broadcast_to(mask.data, data.shape)
             at = data[lanes]
@@ -179,7 +185,7 @@ def install_program_counter(log: ProgramLog) -> bool:
     def atomic(original_op, ptrs, mask, self, *args):  # noqa: ANN001
         """An atomic reads and writes: its bytes count as loaded, and what it left as stored."""
         result = original_op(self, *args)
-        if log.recording and log.provenance is not None:
+        if log.observing() and log.provenance is not None:
             data = np.asarray(ptrs.data)
             at = data[np.broadcast_to(mask.data, data.shape)] if mask is not None else data.ravel()
             itemsize = result.data.itemsize

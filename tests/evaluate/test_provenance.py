@@ -199,3 +199,24 @@ def test_a_strided_view_of_numpy_memory_is_foreign_however_small_each_run():
     prov.seed(Sources([torch.randn(8)]))
     column = torch.from_numpy(np.random.rand(512, 4).astype(np.float32))[:, :1]  # 512 runs of 4 bytes
     assert prov.foreign_values(column)
+
+
+def test_a_launch_from_another_thread_is_none_of_the_forwards_work():
+    pytest.importorskip("triton")
+    import threading
+
+    kernel = _store_kernel()
+    x = torch.randn(N)
+    log = ProgramLog()
+
+    def forward():
+        y = torch.empty_like(x)
+        worker = threading.Thread(target=lambda: kernel[(N // 256,)](x, y, N, BLOCK=256))
+        worker.start()
+        worker.join()
+        return y
+
+    with _counter_installed(log):
+        out, ev = collect(forward, "cpu", log, sources=Sources([x]))
+    assert torch.equal(out, x + 1)  # it ran, unobserved
+    assert ev["programs"] == [] and ev["output_foreign"] is True
