@@ -13,7 +13,9 @@ before any solution code is imported:
 - the builder's loads, stores, atomics and `tl.dot`: bytes moved, FLOPs, and every store, so
   that the launch's end leaves exactly what the programs stored (`provenance`).
 
-Collectors only: what is recorded is evidence the supervisor judges.
+Only the thread that runs the forward is observed (`ProgramLog.observing`): a launch from another
+thread is none of the forward's work. Collectors only: what is recorded is evidence the
+supervisor judges.
 """
 
 from __future__ import annotations
