@@ -149,6 +149,8 @@ def collect(
         aliases = _aliased_inputs(result, recorder, sources.inputs)
         if aliases:
             programs.aliased_calls += 1
+        if mutated:
+            programs.mutated_calls += 1
     evidence = {
         "ops": recorder.summary(),
         "programs": [[name, n] for name, n in programs.launches],
@@ -160,9 +162,10 @@ def collect(
         "output_foreign": output_foreign,
         "mutated_inputs": mutated,
         "output_aliases": aliases,
-        # For the life of the process: timed calls that returned an input, launches refused for
+        # For the life of the process: calls that returned or changed an input, launches refused for
         # what their bodies reach, launches whose memory something else wrote while they ran.
         "aliased_calls": programs.aliased_calls,
+        "mutated_calls": programs.mutated_calls,
         "refused_launches": list(programs.refused),
         "overwritten_launches": programs.overwritten[:20],
         "forward_seconds": forward_s,

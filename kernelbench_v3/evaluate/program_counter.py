@@ -42,10 +42,11 @@ class ProgramLog:
     dot_flops: float = 0.0  # multiply-adds x 2 done by tl.dot in those programs
     bytes_moved: float = 0.0  # bytes the programs loaded and stored (masked-off lanes excluded)
     provenance: Provenance | None = None  # when set (CPU), launches update it
-    # For the life of the process, never reset: refused launches (why), timed calls whose output
-    # was one of their inputs, launches whose memory something else wrote while they ran.
+    # For the life of the process, never reset: refused launches (why), calls whose output was
+    # one of their inputs or that changed one, launches whose memory something else wrote while they ran.
     refused: list[str] = field(default_factory=list)
     aliased_calls: int = 0
+    mutated_calls: int = 0  # calls that changed one of their inputs
     overwritten: list[str] = field(default_factory=list)
     owner: int | None = None  # the thread whose forward is being recorded (None: any)
     _depth: int = 0  # launches in progress (a launch inside a launch's hooks is the outer one's)

@@ -220,3 +220,32 @@ def test_a_launch_from_another_thread_is_none_of_the_forwards_work():
         out, ev = collect(forward, "cpu", log, sources=Sources([x]))
     assert torch.equal(out, x + 1)  # it ran, unobserved
     assert ev["programs"] == [] and ev["output_foreign"] is True
+
+
+def test_a_call_that_changed_its_input_is_counted_for_the_process():
+    _, sets, slots = _region()
+    log = ProgramLog()
+
+    def in_place(x):
+        x.mul_(2)
+        return x * 1
+
+    _, ev = collect(lambda: TimedCalls(in_place, sets, slots).run(0), "cpu", log, sources=Sources(sets[0]))
+    assert ev["mutated_inputs"] == [0] and ev["mutated_calls"] == 1
+    _, later = collect(lambda: TimedCalls(_model("new"), sets, slots).run(1), "cpu", log, sources=Sources(sets[1]))
+    assert later["mutated_inputs"] == [] and later["mutated_calls"] == 1  # a later sample still says so
+
+
+def test_the_verdict_fails_a_sampled_timed_call_that_aliased_or_changed_an_input():
+    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts, _judge_sampled_calls
+
+    facts = SolutionFacts(
+        evidence_samples=[
+            ("case seed42", {"mutated_inputs": [], "output_aliases": [], "aliased_calls": 0, "mutated_calls": 0}),
+            ("timed call 3", {"mutated_inputs": [], "output_aliases": [], "aliased_calls": 2, "mutated_calls": 1}),
+        ]
+    )
+    out = {}
+    _judge_sampled_calls(out, facts)
+    assert out["output_aliasing"][0] == "fail" and "timed call 3" in out["output_aliasing"][1]
+    assert out["input_mutation"][0] == "fail" and "1 observed call(s)" in out["input_mutation"][1]

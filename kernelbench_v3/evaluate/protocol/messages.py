@@ -329,6 +329,7 @@ def _evidence(where: str, value: Any) -> dict[str, Any]:
         "mutated_inputs": _ints(f"{where}.mutated_inputs", value.get("mutated_inputs", [])),
         "output_aliases": _texts(f"{where}.output_aliases", value.get("output_aliases", [])),
         "aliased_calls": _int(f"{where}.aliased_calls", value.get("aliased_calls", 0)),
+        "mutated_calls": _int(f"{where}.mutated_calls", value.get("mutated_calls", 0)),
         "refused_launches": _texts(f"{where}.refused_launches", value.get("refused_launches", [])),
         "overwritten_launches": _texts(f"{where}.overwritten_launches", value.get("overwritten_launches", [])),
         "device_kernels": None if kernels is None else _pairs(f"{where}.device_kernels", kernels, _number),

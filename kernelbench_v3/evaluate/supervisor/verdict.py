@@ -151,10 +151,17 @@ def _mark_dependent_not_run(out: dict[str, tuple[str, str]]) -> None:
 def _judge_sampled_calls(out: dict[str, tuple[str, str]], facts: SolutionFacts) -> None:
     """A judged call, timed ones included, may not change its inputs or return one of them (or a
     view of one): on a timed call its inputs are views of the one timing region, so this is
-    judged by byte range (`provenance`), and counted over every observed call (`aliased_calls`)."""
+    judged by byte range (`provenance`), and counted over every observed call (`aliased_calls`,
+    `mutated_calls`), not only over the kept samples."""
     for label, ev in facts.evidence_samples:
-        if ev.get("mutated_inputs"):
-            merge(out, "input_mutation", True, f"{label}: input(s) {ev['mutated_inputs']} were modified")
+        if ev.get("mutated_inputs") or ev.get("mutated_calls"):
+            merge(
+                out,
+                "input_mutation",
+                True,
+                f"{label}: input(s) {ev.get('mutated_inputs') or '?'} were modified "
+                f"({int(ev.get('mutated_calls') or 0)} observed call(s) changed an input)",
+            )
         if ev.get("output_aliases") or ev.get("aliased_calls"):
             what = ", ".join(ev.get("output_aliases") or []) or "an input"
             merge(
