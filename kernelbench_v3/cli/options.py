@@ -23,7 +23,8 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
         "--timeout",
         type=positive_seconds,
         default=None,
-        help="seconds per step (import, each case, each timing window) and per reference/baseline process "
+        help="seconds per step (start, import, each case, each timing window, the CUDA graph capture, finishing) "
+        "and per reference/baseline process, so a hang anywhere ends within it "
         "(default: each step's limit derived from the problem, so a hang fails within a minute)",
     )
     p.add_argument(

@@ -20,22 +20,15 @@ def _counter_installed(log):
     from kernelbench_v3.evaluate import evidence
 
     builder = interpreter.InterpreterBuilder
-    saved = (
-        interpreter.GridExecutor.__call__,
-        builder.create_dot,
-        builder.create_masked_load,
-        builder.create_masked_store,
-    )
+    names = ("create_dot", "create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas")
+    saved = (interpreter.GridExecutor.__call__, interpreter.InterpretedFunction.run, *(vars(builder)[n] for n in names))
     try:
         assert evidence.install_program_counter(log)
         yield
     finally:
-        (
-            interpreter.GridExecutor.__call__,
-            builder.create_dot,
-            builder.create_masked_load,
-            builder.create_masked_store,
-        ) = saved
+        interpreter.GridExecutor.__call__, interpreter.InterpretedFunction.run = saved[:2]
+        for name, value in zip(names, saved[2:]):
+            setattr(builder, name, value)
 
 
 def test_interpreter_programs_count_where_they_run_not_at_the_launch():
@@ -76,15 +69,12 @@ def test_the_op_recorder_counts_each_ops_tensor_bytes():
 
 
 def test_provenance_follows_pytorch_and_marks_what_came_from_elsewhere():
-    from kernelbench_v3.evaluate.evidence import OpRecorder, Provenance
+    from kernelbench_v3.evaluate.evidence import OpRecorder, Provenance, Sources
 
     x = torch.randn(BIG)
     prov = Provenance()
-    prov.seed([x])
-
-    def foreign(t):
-        storage = t.untyped_storage()
-        return prov.is_foreign(storage.data_ptr(), storage.nbytes())
+    prov.seed(Sources([x]))
+    foreign = prov.foreign_values
 
     with OpRecorder(prov):
         y = (x - x.max()).exp()  # PyTorch from the input: known
@@ -98,19 +88,19 @@ def test_provenance_follows_pytorch_and_marks_what_came_from_elsewhere():
 
 
 def test_a_workspace_kept_outside_the_sources_is_known_once_overwritten():
-    from kernelbench_v3.evaluate.evidence import OpRecorder, Provenance
+    from kernelbench_v3.evaluate.evidence import OpRecorder, Provenance, Sources
 
     x = torch.randn(BIG)
     zeroed, copied, stale = torch.empty(BIG), torch.empty(BIG), torch.empty(BIG)  # a cache's buffers
     prov = Provenance()
-    prov.seed([x])
+    prov.seed(Sources([x]))
     with OpRecorder(prov):
         zeroed.zero_()  # a fill: what the memory held before does not matter
         copied.copy_(x)  # a copy: only its source does
         stale.add_(x)  # reads what it held, which no source accounts for
-    assert not prov.is_foreign(zeroed.data_ptr(), zeroed.nbytes)
-    assert not prov.is_foreign(copied.data_ptr(), copied.nbytes)
-    assert prov.is_foreign(stale.data_ptr(), stale.nbytes)
+    assert not prov.foreign_values(zeroed)
+    assert not prov.foreign_values(copied)
+    assert prov.foreign_values(stale)
 
 
 def test_a_program_that_loads_foreign_memory_stores_foreign_memory():
@@ -131,8 +121,8 @@ def test_a_program_that_loads_foreign_memory_stores_foreign_memory():
         return out
 
     with _counter_installed(log):
-        honest, from_x = evidence.collect(lambda: forward(x), "cpu", log, sources=[x])
-        copied, from_numpy = evidence.collect(lambda: forward(numpy_made), "cpu", log, sources=[x])
+        honest, from_x = evidence.collect(lambda: forward(x), "cpu", log, sources=evidence.Sources([x]))
+        copied, from_numpy = evidence.collect(lambda: forward(numpy_made), "cpu", log, sources=evidence.Sources([x]))
     assert torch.equal(honest, x + 1) and torch.allclose(copied, numpy_made + 1)
     assert from_x["output_foreign"] is False and from_numpy["output_foreign"] is True
     assert from_x["program_bytes"] == 2 * x.nbytes  # every lane loaded once and stored once

@@ -55,3 +55,29 @@ def test_guard_takes_torch_compile_generation_tagging_for_torch_not_the_solution
     before = guard.snapshot_namespaces()
     torch.compile(lambda t: t * 2, backend="eager")(torch.ones(3))
     assert guard.tampered(before) == []
+
+
+def test_a_patched_evidence_collector_class_is_reported():
+    from kernelbench_v3.evaluate.provenance import Provenance
+
+    before = guard.snapshot_namespaces()
+    original = Provenance.end_launch
+    try:
+        Provenance.end_launch = lambda self: False  # a launch that never finds memory written behind it
+        found = guard.tampered(before)
+    finally:
+        Provenance.end_launch = original
+    assert "kernelbench_v3.evaluate.provenance.Provenance.end_launch" in found
+    assert guard.tampered(before) == []
+
+
+def test_unwrapping_the_interpreters_launch_path_is_reported():
+    interpreter = __import__("pytest").importorskip("triton.runtime.interpreter")
+    before = guard.snapshot_namespaces()
+    wrapped = interpreter.GridExecutor.__call__
+    try:
+        interpreter.GridExecutor.__call__ = lambda self, *a, **k: None  # launches that nobody reads
+        found = guard.tampered(before)
+    finally:
+        interpreter.GridExecutor.__call__ = wrapped
+    assert "triton.GridExecutor.__call__" in found

@@ -268,3 +268,29 @@ def test_every_window_finds_the_solutions_whole_side_stopped_with_its_inputs_wri
     assert not running, (running, len(seen))
     processes = max(len(states) for states in seen)
     assert processes >= (3 if "fork" in solution.name else 2), seen  # the solution, the echo (and its child)
+
+
+# A parent that starts a sleeping helper every 0.2 s, as a thread of a solution process could.
+BREEDER = """
+import os, time
+while True:
+    if os.fork() == 0:
+        time.sleep(60)
+        os._exit(0)
+    time.sleep(0.2)
+"""
+
+
+def test_a_process_born_while_a_member_ran_alone_ends_the_session():
+    proc = subprocess.Popen([sys.executable, "-c", BREEDER], start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        pauser = ProcessPause(proc.pid, [proc.pid])
+        pauser.stop()  # the first stop: what existed before it is found and stopped, as allowed
+        pauser.resume(proc.pid)  # the member alone: it breeds a helper within 0.2 s
+        time.sleep(0.5)
+        with pytest.raises(NotStopped, match="appeared on the solution's side while a member was to run alone"):
+            pauser.stop()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -110,3 +110,44 @@ def test_every_jump_lands_inside_the_program():
             if op.code & 0x07 == 0x05:  # BPF_JMP
                 assert i + 1 + max(op.jt, op.jf) < len(code)
         assert code[-1].code == code[-2].code == code[-3].code == 0x06  # allow, EPERM, ENOSYS
+
+
+def _fork_after_the_seal() -> dict:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    ran = []
+    early = threading.Thread(target=lambda: time.sleep(0.3) or ran.append(_try_fork()))  # exists before the seal
+    early.start()
+    refused = seccomp.forbid_forks()
+    late = threading.Thread(target=lambda: ran.append("thread"))
+    late.start()
+    late.join()
+    early.join()
+    return {"refused": refused, "fork": _try_fork(), "ran": ran}
+
+
+def _try_fork() -> str:
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        return os.strerror(exc.errno)
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return "forked"
+
+
+def test_once_timing_begins_no_thread_can_start_a_process_but_threads_still_start():
+    out = in_child(_fork_after_the_seal)
+    assert out["refused"] == ""
+    denied = os.strerror(1)
+    assert out["fork"] == denied  # the main thread
+    assert sorted(out["ran"]) == sorted(["thread", denied])  # a thread started before the seal too
+
+
+def test_the_no_fork_program_jumps_inside_itself():
+    for machine in ("x86_64", "aarch64"):
+        code = seccomp._assemble(seccomp.no_fork_program(machine))
+        for i, op in enumerate(code):
+            if op.code & 0x07 == 0x05:
+                assert i + 1 + max(op.jt, op.jf) < len(code)

@@ -266,6 +266,12 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _ints(where: str, value: Any) -> list[int]:
+    if not isinstance(value, list) or len(value) > MAX_LIST or not all(_is_int(v) for v in value):
+        raise ProtocolError(f"{where} must be a list of integers")
+    return [int(v) for v in value]
+
+
 def _texts(where: str, value: Any) -> list[str]:
     if not isinstance(value, list) or len(value) > MAX_LIST or not all(isinstance(v, str) for v in value):
         raise ProtocolError(f"{where} must be a list of text")
@@ -318,7 +324,14 @@ def _evidence(where: str, value: Any) -> dict[str, Any]:
         "forward_seconds": _number(f"{where}.forward_seconds", value.get("forward_seconds", 0.0)),
         "dot_flops": _number(f"{where}.dot_flops", value.get("dot_flops", 0.0)),
         "program_bytes": _number(f"{where}.program_bytes", value.get("program_bytes", 0.0)),
+        "evaluator_seconds": _number(f"{where}.evaluator_seconds", value.get("evaluator_seconds", 0.0)),
         "output_foreign": value.get("output_foreign") is True,
+        "mutated_inputs": _ints(f"{where}.mutated_inputs", value.get("mutated_inputs", [])),
+        "output_aliases": _texts(f"{where}.output_aliases", value.get("output_aliases", [])),
+        "aliased_calls": _int(f"{where}.aliased_calls", value.get("aliased_calls", 0)),
+        "mutated_calls": _int(f"{where}.mutated_calls", value.get("mutated_calls", 0)),
+        "refused_launches": _texts(f"{where}.refused_launches", value.get("refused_launches", [])),
+        "overwritten_launches": _texts(f"{where}.overwritten_launches", value.get("overwritten_launches", [])),
         "device_kernels": None if kernels is None else _pairs(f"{where}.device_kernels", kernels, _number),
         "profiler": value.get("profiler") is True,
         "compiled_frames": _int(f"{where}.compiled_frames", value.get("compiled_frames", 0)),

@@ -111,6 +111,12 @@ def restore_rng(state: dict[str, Any]) -> None:
         sys.modules["numpy"].random.set_state(state["numpy"])
 
 
+# The evidence collectors, whose classes are guarded as well as their modules' names.
+COLLECTOR_MODULES = frozenset(
+    f"kernelbench_v3.evaluate.{m}" for m in ("evidence", "provenance", "program_counter", "kernel_reach")
+)
+
+
 def guarded_namespaces() -> dict[str, Any]:
     """The namespaces whose contents must not change identity while a solution runs."""
     import pickle
@@ -137,9 +143,21 @@ def guarded_namespaces() -> dict[str, Any]:
         spaces["triton.JITFunction"] = JITFunction
     except Exception:
         pass
+    interpreter = sys.modules.get("triton.runtime.interpreter")  # imported by the program counter
+    if interpreter is not None:
+        # The launch path the program counter wraps: unwrapping it would run launches unread.
+        for name in ("GridExecutor", "InterpretedFunction", "InterpreterBuilder"):
+            if isinstance(getattr(interpreter, name, None), type):
+                spaces[f"triton.{name}"] = getattr(interpreter, name)
     for name, module in list(sys.modules.items()):
         if name.startswith("kernelbench_v3.") and isinstance(module, ModuleType):
             spaces[name] = module
+            if name in COLLECTOR_MODULES:
+                # The collectors' classes too: a patched `Provenance.end_launch` or a kernel
+                # reader that finds nothing would change the evidence, not a module's names.
+                for attr, value in list(vars(module).items()):
+                    if isinstance(value, type) and value.__module__ == name:
+                        spaces[f"{name}.{attr}"] = value
     return spaces
 
 

@@ -14,6 +14,10 @@ once `install()` ran these calls fail with EPERM in the whole tree:
 - clone3 fails with ENOSYS, because its exit signal sits behind a pointer the filter cannot read
   (glibc then falls back to clone).
 
+`forbid_forks()` stacks a second filter on every thread (TSYNC) when the CPU timing begins: from
+then on fork, vfork and every clone that is not a thread fail with EPERM, so no new process of
+the solution's can work beside the timed one, in the arming gap or a window.
+
 A POSIX timer or mq_notify can still deliver SIGCONT (their sigevent is behind a pointer too),
 and the kernel continues a stopped, newly orphaned process group: the pause's scheduler records
 catch what those run (`supervisor.pause`). Other architectures and the x32 and i386 system call
@@ -29,6 +33,8 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 22, 2
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+CLONE_THREAD = 0x00010000
 F_SETSIG = 10
 CSIGNAL = 0xFF  # the exit-signal bits of clone's flags
 SIGCONT = int(signal.SIGCONT)
@@ -49,6 +55,9 @@ _NR = {
         fcntl=72,
         clone=56,
         clone3=435,
+        fork=57,
+        vfork=58,
+        seccomp=317,
     ),
     "aarch64": dict(
         ptrace=117,
@@ -63,6 +72,7 @@ _NR = {
         fcntl=25,
         clone=220,
         clone3=435,
+        seccomp=277,
     ),
 }
 for _table in _NR.values():
@@ -144,5 +154,34 @@ def install() -> str:
     prog = _Program(len(code), (_Filter * len(code))(*code))
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        return f"seccomp filter refused ({errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno())})"
+    return ""
+
+
+def no_fork_program(machine: str) -> list[tuple[int, int | str, int | str, int]]:
+    """The second filter: no new process (fork, vfork, clone without CLONE_THREAD)."""
+    nr = _NR[machine]
+    ops: list[tuple[int, int | str, int | str, int]] = [
+        (_LD_ABS, 0, 0, _ARCH_AT),
+        (_JEQ, 0, "deny", _ARCH[machine]),
+        (_LD_ABS, 0, 0, _NR_AT),
+    ]
+    ops += [(_JEQ, "deny", 0, nr[name]) for name in ("fork", "vfork") if name in nr]
+    clone = [(_LD_ABS, 0, 0, _arg(0)), (_AND, 0, 0, CLONE_THREAD), (_JEQ, "deny", "allow", 0)]
+    ops.append((_JEQ, 0, len(clone), nr["clone"]))
+    ops += clone
+    return ops + [(_RET, 0, 0, _ALLOW)]
+
+
+def forbid_forks() -> str:
+    """Stack the no-new-process filter on every thread of this process; '' when it held."""
+    machine = platform.machine()
+    if sys.platform != "linux" or machine not in _NR:
+        return f"no seccomp filter on {sys.platform}/{machine}"
+    code = _assemble(no_fork_program(machine))
+    prog = _Program(len(code), (_Filter * len(code))(*code))
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr = _NR[machine]["seccomp"]
+    if libc.syscall(nr, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(prog)) != 0:
         return f"seccomp filter refused ({errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno())})"
     return ""

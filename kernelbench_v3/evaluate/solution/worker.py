@@ -11,90 +11,28 @@ evidence that the supervisor checks; nothing here decides a verdict.
 from __future__ import annotations
 
 import os
-import random
 import time
-import traceback
 from collections import deque
 from typing import Any
 
 import torch
 
-from ...catalog.specs import dtype_name
 from ..cases import PARAM_SEED, single_output
 from ..evidence import ProgramLog, collect, install_program_counter
-from ..protocol.channel import DTYPES, Arena, Link, PeerGone, TensorRef, tensor_nbytes
+from ..protocol.channel import Arena, Link, PeerGone, TensorRef
 from ..protocol.doorbell import ARMED, DONE, GO, SET, STOP_SET, WAKE, Doorbell
 from ..protocol.doorbell import NBYTES as DOORBELL_BYTES
-from ..protocol.messages import MAX_TIMED_SAMPLES
 from ..timed_calls import TimedCalls, resolve, view
-from . import guard
+from . import guard, seccomp
+from .forward_facts import SolutionFailed, aliases, as_init_arg, check_state_dict, copy_args, describe, same
+from .forward_facts import error_text as _error_text
+from .forward_facts import keep_sample as _keep_sample
+from .forward_facts import sources as _sources
 
 HELD_OUTPUTS = 8  # a new output may not share memory with any of the last this-many outputs
 CALL_WAIT_S = 3600.0  # the supervisor rings or kills; this only bounds a supervisor that vanished
 CPU_SPIN_S, CPU_SLEEP_S = 0.0005, 0.0001  # CPU hosts may be oversubscribed: poll politely
 MAX_OWN = 4096  # per-call figures reported
-
-
-class SolutionFailed(Exception):
-    def __init__(self, stage: str, error: str):
-        super().__init__(error)
-        self.stage = stage
-
-
-def _error_text(exc: BaseException) -> str:
-    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-    return f"{type(exc).__name__}: {exc}"[:500] + "\n" + tail[-3000:]
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.is_floating_point() or a.is_complex():
-        return bool(((a == b) | (a.isnan() & b.isnan())).all().item())
-    return bool(torch.equal(a, b))
-
-
-def _span(t: torch.Tensor) -> tuple[str, int, int]:
-    storage = t.untyped_storage()
-    return (str(t.device), storage.data_ptr(), storage.data_ptr() + storage.nbytes())
-
-
-def _aliases(out: torch.Tensor, others: dict[str, torch.Tensor]) -> list[str]:
-    """Names of the tensors whose storage the output shares or overlaps (views included)."""
-    if out.untyped_storage().nbytes() == 0:
-        return []
-    dev, lo, hi = _span(out)
-    return [
-        name
-        for name, t in others.items()
-        if t.untyped_storage().nbytes() and _span(t)[0] == dev and lo < _span(t)[2] and _span(t)[1] < hi
-    ]
-
-
-def _check_state_dict(model: torch.nn.Module, ref_state: dict[str, torch.Tensor]) -> dict[str, list[str]]:
-    """Every reference key present with its shape; extra buffers allowed, extra parameters not
-    (they could not receive the reference's values); loaded values must stick."""
-    own = model.state_dict()
-    report = {
-        "missing": [k for k in ref_state if k not in own],
-        "wrong_shape": [
-            f"{k}: {tuple(own[k].shape)} vs {tuple(v.shape)}"
-            for k, v in ref_state.items()
-            if k in own and own[k].shape != v.shape
-        ],
-        "extra_parameters": [k for k, _ in model.named_parameters() if k not in ref_state],
-        "not_loaded": [],
-    }
-    if any(report.values()):
-        return report
-    model.load_state_dict(ref_state, strict=False)
-    after = model.state_dict()
-    report["not_loaded"] = [k for k, v in ref_state.items() if not _same(after[k].detach().cpu(), v)]
-    return report
-
-
-def _as_init_arg(value: Any) -> Any:
-    return tuple(_as_init_arg(v) for v in value) if isinstance(value, list) else value
 
 
 class Worker:
@@ -150,8 +88,8 @@ class Worker:
             state = {k: self.arena.view(TensorRef.from_json(ref)).clone() for k, ref in shape["state"].items()}
             try:
                 seed_everything(PARAM_SEED)
-                model = cls(*[_as_init_arg(a) for a in shape["init_args"]]).to(self.device).eval()
-                reports[name] = _check_state_dict(model, state)
+                model = cls(*[as_init_arg(a) for a in shape["init_args"]]).to(self.device).eval()
+                reports[name] = check_state_dict(model, state)
             except BaseException as exc:
                 raise SolutionFailed("construct", _error_text(exc)) from None
             self.models[name] = model
@@ -164,7 +102,7 @@ class Worker:
         }
 
     def run_case(self, msg: dict[str, Any]) -> dict[str, Any]:
-        args = self._args(msg["args"])
+        args = copy_args(self.arena, msg["args"], self.device)
         reuse = msg.get("reuse_buffers_of")
         if reuse:  # same buffers as that case, new values: outputs must follow the values
             buffers = self.inputs[reuse]
@@ -196,7 +134,7 @@ class Worker:
             "case": msg["case"],
             "flag_changes": guard.restore_flags(self.flags),
             "mutated_inputs": [
-                i for i, (x, o) in enumerate(zip(args, originals)) if isinstance(x, torch.Tensor) and not _same(x, o)
+                i for i, (x, o) in enumerate(zip(args, originals)) if isinstance(x, torch.Tensor) and not same(x, o)
             ],
             "aliases": [],
             "evidence": ev,
@@ -207,9 +145,9 @@ class Worker:
             named.update({f"parameter {k}": p for k, p in model.named_parameters()})
             named.update({f"buffer {k}": b for k, b in model.named_buffers()})
             named.update({f"the output of the call {len(self.held) - j} before": t for j, t in enumerate(self.held)})
-            reply["aliases"] = _aliases(out, named)
+            reply["aliases"] = aliases(out, named)
             self.held.append(out)
-        reply["output"] = self._describe(out, msg["slot"])
+        reply["output"] = describe(self.arena, out, msg["slot"])
         return reply
 
     def prepare_timing(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -324,25 +262,6 @@ class Worker:
     def finish(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {"kind": "finished", "tampered": guard.tampered(self.namespaces)}
 
-    # --- helpers ----------------------------------------------------------------------------
-
-    def _args(self, specs: list[dict[str, Any]]) -> list[Any]:
-        args = []
-        for spec in specs:
-            if "tensor" in spec:
-                args.append(self.arena.view(TensorRef.from_json(spec["tensor"])).to(self.device, copy=True))
-            else:
-                args.append(spec["value"])
-        return args
-
-    def _describe(self, out: Any, slot: dict[str, int]) -> dict[str, Any]:
-        if not isinstance(out, torch.Tensor):
-            return {"type_name": type(out).__name__}
-        info: dict[str, Any] = {"type_name": "Tensor", "shape": list(out.shape), "dtype": dtype_name(out.dtype)}
-        if info["dtype"] in DTYPES and tensor_nbytes(out) <= slot["capacity"]:
-            info["ref"] = self.arena.put(slot["offset"], out.detach().contiguous()).to_json()
-        return info
-
 
 HANDLERS = {
     "setup": Worker.setup,
@@ -354,43 +273,6 @@ HANDLERS = {
 }
 
 
-def _keep_sample(samples: list[dict[str, Any]], ev: dict[str, Any], index: int) -> None:
-    """Keep every observed call's evidence up to MAX_TIMED_SAMPLES, then a uniform sample of them
-    (reservoir): the supervisor judges each kept one as it judges a case's."""
-    if len(samples) < MAX_TIMED_SAMPLES:
-        samples.append(ev)
-        return
-    slot = random.randrange(index + 1)
-    if slot < MAX_TIMED_SAMPLES:
-        samples[slot] = ev
-
-
-def _sources(args: list[Any], model: torch.nn.Module, solution: Any) -> list[Any] | None:
-    """What a forward may start from: its inputs, the model's parameters and buffers (through
-    nn.Module's own methods: a solution may shadow them, `self.buffers = [...]`), and the tensors
-    among the attributes of every submodule and its class and among the solution module's
-    globals (one level into containers: a cache of workspaces). None when the model cannot be
-    walked: then no provenance is traced, rather than a wrong one."""
-    module = torch.nn.Module
-    found: list[Any] = [args]
-    try:
-        found += [*module.parameters(model), *module.buffers(model)]
-        namespaces = [vars(solution)] if solution is not None else []
-        for sub in module.modules(model):
-            namespaces += [vars(sub), vars(type(sub))]  # instance and class attributes
-        for namespace in namespaces:
-            for value in list(namespace.values()):
-                if isinstance(value, torch.Tensor):
-                    found.append(value)
-                elif isinstance(value, dict):
-                    found += [v for v in value.values() if isinstance(v, torch.Tensor)]
-                elif isinstance(value, (list, tuple)):
-                    found += [v for v in value if isinstance(v, torch.Tensor)]
-    except Exception:  # noqa: BLE001
-        return None
-    return found
-
-
 def serve(link: Link, arena_fd: int, arena_size: int, device: str) -> None:
     """Answer the supervisor's requests until `finish` or a broken channel; never returns."""
     code = 0
@@ -398,6 +280,11 @@ def serve(link: Link, arena_fd: int, arena_size: int, device: str) -> None:
         worker = Worker(link, Arena(arena_fd, arena_size), device)
         while True:
             msg = link.receive()
+            if msg.get("kind") == "prepare_timing" and device == "cpu":
+                # From here on nothing of the solution's may start a process: one would work
+                # beside the timed process, in the arming gap or a window (`seccomp`). Where the
+                # filter cannot be installed, the pause's walk still fails any new process.
+                seccomp.forbid_forks()
             try:
                 reply = HANDLERS[msg["kind"]](worker, msg)
             except SolutionFailed as failed:

@@ -48,6 +48,8 @@ SETUP_LIMIT_S = 30.0
 CASE_LIMIT_S = 15.0
 FIRST_CASE_COMPILE_S = 20.0
 WINDOW_LIMIT_S = 30.0
+CAPTURE_COMPILE_S = 60.0  # a graph capture may compile the solution's kernels for its input sets
+FINISH_LIMIT_S = 60.0
 REFERENCE_FACTOR = 20.0
 CPU_ADDRESS_SPACE = 16 << 30  # RLIMIT_AS of a CPU solution process
 FILE_SIZE_LIMIT = 256 << 20  # RLIMIT_FSIZE of a solution process (a larger write kills it)
@@ -87,20 +89,23 @@ class StepLimits:
     case: float
     first_case: float  # the first call compiles the solution's kernels
     window: float
-    finish: float = 60.0
+    capture: float  # capturing the timed calls' CUDA graphs (they may compile)
+    finish: float = FINISH_LIMIT_S
 
 
 def step_limits(request: EvalRequest, reference_s: float, cases: int) -> StepLimits:
-    """Each step's limit: the request's `timeout_s` when given, else derived from the problem (the
-    reference's time per case), so a solution that hangs at import or in forward fails within a
-    minute while an honest one is never cut short."""
+    """Each step's limit: the request's `timeout_s` when given (every step, so `--timeout` is what a
+    hang costs at most, whichever step hangs), else derived from the problem (the reference's time
+    per case), so a solution that hangs at import or in forward fails within a minute while an
+    honest one is never cut short."""
     if request.timeout_s is not None:
         t = float(request.timeout_s)
-        return StepLimits(min(t, 300.0), t, t, t, t)
+        return StepLimits(min(t, 300.0), t, t, t, t, t, min(t, FINISH_LIMIT_S))
     per_case = reference_s / max(cases, 1)
     case = min(CASE_LIMIT_S + REFERENCE_FACTOR * per_case, 300.0)
     compile_s = FIRST_CASE_COMPILE_S if request.device == "cuda" else 0.0
-    return StepLimits(START_LIMIT_S, SETUP_LIMIT_S, case, case + compile_s, case + WINDOW_LIMIT_S)
+    window = case + WINDOW_LIMIT_S
+    return StepLimits(START_LIMIT_S, SETUP_LIMIT_S, case, case + compile_s, window, window + CAPTURE_COMPILE_S)
 
 
 def run_solution(
@@ -287,6 +292,7 @@ class _Run:
             work=self.work,
             start_limit_s=self.limits.start,
             window_limit_s=self.limits.window,
+            capture_limit_s=self.limits.capture,
         )
 
 

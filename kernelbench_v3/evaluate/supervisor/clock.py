@@ -218,6 +218,7 @@ def time_solution(
     doorbell_offset: int,
     rng: random.Random | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    capture_timeout_s: float | None = None,
 ) -> TimingOutcome:
     """Time the solution by one-call windows (module docstring). Raises SessionLost."""
     rng = rng or random.SystemRandom()
@@ -227,7 +228,7 @@ def time_solution(
     graphs = False
     shared: list[dict[str, Any]] = []
     if device == "cuda":
-        ready = capture(sides.solution, timeout_s + 60.0)
+        ready = capture(sides.solution, timeout_s + 60.0 if capture_timeout_s is None else capture_timeout_s)
         graphs, shared = ready.graphs, list(ready.outputs)
         if ready.evidence:
             outcome.observed.append(ready.evidence)

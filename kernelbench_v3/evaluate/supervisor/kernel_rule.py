@@ -15,8 +15,10 @@ dispatched, the Triton interpreter programs that ran (CPU), the device kernels t
   `MAIN_WORK_SHARE` of the forward's device time; on CPU, where interpreted programs are far
   slower than PyTorch and device shares mean nothing, the forward's time outside its programs
   (numpy, ctypes, anything not dispatched through PyTorch) may not exceed the reference's own
-  compute time, its output may not come from memory made outside PyTorch and the programs
-  (`evidence.Provenance`), its programs must move at least `MAIN_WORK_SHARE` of the bytes that they and the
+  compute time (the interpreter's own cost inside a launch is the program's, and the evaluator's
+  bookkeeping is nobody's), its output may not come from memory made outside PyTorch and the
+  programs (`provenance.Provenance`), no launch may be refused for what its kernel body reaches
+  (`kernel_reach`) or find memory written behind its programs while it ran, its programs must move at least `MAIN_WORK_SHARE` of the bytes that they and the
   PyTorch compute ops it dispatches (anything but allocation, views, copies and fills) load and
   store, and for a matrix product the programs' `tl.dot` must do at least that share of the
   reference's matmul FLOPs.
@@ -188,7 +190,8 @@ def judge_kernel_evidence(
             float(evidence.get("forward_seconds") or 0.0),
             float(evidence.get("program_seconds") or 0.0),
         )
-        outside = max(0.0, forward_s - program_s - data_s) / calls if outside_s is None else outside_s
+        evaluator_s = float(evidence.get("evaluator_seconds") or 0.0)  # its own bookkeeping around ops
+        outside = max(0.0, forward_s - program_s - data_s - evaluator_s) / calls if outside_s is None else outside_s
         reference_s = sum(float(v[1]) for n, v in reference_ops.items() if n not in DATA_OPS)
         dot_flops = float(evidence.get("dot_flops") or 0.0) / calls
         # What the memory traffic says (the CUDA rule's device-time share, for memory-bound work):
@@ -210,6 +213,17 @@ def judge_kernel_evidence(
             reasons.append(
                 f"{outside * 1e3:.3g} ms of the forward ran outside its Triton programs, more than the "
                 f"reference's own compute ({reference_s * 1e3:.3g} ms): the work is done elsewhere"
+            )
+        if evidence.get("refused_launches"):
+            reasons.append(
+                f"a kernel body reached beyond triton.language, so its launch was refused: "
+                f"{evidence['refused_launches'][0]}"
+            )
+        if evidence.get("overwritten_launches"):
+            reasons.append(
+                "memory changed during launches of "
+                f"{sorted(set(evidence['overwritten_launches']))} that their programs did not store "
+                "(something else wrote it while they ran; it was put back)"
             )
         if evidence.get("output_foreign"):
             reasons.append(

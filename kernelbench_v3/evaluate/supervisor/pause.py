@@ -18,7 +18,10 @@ scheduler record (/proc/<pid>/task/<tid>/schedstat: time on a CPU and times sche
 run at all changes); every later `stop` compares them. `resume(pid)` continues only the member
 itself, after checking that its main thread has not run since it was stopped; its helpers stay
 stopped until the reap, because a helper resumed with it would work in the arming gap, which is
-timed for the member alone. `others_still(pid)` checks every other stopped process the same way
+timed for the member alone. Once one stop has completed, a process that a later walk finds for
+the first time was started while a member ran alone, and worked beside it: that is a violation
+too (on the CPU the solution process cannot even fork by then: `solution.seccomp.forbid_forks`).
+`others_still(pid)` checks every other stopped process the same way
 (after arming, say). Any violation raises `NotStopped`. One zygote serves one evaluation at a
 time (its `reap` already assumes so), so the tree holds nothing of anybody else's. Linux only:
 elsewhere there is no /proc to walk and only the given process groups are stopped, unchecked.
@@ -145,6 +148,7 @@ class ProcessPause:
         self.stopped: dict[int, int | None] = {}  # stopped pid -> the member it belongs to (None: an orphan)
         self.records: dict[int, dict[str, str]] = {}  # stopped pid -> its threads' runs once it stopped
         self.walk = (PROC / str(root) / "task").is_dir()
+        self.settled = False  # one stop has completed: from then on no new process may appear
 
     def add_member(self, pid: int) -> None:
         self.members.add(pid)
@@ -163,6 +167,14 @@ class ProcessPause:
             for pid in found:  # one gone between the walk and the signal is not looked for again
                 _signal(pid, signal.SIGSTOP)
                 self.stopped[pid] = self._member_above(pid, parents)
+            born = sorted(pid for pid in found if pid not in self.members)
+            if self.settled and born:
+                # Since the first stop only a member ran, alone: a process new since then was
+                # started while it ran (in the arming gap or a window) and worked beside it.
+                raise NotStopped(
+                    f"process {born[0]} appeared on the solution's side while a member was to run alone "
+                    "(a helper started in the arming gap or a window works beside it)"
+                )
             if len(self.stopped) > self.max_processes:
                 raise TooManyProcesses(
                     f"the solution's side holds {len(self.stopped)} processes (at most {self.max_processes})"
@@ -171,6 +183,7 @@ class ProcessPause:
                 return
             self._settle()
             if not found:  # everything known is stopped, so nothing could have forked since the walk
+                self.settled = True
                 return
 
     def resume(self, pid: int, check: bool = True) -> None:

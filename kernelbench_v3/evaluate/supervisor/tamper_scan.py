@@ -1,8 +1,8 @@
 """Static tamper scan of a solution's source: the idioms a solution uses to attack the evaluator
 from inside its own process, each reported as a named finding with the offending line.
 
-Owns the rule table (frame and gc introspection, reaching the evaluator's modules, monkeypatching,
-torch global flags, process control (torch.multiprocessing and the pty calls included), threads,
+Owns the scanner over the rule table of `scan_rules` (frame and gc introspection, reaching the
+evaluator's modules, monkeypatching, torch global flags, process control (torch.multiprocessing and the pty calls included), threads,
 network, dynamic code (every importer and loader, pkgutil.resolve_name included), native code,
 file writes, torch.compile, environment writes) and the alias resolution it needs (`import sys as
 s`, `from inspect import currentframe as cf`, `t = time`, `getattr(sys, "_getframe")`, and names
@@ -21,103 +21,26 @@ from __future__ import annotations
 
 import ast
 import builtins
-import re
 from collections import Counter
 from dataclasses import dataclass
 
 from . import scan_names, scan_reach
-
-WHY: dict[str, str] = {
-    "frame_introspection": "reads or traces the evaluator's frames",
-    "gc_introspection": "walks the garbage collector to reach the evaluator's objects",
-    "evaluator_access": "reaches into the evaluator's own modules",
-    "monkeypatching": "replaces an attribute of a module or library class the evaluator relies on",
-    "global_flags": "changes process-wide torch numerics flags",
-    "process_control": "exits, forks, signals or spawns processes",
-    "threads": "runs code concurrently with the evaluator",
-    "network": "talks to the network",
-    "dynamic_code": "runs or reaches code a static reader cannot see",
-    "native_code": "reaches native memory or syscalls outside a plain load_inline kernel",
-    "file_writes": "writes to the file system",
-    "torch_compile": "uses torch.compile instead of its own kernels",
-    "environment": "changes the process environment",
-    **scan_reach.REACH_WHY,  # hidden_reach, dynamic_attribute, torch_private
-    "unparseable": "the source does not parse, so it cannot be scanned",
-}
-
-# Dotted names by rule: "x" matches x and x.*; "x*" matches every name that starts with x.
-NAMES: dict[str, tuple[str, ...]] = {
-    rule: tuple(names.split())
-    for rule, names in {
-        "frame_introspection": "sys._getframe sys._current_frames sys.settrace sys.setprofile sys.addaudithook "
-        "sys.monitoring inspect.stack inspect.currentframe inspect.getouterframes inspect.getinnerframes "
-        "inspect.getframeinfo inspect.trace traceback.extract_stack traceback.walk_stack threading.settrace* "
-        "threading.setprofile*",
-        "gc_introspection": "gc.get_objects gc.get_referrers gc.get_referents",
-        "evaluator_access": "kernelbench_v3 __main__",  # in the child, __main__ is the evaluator's entry script
-        "global_flags": "torch.set_float32_matmul_precision torch.use_deterministic_algorithms "
-        "torch.set_default_dtype torch.set_default_device torch.set_flush_denormal",
-        "process_control": "os._exit os.abort os.kill os.killpg os.fork os.forkpty os.setsid os.setpgid os.setpgrp "
-        "os.exec* os.spawn* os.posix_spawn* os.system os.popen subprocess _posixsubprocess multiprocessing pty "
-        "torch.multiprocessing os.login_tty os.openpty os.tcsetpgrp os.pidfd_open os.register_at_fork tty termios "
-        "signal.signal signal.setitimer signal.alarm signal.pthread_kill signal.raise_signal "
-        "signal.pidfd_send_signal atexit sys.exit builtins.exit builtins.quit",
-        "threads": "threading.Thread threading.Timer _thread concurrent.futures asyncio",
-        "network": "socket ssl urllib urllib3 http requests httpx aiohttp ftplib smtplib xmlrpc websocket*",
-        "dynamic_code": "builtins.exec builtins.eval builtins.compile builtins.__import__ importlib runpy marshal "
-        "pkgutil.resolve_name pkgutil.get_loader pkgutil.find_loader pkgutil.get_importer pkgutil.iter_importers "
-        "zipimport imp sys.meta_path sys.path_hooks sys.path_importer_cache "
-        "pickle.loads pickle.load pickle.Unpickler types.FunctionType types.LambdaType types.CodeType",
-        "native_code": "ctypes cffi mmap torch.ops.load_library torch.classes.load_library",
-        "file_writes": "os.remove os.unlink os.rename os.renames os.replace os.makedirs os.mkdir os.rmdir "
-        "os.removedirs os.chmod os.chown os.symlink os.link os.truncate os.ftruncate os.write os.dup2 shutil "
-        "tempfile torch.save",
-        "torch_compile": "torch.compile torch._dynamo torch._inductor",
-        "environment": "os.putenv os.unsetenv",
-    }.items()
-}
-# Attributes that only introspection or code surgery reads, whatever object they hang off.
-ATTRS: dict[str, str] = {
-    **dict.fromkeys(
-        ("f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"), "frame_introspection"
-    ),
-    **dict.fromkeys(
-        ("__subclasses__", "__globals__", "__code__", "__closure__", "func_globals", "co_code", "__builtins__"),
-        "dynamic_code",
-    ),
-    "ptrace": "native_code",
-}
-# Private twins of public modules, so `import posix; posix._exit(0)` reads as os._exit.
-_TWINS = {
-    "posix": "os",
-    "nt": "os",
-    "_signal": "signal",
-    "_socket": "socket",
-    "_io": "io",
-    "_pickle": "pickle",
-    "_ctypes": "ctypes",
-    "_gc": "gc",
-}
-_NATIVE_TEXT = re.compile(
-    r"dlsym|dlopen|ptrace|process_vm_|/proc\b|/dev/k?mem\b|\bsyscall\s*\(|"
-    r"\bfork\s*\(|\bkill\s*\(|mprotect|LD_PRELOAD"
+from .scan_rules import (
+    ATTRS,
+    BUILD_ENV,
+    ENVIRON,
+    MUTATORS,
+    NATIVE_TEXT,
+    OPENERS,
+    OS_WRITE_FLAGS,
+    PATH_MOVES,
+    PATH_WRITES,
+    RULE_RE,
+    SETTERS,
+    TWINS,
+    WHY,
+    WRITE_MODE,
 )
-_WRITE_MODE = re.compile(r"[rbtU]*[wax+][rwxabtU+]*")
-_SETTERS = {
-    "builtins.setattr",
-    "builtins.delattr",
-    "builtins.object.__setattr__",
-    "builtins.object.__delattr__",
-    "builtins.type.__setattr__",
-}
-_OPENERS = {"builtins.open", "io.open", "codecs.open", "os.fdopen"}
-_MUTATORS = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"}
-_PATH_WRITES = {"write_text", "write_bytes", "unlink", "touch", "mkdir", "rmdir", "symlink_to", "hardlink_to"}
-_PATH_MOVES = {"rename", "replace", "chmod"}  # also str/DataFrame methods: only on pathlib objects
-_OS_WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"}
-_ENVIRON = ("os.environ", "os.environb")
-# Honest load_inline solutions pin these for their own nvcc build; nothing else may be written.
-BUILD_ENV = frozenset({"TORCH_CUDA_ARCH_LIST", "MAX_JOBS"})
 
 
 @dataclass(frozen=True)
@@ -160,15 +83,9 @@ def _literal(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
-_RULE_RE = {
-    rule: re.compile("|".join(re.escape(p[:-1]) if p.endswith("*") else re.escape(p) + r"(?:\.|$)" for p in patterns))
-    for rule, patterns in NAMES.items()
-}
-
-
 def _twin(name: str) -> str:
     root, dot, rest = name.partition(".")
-    return _TWINS.get(root, root) + dot + rest
+    return TWINS.get(root, root) + dot + rest
 
 
 def _patch_rule(target: str) -> str:
@@ -248,7 +165,7 @@ class _Scanner:
             if node.id in self.bound:
                 return None
             for full in (f"{module}.{node.id}" for module in self.stars):
-                if any(rule.match(full) for rule in _RULE_RE.values()):
+                if any(rule.match(full) for rule in RULE_RE.values()):
                     return full  # `from os import *` then `_exit(0)`
             return "builtins." + node.id if hasattr(builtins, node.id) else None
         if isinstance(node, ast.Attribute):
@@ -276,7 +193,7 @@ class _Scanner:
         self.found.setdefault((rule, line), Finding(rule, line, text, WHY[rule]))
 
     def add_names(self, name: str, node: ast.AST) -> None:
-        for rule, pattern in _RULE_RE.items():
+        for rule, pattern in RULE_RE.items():
             if pattern.match(name):
                 self.add(rule, node)
 
@@ -336,7 +253,7 @@ class _Scanner:
         )
 
     def _subscript_write(self, node: ast.Subscript) -> None:
-        if self.qualname(node.value) in _ENVIRON:
+        if self.qualname(node.value) in ENVIRON:
             if _literal(node.slice) not in BUILD_ENV:
                 self.add("environment", node)
         elif rule := self._namespace(node.value):
@@ -367,16 +284,16 @@ class _Scanner:
 
     def _call(self, node: ast.Call) -> None:
         func, args = self.qualname(node.func), node.args
-        if func in _SETTERS and args and (base := self.qualname(args[0])):
+        if func in SETTERS and args and (base := self.qualname(args[0])):
             name = _literal(args[1]) if len(args) > 1 else None
             self.add(_patch_rule(f"{base}.{name}"), node)
             if name is None and self._is_module(args[0]):
                 self.add("dynamic_code", node)
         elif func == "builtins.getattr" and len(args) > 1 and _literal(args[1]) is None and self._is_module(args[0]):
             self.add("dynamic_code", node)
-        elif func in _OPENERS:
+        elif func in OPENERS:
             mode = args[1] if len(args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
-            if mode is not None and (_literal(mode) is None or _WRITE_MODE.fullmatch(_literal(mode))):
+            if mode is not None and (_literal(mode) is None or WRITE_MODE.fullmatch(_literal(mode))):
                 self.add("file_writes", node)
         elif func == "os.open":
             flags = {
@@ -384,17 +301,17 @@ class _Scanner:
                 for arg in args[1:2]
                 for n in ast.walk(arg)
             }
-            if flags & _OS_WRITE_FLAGS:
+            if flags & OS_WRITE_FLAGS:
                 self.add("file_writes", node)
         if not isinstance(node.func, ast.Attribute):
             return
         method, receiver = node.func.attr, node.func.value
-        if method in _PATH_WRITES or (method in _PATH_MOVES and self._pathy(receiver)):
+        if method in PATH_WRITES or (method in PATH_MOVES and self._pathy(receiver)):
             self.add("file_writes", node)
-        elif method == "open" and func is None and args and _WRITE_MODE.fullmatch(_literal(args[0]) or ""):
+        elif method == "open" and func is None and args and WRITE_MODE.fullmatch(_literal(args[0]) or ""):
             self.add("file_writes", node)  # Path(...).open("w")
-        elif method in _MUTATORS:
-            if self.qualname(receiver) in _ENVIRON:
+        elif method in MUTATORS:
+            if self.qualname(receiver) in ENVIRON:
                 if not self._env_write_allowed(method, node):
                     self.add("environment", node)
             elif rule := self._namespace(receiver):
@@ -405,7 +322,7 @@ class _Scanner:
         scan_names folded from pieces)."""
         if "kernelbench_v3" in text:
             self.add("evaluator_access", node)
-        if match := _NATIVE_TEXT.search(text):
+        if match := NATIVE_TEXT.search(text):
             # Report the line of the C source that holds the token, not the string's first line.
             end = getattr(node, "end_lineno", None) or node.lineno
             line = next(

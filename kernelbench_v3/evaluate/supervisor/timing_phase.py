@@ -72,6 +72,7 @@ class TimingContext:
     work: Path
     start_limit_s: float
     window_limit_s: float
+    capture_limit_s: float
 
 
 def run(ctx: TimingContext, seconds: float, rng: random.Random) -> clock.TimingOutcome:
@@ -102,6 +103,7 @@ def run(ctx: TimingContext, seconds: float, rng: random.Random) -> clock.TimingO
             ctx.window_limit_s,
             DOORBELL_OFFSET,
             rng,
+            capture_timeout_s=ctx.capture_limit_s,
         )
     finally:
         try:
@@ -152,7 +154,7 @@ def _start_echo(ctx: TimingContext) -> tuple[Session, Arena]:
         memory = TimedMemory(region, [], (1,), torch.float32, 1)
         clock.prepare(echo, {"arena": [ALIGN, ECHO_ARENA_BYTES - ALIGN]}, memory, DOORBELL_OFFSET, ctx.window_limit_s)
         if ctx.device == "cuda":
-            clock.capture(echo, ctx.window_limit_s + 60.0)
+            clock.capture(echo, ctx.capture_limit_s)
     except (SessionLost, OSError) as exc:
         from .timing.memory import TimingUnavailable
 

@@ -70,6 +70,7 @@ def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, sc
         out["other_shape"] = (SKIP, "; ".join(ref.notes) or "not requested")
     if "precision" not in out:
         out["precision"] = (SKIP, "no float64 reference for this problem")
+    _judge_sampled_calls(out, facts)
     if facts.evidence_samples:
         rule = "relaxed" if not request.require_custom_kernel else request.kernel_rule
         checks, kfacts = kernel_rule.judge_samples(
@@ -145,6 +146,31 @@ def _mark_dependent_not_run(out: dict[str, tuple[str, str]]) -> None:
     for name in (*later, *DEPENDENT_VALUE_CHECKS):
         if name in out and out[name][0] in (PASS, FAIL):
             out[name] = (NOT_RUN, f"not judged: {first} failed first")
+
+
+def _judge_sampled_calls(out: dict[str, tuple[str, str]], facts: SolutionFacts) -> None:
+    """A judged call, timed ones included, may not change its inputs or return one of them (or a
+    view of one): on a timed call its inputs are views of the one timing region, so this is
+    judged by byte range (`provenance`), and counted over every observed call (`aliased_calls`,
+    `mutated_calls`), not only over the kept samples."""
+    for label, ev in facts.evidence_samples:
+        if ev.get("mutated_inputs") or ev.get("mutated_calls"):
+            merge(
+                out,
+                "input_mutation",
+                True,
+                f"{label}: input(s) {ev.get('mutated_inputs') or '?'} were modified "
+                f"({int(ev.get('mutated_calls') or 0)} observed call(s) changed an input)",
+            )
+        if ev.get("output_aliases") or ev.get("aliased_calls"):
+            what = ", ".join(ev.get("output_aliases") or []) or "an input"
+            merge(
+                out,
+                "output_aliasing",
+                True,
+                f"{label}: the output shares memory with {what} "
+                f"({int(ev.get('aliased_calls') or 0)} observed call(s) returned an input)",
+            )
 
 
 def _judge_observed_ops(out: dict[str, tuple[str, str]], facts: SolutionFacts, ref: ReferenceRun) -> None:
