@@ -14,6 +14,7 @@ Three solution layouts are understood:
   whose remainder is a catalog problem file); files for other GPUs than the split's are
   skipped.
 
+`importable_path` gives a runs-dataset `*.py.txt` solution a `.py` copy the evaluator can import.
 This module and everything it imports stay free of `datasets` (the GPU hosts lack it).
 """
 
@@ -235,3 +236,14 @@ def select_problems(
         first = list(dict.fromkeys(it.problem_id for it in items))[:limit]
         items = [it for it in items if it.problem_id in set(first)]
     return SolutionSet(items=items, skipped=found.skipped), len(found.items) - len(items)
+
+
+def importable_path(path: Path) -> Path:
+    """A `.py` path with the solution's content: the file itself, or for a runs-dataset
+    `*.py.txt` a content-addressed `.py` copy (Python imports only `.py` files)."""
+    if path.suffix == ".py":
+        return path
+    from ..catalog.materialize import write_module_file
+
+    stem = path.name.removesuffix(".txt").removesuffix(".py")
+    return write_module_file(path.read_text(encoding="utf-8"), stem=stem)

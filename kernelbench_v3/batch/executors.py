@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import workers
+from .discover import importable_path
 from .queue import BatchItem, BatchSettings, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -67,17 +68,6 @@ def evaluate_item(item: BatchItem, settings: BatchSettings) -> dict[str, Any]:
         model=item.model,
     )
     return evaluate(request, problems_dir=settings.problems_root).to_dict()
-
-
-def importable_path(path: Path) -> Path:
-    """A `.py` path with the solution's content: the file itself, or for a runs-dataset
-    `*.py.txt` a content-addressed `.py` copy (Python imports only `.py` files)."""
-    if path.suffix == ".py":
-        return path
-    from ..catalog.materialize import write_module_file
-
-    stem = path.name.removesuffix(".txt").removesuffix(".py")
-    return write_module_file(path.read_text(encoding="utf-8"), stem=stem)
 
 
 def failure_record(
@@ -155,12 +145,11 @@ def _worker_main(conn, env: dict[str, str], evaluate_fn: EvaluateFn, parent_pid:
         item, settings = message
         conn.send(STARTED)
         record = _call(evaluate_fn, item, settings)
-        lost = workers.cuda_context_lost()
-        if lost:  # said before the record, so the next item goes to a fresh worker
+        if workers.cuda_context_lost():  # said before the record: a fresh worker takes the next item
             conn.send(RETIRING)
-        conn.send(record)
-        if lost:
+            conn.send(record)
             return
+        conn.send(record)
 
 
 class _Worker:
@@ -208,7 +197,6 @@ class _Worker:
                 elif message != STARTED:
                     if self.retiring:  # its last record: the next item starts a fresh worker
                         self.kill()
-                        self.retiring = False
                     return message
                 self.deadline = time.monotonic() + self.watchdog_s
         except (EOFError, OSError):
@@ -230,7 +218,7 @@ class _Worker:
             self.process.join(5)
         if self.conn is not None:
             self.conn.close()
-        self.process, self.conn = None, None
+        self.process, self.conn, self.retiring = None, None, False
 
     def stop(self) -> None:
         if self.process is not None and self.process.is_alive() and self.item is None:
