@@ -43,6 +43,7 @@ RULE_PHRASES = (
     "another set of sizes",
     "A custom kernel must actually run, and do the main work",
     "No library GEMM, convolution or attention",
+    "body may use only `triton.language`",
     "at least 50% of your forward's device time",
     "Every timed call, first to last, has the same chance of being judged exactly as a correctness case",
     "queued behind a gate the evaluator opens",
