@@ -26,3 +26,31 @@ def test_the_readable_report_gives_the_scored_method_its_precision_the_evidence_
     assert "own figure 0.0155 ms per call (evidence, not scored)" in text
     assert "phases: reference 9.6s, candidate 14.1s" in text
     assert "timing:" not in describe(Record(problem_id="x", sol_ms=1.0))
+
+
+def test_a_missing_figure_reads_n_a_and_each_error_figure_says_what_it_compares():
+    from kernelbench_v3.evaluate.supervisor.report import describe, speedup_text
+
+    unresolved = Record(
+        problem_id="level1/26_GELU_",
+        status="correct",
+        correct=True,
+        timing_method="supervisor_gated_cuda_graphs",
+        timing_meaningful=True,
+        timing_note="timing_unresolved: the solution's calls measured 4.1 us, under the 150 us ...",
+        baseline_ms=0.011,
+        baseline_type="eager",
+    )
+    text = describe(unresolved)
+    assert "solution: n/a per call" in text and " - " not in text.replace(" <- ", "")
+    assert "speedup: n/a (timing_unresolved" in text and "timing note: timing_unresolved" in text
+    assert speedup_text(Record(problem_id="x", timing_meaningful=True)) == "n/a"
+    wrong = Record(
+        problem_id="level1/26_GELU_",
+        status="incorrect",
+        max_abs_error=0.5,
+        rel_error=0.1,
+        error_reference="float64 reference",
+        tolerance_mode="v3",
+    )
+    assert "error over every case: max |out - ref| 0.5, relative ||out - ref|| / ||ref|| 0.1" in describe(wrong)
