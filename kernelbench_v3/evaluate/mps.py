@@ -221,9 +221,20 @@ class CudaContextLost(RuntimeError):
     """This process's CUDA context has a sticky error (an earlier fault); start a new process."""
 
 
+_UNUSABLE: list[str] = []  # why the evaluator itself found this process's context unfit
+
+
+def mark_context_unusable(why: str) -> None:
+    """The evaluator left work of its own blocked in this context (a stream waiting on words a
+    solution corrupted): no further CUDA evaluation may run in this process."""
+    _UNUSABLE.append(why)
+
+
 def cuda_context_lost() -> str:
     """Why this process's CUDA context can no longer run work (a sticky error: an illegal
-    address, a trap), or '' when it can or was never opened."""
+    address, a trap; or `mark_context_unusable`), or '' when it can or was never opened."""
+    if _UNUSABLE:
+        return f"this process's CUDA context is unfit: {_UNUSABLE[0]}; evaluate in a new process"
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_initialized():
         return ""

@@ -332,3 +332,37 @@ def test_every_timed_set_holds_valid_inputs_before_anything_reads_it():
     memory.fill([logits, targets])
     for sets in memory.sets:
         assert torch.equal(sets[0], logits) and torch.equal(sets[1], targets)
+
+
+def test_a_copy_behind_done_that_never_runs_retires_the_process_and_keeps_its_registration(monkeypatch):
+    from kernelbench_v3.evaluate import mps
+    from kernelbench_v3.evaluate.supervisor.timing import snapshot
+
+    class Gate:
+        done = 0x80000005  # what a solution left: the device's cyclic >= reads it as "not yet"
+
+    class Driver:
+        unregistered: list = []
+
+        def unregister(self, address):
+            self.unregistered.append(address)
+
+    class Never:  # an event on a stream whose wait is never satisfied
+        def record(self, stream):
+            pass
+
+        def query(self):
+            return False
+
+    monkeypatch.setattr(snapshot.torch.cuda, "Event", lambda: Never())
+    monkeypatch.setattr(snapshot, "COPY_WAIT_S", 0.05)
+    monkeypatch.setattr(mps, "_UNUSABLE", [])
+    shots = snapshot.Snapshots(on_device=False)
+    shots.on_device, shots.driver, shots.stream = True, Driver(), object()
+    gate = Gate()
+    shots._queued[id(gate)], shots._mapped[id(gate)] = (gate, 7), 4096
+    with pytest.raises(snapshot.SnapshotLost):
+        shots.release()
+    assert gate.done == 7  # DONE = seq written whatever the solution left there
+    assert Driver.unregistered == []  # never dropped under a pending wait
+    assert "unfit" in mps.cuda_context_lost()

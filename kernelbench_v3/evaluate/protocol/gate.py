@@ -26,6 +26,7 @@ CU_STREAM_WAIT_VALUE_GEQ = 0x0
 CU_STREAM_WRITE_VALUE_DEFAULT = 0x0
 CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP = 0x1 | 0x2
 CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
+CU_STREAM_NON_BLOCKING = 0x1
 
 
 class GateUnavailable(Exception):
@@ -51,6 +52,9 @@ class Driver:
         self._device_pointer = self._fn("cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer")
         self._device_pointer.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_uint]
         self._device_pointer.restype = ctypes.c_int
+        self._stream_create = self._fn("cuStreamCreate")
+        self._stream_create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+        self._stream_create.restype = ctypes.c_int
         self._unregister = self._fn("cuMemHostUnregister")
         self._unregister.argtypes = [ctypes.c_void_p]
         self._unregister.restype = ctypes.c_int
@@ -87,6 +91,12 @@ class Driver:
             self._device_pointer(ctypes.byref(device), ctypes.c_void_p(address), 0), "cuMemHostGetDevicePointer"
         )
         return device.value
+
+    def create_stream(self) -> int:
+        """A new non-blocking stream of the current context, owned by the caller (its handle)."""
+        handle = ctypes.c_void_p(0)
+        self._check(self._stream_create(ctypes.byref(handle), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+        return int(handle.value or 0)
 
     def unregister(self, address: int) -> None:
         """Drop this context's registration of the host block at `address` (if any)."""

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ... import mps
 from ..session import SessionLost
 
 COPY_WAIT_S = 10.0  # the copy queued behind DONE runs within this once the host has seen DONE
@@ -43,7 +44,9 @@ class Snapshots:
     def __init__(self, on_device: bool, driver: Any = None):
         self.on_device, self.driver = on_device, driver
         self.copies: dict[bool, torch.Tensor] = {}  # echo? -> the last copy
-        self.stream = torch.cuda.Stream() if on_device else None
+        # A stream of its own, not one of torch's pooled streams: should a wait of it never be
+        # satisfied, no other code of this process can be handed the blocked stream.
+        self.stream = torch.cuda.ExternalStream(driver.create_stream()) if on_device else None
         self._mapped: dict[int, int] = {}  # id() of the gate words this context registered -> host address
         self._queued: dict[int, tuple[Any, int]] = {}  # id(gate) -> (gate, last seq waited on)
 
@@ -96,13 +99,21 @@ class Snapshots:
         return self.copies.get(False)
 
     def release(self) -> None:
-        """Write DONE from the host for every wait still queued, then let the stream drain."""
+        """Write DONE = seq from the host for every wait queued (whatever the solution left in the
+        word: a value the device's cyclic comparison reads as not yet would hold the wait), let
+        the stream drain, then drop the registrations. If it still does not drain, the stream
+        stays blocked on words it polls: the registrations are kept (dropping them under a
+        pending wait would fault the context) and this process is marked unfit for further
+        CUDA evaluations (`mps.mark_context_unusable`), so a worker retires."""
         for gate, seq in self._queued.values():
-            if gate.done < seq:
-                gate.done = seq
+            gate.done = seq
         self._queued.clear()
         if self.stream is not None:
-            self._wait_for_copy()
+            try:
+                self._wait_for_copy()
+            except SnapshotLost as exc:
+                mps.mark_context_unusable(f"a copy queued behind DONE never ran ({exc.reason})")
+                raise
         for address in self._mapped.values():
             self.driver.unregister(address)
         self._mapped.clear()
