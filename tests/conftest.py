@@ -29,3 +29,16 @@ from tests.paths import PROBLEMS  # noqa: E402
 @pytest.fixture(scope="session")
 def problems_dir() -> Path:
     return PROBLEMS
+
+
+@pytest.fixture(autouse=True)
+def _sigint_as_python_leaves_it():
+    """Each test starts with Python's own SIGINT handler. A test that runs `kbv3`'s main in this
+    process through an interrupt leaves SIGINT ignored (`cli.args.ignore_further_interrupts`,
+    right for a CLI about to exit); a later test's Ctrl-C would then do nothing, in this process
+    and in every child it starts (an ignored signal stays ignored across exec)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, signal.default_int_handler)
