@@ -98,6 +98,7 @@ DETAIL_KEYS = (
     "verified_calls",
     "mps",
     "unresolved",
+    "raw_calls_ms",  # (window, echo window) per call: the estimator can be re-derived offline
 )
 
 
@@ -259,7 +260,8 @@ def evaluator(journal: Journal, solutions: list, ladder: list, runs: int, mode: 
 
     evaluation.keep_zygotes_warm()
     sizes = _outside_us(journal.path)
-    work = [(p, path, label, 0, "ladder") for p, path, label in ladder]  # cheapest first: no baseline
+    # cheapest first (no baseline); every rung RUNS times: the echo's level differs by evaluation
+    work = [(p, path, label, run, "ladder") for run in range(runs) for p, path, label in ladder]
     if mode == "mps":
         for stem in DONE_EARLY:
             path = GPU_ATTACKS / f"{stem}.py"
@@ -307,6 +309,17 @@ def _kbv3(*argv: str, timeout: float = 300) -> tuple[int, float, str, str]:
     return proc.returncode, round(time.perf_counter() - started, 2), proc.stdout, proc.stderr
 
 
+def _mps_left_after(wait_s: float = 15.0) -> tuple[list[str], float]:
+    """What of kbv3's daemons is still there once the reaper has had `wait_s` to end it, and how
+    long it took to go (the reaper quits the daemon after the CLI exits, not before)."""
+    started = time.perf_counter()
+    left = _mps_left()
+    while left and time.perf_counter() - started < wait_s:
+        time.sleep(0.25)
+        left = _mps_left()
+    return left, round(time.perf_counter() - started, 2)
+
+
 def _mps_left() -> list[str]:
     """Daemon processes and kbv3-mps-* folders of this user still present."""
     left = [p.name for p in Path(tempfile.gettempdir()).glob("kbv3-mps-*")]
@@ -352,7 +365,7 @@ def cli(journal: Journal, runs: int) -> None:
                     "run": run,
                     "rc": rc,
                     "wall_s": wall,
-                    "mps_left_after": _mps_left(),
+                    **dict(zip(("mps_left_after", "mps_gone_after_s"), _mps_left_after())),
                     **entry,
                 },
             )

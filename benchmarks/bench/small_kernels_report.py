@@ -124,8 +124,9 @@ def report(journal: Path) -> str:
             "",
             f"{len(cli)} evaluations: wall median {statistics.median(walls):.1f} s, max {walls[-1]:.1f} s; "
             f"duration_s median {statistics.median(e.get('duration_s') or 0 for e in cli):.1f} s; "
-            f"MPS in use: {sorted({str(e.get('mps')) for e in cli})}; daemons or folders left after: "
-            f"{sorted({len(e.get('mps_left_after') or []) for e in cli})}",
+            f"MPS in use: {sorted({str(e.get('mps')) for e in cli})}; daemon processes and folders left "
+            f"once the reaper had 15 s: {sorted({len(e.get('mps_left_after') or []) for e in cli})} "
+            f"(gone after {sorted({e.get('mps_gone_after_s') for e in cli}, key=str)} s)",
             "",
         ]
     for part in ("cli-kill9", "cli-fault"):
