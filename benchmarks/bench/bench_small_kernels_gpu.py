@@ -239,6 +239,8 @@ def outside(journal: Journal, solutions: list) -> None:
 def _record_entry(rec) -> dict:
     d = rec.to_dict()
     entry = {k: d.get(k) for k in RECORD_KEYS}
+    if d.get("status") != "correct":  # what the solution process said, to read a failure offline
+        entry["log_tail"] = (d.get("log_tail") or "")[-1500:]
     details = d.get("timing_details") or {}
     entry["timing"] = {k: details.get(k) for k in DETAIL_KEYS}
     return entry
@@ -423,13 +425,15 @@ def cli(journal: Journal, runs: int) -> None:
             },
         )
     if not journal.has("cli|fault"):
+        import pandas as pd
+
         folder = Path(tempfile.mkdtemp(prefix="kbv3-fault-"))
         (folder / "level1").mkdir()
         shutil.copy(GPU_ATTACKS / "illegal_address_gelu.py", folder / "level1" / "26_GELU_.py")
         shutil.copy(examples / "level1/23_Softmax.py", folder / "level1" / "23_Softmax.py")
-        result = folder / "out.jsonl"
+        result = folder / "out.parquet"
         rc, wall, out, err = _kbv3("eval-batch", str(folder), "--split", "h100", "--out", str(result), timeout=600)
-        rows = [json.loads(line) for line in result.read_text().splitlines()] if result.exists() else []
+        rows = pd.read_parquet(result).to_dict("records") if result.exists() else []
         journal.write(
             "cli|fault",
             {

@@ -96,7 +96,13 @@ class Snapshot:
         classes = [tl.tensor, tl.dtype, tl.constexpr, tl.pointer_type, tl.block_type]
         watched = [*classes, interpreter.InterpreterBuilder, interpreter.GridExecutor, self.function_type]
         self.classes = {c: _static(c) for c in watched}
-        self.globals_ = {k: getattr(interpreter, k) for k in ("interpreter_semantic", "_InterpreterComparison")}
+        # The interpreter's module-level objects its patches reach (Triton 3.6 has no comparison
+        # class; 3.9 does): each one present is watched, none is required.
+        self.globals_ = {
+            k: getattr(interpreter, k)
+            for k in ("interpreter_semantic", "_InterpreterComparison")
+            if hasattr(interpreter, k)
+        }
         self.interpreter_codes = {
             id(code)
             for value in vars(interpreter).values()

@@ -156,3 +156,14 @@ def test_a_frozen_body_keeps_what_was_read_and_only_the_allowed_builtins(snap):
         REBOUND = tl.exp
     builtins_seen = frozen.__globals__["__builtins__"]
     assert "range" in builtins_seen and "open" not in builtins_seen and "__import__" not in builtins_seen
+
+
+def test_the_snapshot_takes_the_interpreter_globals_this_triton_has(monkeypatch):
+    # Triton 3.6 (the H200 image's) has no `_InterpreterComparison`; a snapshot that required it
+    # stopped every solution process on a GPU before its import, with a silent exit.
+    from triton.runtime import interpreter
+
+    monkeypatch.delattr(interpreter, "_InterpreterComparison", raising=False)
+    snapshot = Snapshot()
+    assert "_InterpreterComparison" not in snapshot.globals_
+    assert snapshot.globals_["interpreter_semantic"] is interpreter.interpreter_semantic

@@ -277,7 +277,19 @@ def serve(link: Link, arena_fd: int, arena_size: int, device: str) -> None:
     """Answer the supervisor's requests until `finish` or a broken channel; never returns."""
     code = 0
     try:
-        worker = Worker(link, Arena(arena_fd, arena_size), device)
+        try:
+            worker = Worker(link, Arena(arena_fd, arena_size), device)
+        except BaseException as exc:  # say why to the first request, never a silent exit
+            link.receive()
+            link.send(
+                {
+                    "kind": "failed",
+                    "stage": "worker",
+                    "error": "the evaluator's worker could not start: " + _error_text(exc),
+                }
+            )
+            code = 2
+            return
         while True:
             msg = link.receive()
             if msg.get("kind") == "prepare_timing" and device == "cpu":
