@@ -188,9 +188,32 @@ def test_small_kernels_journal_resumes_and_the_report_renders(tmp_path):
     from small_kernels_report import report
 
     text = report(again.path)
-    # journaled before the version-8 estimator (no `estimator` key): the echo call (none here) comes back out
-    assert (
-        "| level1/26_GELU_ | honest persistent GELU | 10.5 | 10.7, 10.9 (2) | +2.9% ✓ | 10.7, 10.9 | +2.9% ✓ | 8% |"
-        in text
-    )
+    assert "| level1/26_GELU_ | honest persistent GELU | 10.5 | 10.7, 10.9 (2) | +2.9% ✓ | 8% |" in text
     assert "2 honest evaluations: 0 not correct, 0 with a timing flag." in text
+
+
+def test_the_ladder_table_judges_every_run_and_shows_the_echos_slow_mode(tmp_path):
+    bench = _small_kernels_module()
+    journal = bench.Journal(tmp_path)
+    rung = {"problem": bench.LADDER_PROBLEM, "solution": "ladder_5us.py", "label": "ladder 5 us"}
+    journal.write("outside|ladder5", {"part": "outside", **rung, "rotating_ms": 0.0060})
+    raw = [[0.016, 0.009]] * 3 + [[0.016, 0.016]]  # one echo window of four in the slow mode
+    for run, ms in enumerate((0.0062, 0.0071)):
+        journal.write(
+            f"evaluator|mps|ladder5|{run}",
+            {
+                "part": "evaluator",
+                "mode": "mps",
+                "kind": "ladder",
+                **rung,
+                "run": run,
+                "status": "correct",
+                "sol_ms": ms,
+                "timing": {"raw_calls_ms": raw},
+            },
+        )
+    from small_kernels_report import report
+
+    text = report(journal.path)
+    assert "| mps | ladder 5 us | 6 | +0.20 ✓, +1.10 ✗ |" in text
+    assert "9.0 / 9.0 / 9.0 (25% slow)" in text

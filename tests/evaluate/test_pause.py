@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, evaluate
+from kernelbench_v3.evaluate.supervisor import pause
 from kernelbench_v3.evaluate.supervisor.pause import NotStopped, ProcessPause, descendants, why_running
 from kernelbench_v3.evaluate.supervisor.session import Session, SessionLost
 from tests.paths import ATTACKS, EXAMPLES
@@ -294,3 +295,27 @@ def test_a_process_born_while_a_member_ran_alone_ends_the_session():
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_a_record_is_kept_only_once_it_holds_still():
+    # The thread read as stopped a moment before it left the CPU: its first record moved once,
+    # then never again. Keeping the first read failed an honest GEMM on the H200.
+    reads = iter([{"7": "100 5 3"}, {"7": "180 5 4"}, {"7": "180 5 4"}])
+    clock = iter(range(100))
+    record = pause.settled_runs(
+        1, deadline=50, read=lambda pid: next(reads), clock=lambda: next(clock), sleep=lambda s: None
+    )
+    assert record == {"7": "180 5 4"}
+
+
+def test_a_record_that_never_holds_still_is_a_running_process():
+    counter = iter(range(10_000))
+    clock = iter(range(10_000))
+    with pytest.raises(pause.NotStopped, match="still ran"):
+        pause.settled_runs(
+            1,
+            deadline=5,
+            read=lambda pid: {"7": f"{next(counter)} 0 0"},
+            clock=lambda: next(clock),
+            sleep=lambda s: None,
+        )

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -41,6 +41,7 @@ MAX_PROCESSES = 256  # below the zygote; more is a fork bomb, and every walk wou
 # may take a while, one a tracer holds never does.
 SETTLE_S = 2.0
 SETTLE_POLL_S = 0.0005
+RECORD_STILL_S = 0.0002  # a stopped thread leaves the CPU microseconds after it reads as stopped
 _DEAD = ("Z", "X")  # a thread that exited: it runs no more
 
 
@@ -105,6 +106,29 @@ def runs(pid: int) -> dict[str, str]:
         if text is not None:
             found[tid] = text.strip()
     return found
+
+
+def settled_runs(
+    pid: int,
+    deadline: float,
+    read: Callable[[int], dict[str, str]] = runs,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, str]:
+    """`runs(pid)` once it holds still. A thread shows state `T` as soon as it stops itself, a
+    moment before it leaves the CPU, and the kernel adds that moment to its time on a CPU when it
+    does: a record read in between changes later although the thread never ran again (an honest
+    GEMM was failed so on the H200). Two reads alike, RECORD_STILL_S apart, are the record; a
+    process whose record still moves at `deadline` is running, whatever its state says."""
+    record = read(pid)
+    while True:
+        sleep(RECORD_STILL_S)
+        again = read(pid)
+        if again == record:
+            return record
+        if clock() > deadline:
+            raise NotStopped(f"process {pid} still ran {SETTLE_S:g} s after SIGSTOP although it read as stopped")
+        record = again
 
 
 def why_running(pid: int) -> str | None:
@@ -217,7 +241,7 @@ class ProcessPause:
             if pid in self.records:
                 self._still(pid)
             else:
-                self.records[pid] = runs(pid)
+                self.records[pid] = settled_runs(pid, deadline)
 
     def _still(self, pid: int, main_only: bool = False) -> None:
         """`NotStopped` if `pid` ran since its record was kept. `main_only` reads its main thread
