@@ -172,6 +172,71 @@ def probe(journal: Journal, ladder: list) -> None:
     journal.write("probe", entry)
 
 
+def _gated_in_process_ms(model, module, behind_kernel: bool, calls_n: int = 201) -> float:
+    """One call at a time behind an in-process gate, as the evaluator times a call but with no
+    second process and no echo: wait(GO) -> [a tiny kernel] -> the forward's graph -> DONE, the
+    window by the host's clock, less the same window around a graph of one tiny kernel. Beside
+    the rotating figure it says whether one gated call and back-to-back calls differ for this
+    forward (a two-stream forward's fork), whatever the evaluator's processes add.
+    `behind_kernel`: the graph follows a kernel on its stream, as a call follows the last."""
+    import torch
+
+    from kernelbench_v3.evaluate.protocol.gate import Driver, GateWords, private_block
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    flush = torch.ones(2 * l2 // 4, dtype=torch.int32, device="cuda")
+    with torch.device("cuda"):
+        sets = [list(module.get_inputs()) for _ in range(4)]
+    tiny = torch.zeros(1, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for s in sets[:3]:
+            model(*s)
+    torch.cuda.current_stream().wait_stream(side)
+    graphs = []
+    for s in sets:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            model(*s)
+        graphs.append(g)
+    null = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(null):
+        tiny.add_(1)
+    driver, stream = Driver(), torch.cuda.Stream()
+    _page, view, address = private_block()
+    gate = GateWords(view)
+    gate.register(driver, address, fresh=True)
+    gate.go = gate.done = 0
+    seq = 0
+
+    def window(graph) -> float:
+        nonlocal seq
+        seq += 1
+        flush.add_(1)
+        torch.cuda.synchronize()
+
+        def work() -> None:
+            if behind_kernel:
+                tiny.add_(1)
+            graph.replay()
+
+        gate.enqueue(driver, stream, seq, work)
+        time.sleep(0.0002)  # the GPU reaches the wait before GO is written, as in the evaluator
+        started = time.perf_counter()
+        gate.go = seq
+        while gate.done < seq:
+            pass
+        return time.perf_counter() - started
+
+    nets = []
+    for i in range(calls_n):
+        echo = window(null)
+        nets.append(window(graphs[i % len(graphs)]) - echo)
+    stream.synchronize()
+    return statistics.median(nets[10:]) * 1e3
+
+
 def _single_call_ms(model, module, calls_n: int = 41) -> float:
     """Events around one call on new inputs behind a flush of twice the L2: the ladder's truth."""
     import torch
@@ -211,6 +276,8 @@ def outside(journal: Journal, solutions: list) -> None:
                 model, _ = calls._solution_model(path, module, "cuda")
                 entry["rotating_ms"], entry["rotating_sets"] = calls._rotating_ms(model, module, True)
                 entry["single_call_ms"] = _single_call_ms(model, module)
+                entry["gated_in_process_ms"] = _gated_in_process_ms(model, module, behind_kernel=False)
+                entry["gated_behind_kernel_ms"] = _gated_in_process_ms(model, module, behind_kernel=True)
                 ref_key = f"outside-ref|{problem_id}"
                 if not journal.has(ref_key) and problem_id != LADDER_PROBLEM:
                     ref = make_model(module, "cuda", 0)
@@ -256,7 +323,9 @@ def _outside_us(journal_path: Path) -> dict:
     return found
 
 
-def evaluator(journal: Journal, solutions: list, ladder: list, runs: int, mode: str, baseline: bool) -> None:
+def evaluator(
+    journal: Journal, solutions: list, ladder: list, runs: int, mode: str, baseline: bool, attacks: bool = True
+) -> None:
     from kernelbench_v3.evaluate import EvalRequest, evaluate
     from kernelbench_v3.evaluate.supervisor import evaluation
 
@@ -264,7 +333,7 @@ def evaluator(journal: Journal, solutions: list, ladder: list, runs: int, mode: 
     sizes = _outside_us(journal.path)
     # cheapest first (no baseline); every rung RUNS times: the echo's level differs by evaluation
     work = [(p, path, label, run, "ladder") for run in range(runs) for p, path, label in ladder]
-    if mode == "mps":
+    if mode == "mps" and attacks:
         for stem in DONE_EARLY:
             path = GPU_ATTACKS / f"{stem}.py"
             problem = re.search(r"^Problem: (\S+)", path.read_text(), re.M).group(1)
@@ -457,6 +526,7 @@ def main() -> int:
     parser.add_argument("--no-mps", action="store_true", help="the evaluator part in plain mode")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--only-small", action="store_true", help="only solutions outside under SMALL_US")
+    parser.add_argument("--no-attacks", action="store_true", help="leave out the done-early attacks")
     parser.add_argument("--report", type=Path)
     args = parser.parse_args()
     if args.report:
@@ -483,7 +553,15 @@ def main() -> int:
                 outside(journal, solutions + ladder)
             elif part == "evaluator":
                 mode = "mps" if under_mps else "plain"
-                evaluator(journal, solutions, ladder, args.runs, mode, baseline=not args.no_baseline)
+                evaluator(
+                    journal,
+                    solutions,
+                    ladder,
+                    args.runs,
+                    mode,
+                    baseline=not args.no_baseline,
+                    attacks=not args.no_attacks,
+                )
             elif part == "cli":
                 cli(journal, args.runs)
     return 0

@@ -115,6 +115,23 @@ def report(journal: Path) -> str:
         rows = [(k, v) for k, v in evals.items() if k[0] == mode and k[1] == "honest"]
         if rows:
             lines += _honest_table(mode, rows, outside, refs)
+    gated = [e for e in outside.values() if e.get("gated_in_process_ms")]
+    if gated:
+        lines += [
+            "## One gated call in one process, against back-to-back calls",
+            "",
+            "No MPS, no second process, no echo: the window of wait(GO) -> the forward's graph -> DONE less "
+            "that of a graph of one tiny kernel; then the same with a tiny kernel ahead of the graph.",
+            "",
+            "| problem | solution | rotating µs | gated µs | gated behind a kernel µs |",
+            "|---|---|---|---|---|",
+            *(
+                f"| {e['problem']} | {e['label']} | {_fmt(e['rotating_ms'] * 1e3)} | "
+                f"{_fmt(e['gated_in_process_ms'] * 1e3)} | {_fmt((e.get('gated_behind_kernel_ms') or 0) * 1e3 or None)} |"
+                for e in gated
+            ),
+            "",
+        ]
     ladder = sorted(((k, v) for k, v in evals.items() if k[1] == "ladder"), key=lambda kv: (kv[0][0], kv[0][3]))
     if ladder:
         lines += _ladder_table(ladder, outside)

@@ -3,10 +3,11 @@
 # and a lost machine costs only the step in flight (the journal is written after each measurement):
 #
 #   bash benchmarks/bench/small_kernels_session.sh start [RUNS]   # all steps, in order
+#   ATTACKS=0 bash ... start 2                                  # without the done-early attacks
 #   bash benchmarks/bench/small_kernels_session.sh poll SECONDS   # wait until done or SECONDS pass
 #
 # Within one lease a second `start` resumes the journal in $KB.
-# Steps: outside timing (no MPS); the evaluator under MPS (the default); `kbv3 eval` as a user runs
+# Steps: outside timing (no MPS); the gate's modes (benchmarks/diagnostics/gate_modes_gpu.py); the evaluator under MPS (the default); `kbv3 eval` as a user runs
 # it, a SIGKILL mid-evaluation and a faulting solution; the small kernels with --no-mps; the report.
 set -u
 KB=${KB:-/tmp/kbv3-small}
@@ -20,9 +21,11 @@ case "${1:-}" in
     export PYTHONPATH=$REPO KBV3_CACHE_DIR=$KB/cache PYTHONUNBUFFERED=1
     B="python3 benchmarks/bench/bench_small_kernels_gpu.py --out $KB/out --runs ${2:-2}"
     J=$KB/out/small_kernels_gpu.jsonl
+    NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     setsid nohup bash -c "cd $REPO; \
         $B --parts probe,outside --no-mps >> $KB/log 2>&1; echo outside \$? >> $KB/steps; \
-        $B --parts evaluator >> $KB/log 2>&1; echo evaluator-mps \$? >> $KB/steps; \
+        python3 benchmarks/diagnostics/gate_modes_gpu.py $KB/out/gate_modes.jsonl >> $KB/log 2>&1; echo gate-modes \$? >> $KB/steps; \
+        $B --parts evaluator $NO_ATTACKS >> $KB/log 2>&1; echo evaluator-mps \$? >> $KB/steps; \
         $B --parts cli >> $KB/log 2>&1; echo cli \$? >> $KB/steps; \
         $B --parts evaluator --no-mps --only-small --no-baseline --runs 1 >> $KB/log 2>&1; echo plain \$? >> $KB/steps; \
         python3 benchmarks/bench/bench_small_kernels_gpu.py --report $J > $KB/out/small_kernels_gpu.md 2>&1; \

@@ -1,0 +1,173 @@
+"""Where the gate's slow mode comes from (issue 38). Under MPS on the H200 a gated window reads
+either about 9 us or about 16 us, call by call, in a mix that differs from one evaluation to the
+next and between the echo and the solution in one evaluation; the null-call ladder then misses
+its rungs by up to 1.4 us (benchmarks/results/small_kernels_gpu.md). This takes the evaluator's
+parts away one at a time and times the bare gate each way.
+
+A client process (a CUDA context of its own, as the echo and the solution have) enqueues, a batch
+at a time and then sleeping on a pipe: wait(GO >= seq) -> one tiny kernel -> write(DONE = seq).
+This process, the timer, writes GO and spins on DONE (its window), as `sides._ring_gate` does.
+
+Variants, each CALLS windows:
+  alone   nothing else on the GPU
+  copy    before each window the timer queues, on a stream of its own, wait(DONE >= seq) and a
+          copy of 64 KB behind it (the snapshot's shape under MPS, `timing/snapshot.py`)
+  flush   between windows the timer clears the L2 with its own kernel and synchronizes (the prep)
+  both    copy and flush, as the evaluator does
+  two     two clients, their windows alternating (the echo's, then the solution's), with both
+Each under a private MPS daemon (as kbv3 starts one) and without. One JSON line per mode and
+variant: the window's p10 / p50 / p90 in us and the share of windows over the fastest + 4 us.
+
+    PYTHONPATH=. python3 benchmarks/diagnostics/gate_modes_gpu.py OUT.jsonl [--calls 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import multiprocessing as mp
+import statistics
+import subprocess
+import sys
+import time
+from multiprocessing import shared_memory
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from kernelbench_v3.evaluate.protocol.gate import GATE_BYTES, Driver, GateWords  # noqa: E402
+
+BATCH = 200  # calls a client enqueues before it sleeps (a stream's queue holds about a thousand)
+SLOW_US = 4.0
+VARIANTS = ("alone", "copy", "flush", "both", "two")
+
+
+def _address(buf: memoryview) -> int:
+    return ctypes.addressof(ctypes.c_char.from_buffer(buf))
+
+
+def client(block_name: str, index: int, calls: int, pipe) -> None:  # noqa: ANN001
+    """Enqueue gated calls a batch at a time; sleep on the pipe between batches."""
+    import torch
+
+    block = shared_memory.SharedMemory(name=block_name)
+    view = block.buf[index * 4096 : index * 4096 + GATE_BYTES]
+    driver, stream = Driver(), torch.cuda.Stream()
+    gate = GateWords(view)
+    gate.register(driver, _address(view))
+    tiny = torch.zeros(1, device="cuda")
+    seq = 1
+    while seq <= calls:
+        for s in range(seq, min(seq + BATCH, calls + 1)):
+            gate.enqueue(driver, stream, s, lambda: tiny.add_(1))
+        seq += BATCH
+        pipe.send(seq - 1)  # enqueued up to here
+        if pipe.recv() == "stop":
+            break
+    stream.synchronize()
+    pipe.send("done")
+
+
+def _ring(gate: GateWords, seq: int, clock=time.perf_counter) -> float:  # noqa: ANN001
+    started = clock()
+    gate.go = seq
+    while gate.done < seq:
+        pass
+    return clock() - started
+
+
+def run_variant(variant: str, calls: int) -> dict:
+    import torch
+
+    clients = 2 if variant == "two" else 1
+    block = shared_memory.SharedMemory(create=True, size=4096 * clients)
+    gates = [GateWords(block.buf[i * 4096 : i * 4096 + GATE_BYTES]) for i in range(clients)]
+    for gate in gates:
+        gate.go = gate.done = 0
+    ctx = mp.get_context("spawn")
+    pipes, procs = [], []
+    for i in range(clients):
+        ours, theirs = ctx.Pipe()
+        proc = ctx.Process(target=client, args=(block.name, i, calls, theirs))
+        proc.start()
+        pipes.append(ours)
+        procs.append(proc)
+    copy = variant in ("copy", "both", "two")
+    flush = variant in ("flush", "both", "two")
+    driver = Driver()
+    side = torch.cuda.Stream()
+    src, dst = torch.ones(16384, device="cuda"), torch.empty(16384, device="cuda")
+    l2 = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")  # 64 MB: more than the H200's L2
+    for i, gate in enumerate(gates):  # the timer's own registration, as the snapshot's
+        gate.register(driver, _address(block.buf[i * 4096 : i * 4096 + GATE_BYTES]), fresh=True)
+    windows: list[list[float]] = [[] for _ in gates]
+    enqueued = [p.recv() for p in pipes]
+    for seq in range(1, calls + 1):
+        for i, gate in enumerate(gates):
+            if seq > enqueued[i]:
+                pipes[i].send("more")
+                enqueued[i] = pipes[i].recv()
+            if flush:
+                l2.zero_()
+                torch.cuda.synchronize()
+            if copy:
+                with torch.cuda.stream(side):
+                    driver.wait_geq(side, gate.done_device, seq)
+                    dst.copy_(src)
+            windows[i].append(_ring(gate, seq))
+            if copy:
+                side.synchronize()
+    for p in pipes:
+        p.send("stop")
+        p.recv()
+    for proc in procs:
+        proc.join(30)
+    block.close()
+    block.unlink()
+    out = {"variant": variant, "calls": calls}
+    for i, w in enumerate(windows):
+        us = sorted(x * 1e6 for x in w[50:])  # the first replays page in and warm up
+        out[f"client{i}"] = {
+            "p10_us": round(us[len(us) // 10], 2),
+            "p50_us": round(statistics.median(us), 2),
+            "p90_us": round(us[9 * len(us) // 10], 2),
+            "slow_share": round(sum(1 for x in us if x > us[0] + SLOW_US) / len(us), 3),
+        }
+    return out
+
+
+def one_mode(mode: str, out: Path, calls: int) -> None:
+    from kernelbench_v3.evaluate import mps
+
+    with mps.daemon(mode == "mps") as under_mps:
+        for variant in VARIANTS:
+            try:
+                entry = run_variant(variant, calls)
+            except Exception as exc:  # noqa: BLE001 - one broken variant must not end the run
+                entry = {"variant": variant, "error": f"{type(exc).__name__}: {exc}"[:400]}
+            entry.update(mode=mode, mps=under_mps, at=time.strftime("%H:%M:%S"))
+            with open(out, "a") as f:
+                f.write(json.dumps(entry) + "\n")
+            print(json.dumps(entry), flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--mode", choices=("mps", "plain"))
+    args = parser.parse_args()
+    if args.mode:
+        one_mode(args.mode, args.out, args.calls)
+        return 0
+    for mode in ("mps", "plain"):  # each in a process of its own: a context cannot change its daemon
+        subprocess.run(
+            [sys.executable, __file__, str(args.out), "--calls", str(args.calls), "--mode", mode], check=False
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
