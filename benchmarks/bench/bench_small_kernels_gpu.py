@@ -425,7 +425,9 @@ def cli(journal: Journal, runs: int) -> None:
                         "timing_note",
                     )
                 }
-                entry["mps"] = (rec.get("timing_details") or {}).get("mps")
+                details = rec.get("timing_details") or {}
+                entry["mps"] = details.get("mps")
+                entry["raw_calls_ms"] = details.get("raw_calls_ms")  # to read a stray figure offline
             except ValueError:
                 entry = {"stderr": err[-800:]}
             journal.write(
