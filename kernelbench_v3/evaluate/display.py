@@ -1,8 +1,11 @@
-"""A human-readable summary of a Record (what `kbv3 eval` prints without --json)."""
+"""A human-readable summary of a finished Record (what `kbv3 eval` prints without --json).
+
+It reads only the record, so it lives beside `record` and outside the trusted `supervisor/`:
+nothing here decides a verdict or a time."""
 
 from __future__ import annotations
 
-from ..record import Record
+from .record import Record
 
 
 def _ms(value: float | None) -> str:
@@ -23,7 +26,7 @@ def speedup_text(record: Record) -> str:
     return "n/a"
 
 
-def describe(record: Record) -> str:
+def describe_record(record: Record) -> str:
     lines = [
         f"{record.problem_id}  <-  {record.solution_path}",
         f"status: {record.status}" + (f"  (failed check: {record.failed_check})" if record.failed_check else ""),

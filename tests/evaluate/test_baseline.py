@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kernelbench_v3.catalog.problem import get_problem
-from kernelbench_v3.evaluate.supervisor import baseline
+from kernelbench_v3.evaluate.supervisor.reference import baseline
 
 
 def test_baseline_choice_and_cache(tmp_path):
@@ -46,7 +46,7 @@ def test_baseline_child_times_eager_and_is_cached(tmp_path):
 
 
 def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_path, monkeypatch):
-    from kernelbench_v3.evaluate.supervisor import isolate
+    from kernelbench_v3.evaluate.supervisor.reference import isolate
 
     calls = []
 
@@ -73,7 +73,7 @@ def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_p
 
 
 def test_a_cpu_baseline_is_keyed_by_its_environment_and_expires(tmp_path, monkeypatch):
-    from kernelbench_v3.evaluate.supervisor import isolate
+    from kernelbench_v3.evaluate.supervisor.reference import isolate
 
     calls = []
 

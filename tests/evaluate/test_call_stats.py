@@ -11,13 +11,14 @@ import pytest
 import torch
 
 from kernelbench_v3.evaluate.protocol.doorbell import ARMED, DONE, GO, NBYTES, Doorbell, DoorbellTimeout
-from kernelbench_v3.evaluate.supervisor import clock as clock_module
-from kernelbench_v3.evaluate.supervisor import physics
-from kernelbench_v3.evaluate.supervisor.timing import checks as timing_checks
+from kernelbench_v3.evaluate.supervisor.timing import judging as judging_module
 from kernelbench_v3.evaluate.supervisor.timing import measure as timing_measure
+from kernelbench_v3.evaluate.supervisor.timing import witness as timing_checks
+from kernelbench_v3.evaluate.supervisor.timing.errors import GateTampered
 from kernelbench_v3.evaluate.supervisor.timing.measure import WARM_CALLS, Feed, measure
-from kernelbench_v3.evaluate.supervisor.timing.sides import GateTampered, RemoteSide
 from kernelbench_v3.evaluate.supervisor.timing.stats import CallPlan, known, quantile, should_stop, summarize
+from kernelbench_v3.evaluate.supervisor.timing.timed_process import TimedProcess as RemoteSide
+from kernelbench_v3.evaluate.supervisor.verdict import physics
 
 
 def test_the_summary_is_the_median_with_an_order_statistic_interval():
@@ -201,7 +202,7 @@ def test_every_call_to_the_last_is_judged_with_one_fixed_chance_and_the_float64_
         now[0] += 1e-3  # a judgement costs about as much as a call's loop: the chance is 1
         return now[0]
 
-    judging = clock_module.Judging(verifier, Outputs(), random.Random(0), clock)
+    judging = judging_module.Judging(verifier, Outputs(), random.Random(0), clock)
     _measure([1e-4] * 503, [1e-5] * 503, [3e-5] * 1006, judging)
     assert judging.share == pytest.approx(1.0) and judging.verified == 503
     assert all(float64 for _, float64 in verifier.judged)
@@ -221,9 +222,9 @@ def test_an_expensive_judgement_lowers_the_chance_but_never_to_a_count():
         return now[0]
 
     verifier = Slow()
-    judging = clock_module.Judging(verifier, Outputs(), random.Random(1), clock)
+    judging = judging_module.Judging(verifier, Outputs(), random.Random(1), clock)
     _measure([1e-4] * 2003, [1e-5] * 2003, [3e-5] * 4006, judging)
-    assert judging.share == pytest.approx(clock_module.MIN_JUDGE_SHARE)
+    assert judging.share == pytest.approx(judging_module.MIN_JUDGE_SHARE)
     late = [int(label.split()[-1]) for label, _ in verifier.judged[3:]]
     assert len(late) > 50 and max(late) > 1800  # judged to the end, never stopped by a count
 
@@ -252,7 +253,7 @@ def test_a_judged_call_is_judged_on_its_output_as_it_stood_when_the_window_close
             seen.append(float(output[0]))
             return super().check(label, inputs, output, float64)
 
-    judging = clock_module.Judging(Recording(), Live(), random.Random(0), echo_output=torch.zeros(2))
+    judging = judging_module.Judging(Recording(), Live(), random.Random(0), echo_output=torch.zeros(2))
     plan = CallPlan(min_calls=3, max_calls=3, target_rel=0.0, cap_s=1e9)
     measure(Side([1e-4] * 6), FakeSide([1e-5] * 6), _feed(), LateWork([3e-5] * 12), plan, random.Random(0), judging)
     assert seen and set(seen) == {1.0}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelbench_v3.evaluate.supervisor import checks
+from kernelbench_v3.evaluate.supervisor.verdict import compare as checks
 
 
 def _saved(expected, residual=None):

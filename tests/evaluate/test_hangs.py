@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, evaluate
-from kernelbench_v3.evaluate.supervisor.candidate import step_limits
+from kernelbench_v3.evaluate.supervisor.run import step_limits
 from tests.paths import ATTACKS
 
 HANGS = ("busy_loop_forever", "sigterm_ignore_sleep", "sleep_at_import")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelbench_v3.evaluate.supervisor.isolate import run_child
+from kernelbench_v3.evaluate.supervisor.reference.isolate import run_child
 
 
 def test_isolated_child_reports_a_bad_role(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernelbench_v3.evaluate.evidence import OpRecorder
-from kernelbench_v3.evaluate.supervisor import kernel_rule
+from kernelbench_v3.evaluate.supervisor.verdict import kernel_rule
 
 CUBLAS = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
 SOFTMAX_REF_OPS = {"_softmax": [1, 0.004]}

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, evaluate
-from kernelbench_v3.evaluate.supervisor import pause
-from kernelbench_v3.evaluate.supervisor.pause import NotStopped, ProcessPause, descendants, why_running
-from kernelbench_v3.evaluate.supervisor.session import Session, SessionLost
+from kernelbench_v3.evaluate.supervisor.session import Session, SessionLost, pause
+from kernelbench_v3.evaluate.supervisor.session.pause import NotStopped, ProcessPause, descendants, why_running
 from tests.paths import ATTACKS, EXAMPLES
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
@@ -241,7 +240,7 @@ def test_pausing_a_process_that_is_gone_is_harmless():
     ids=["honest", "forks_a_setsid_child"],
 )
 def test_every_window_finds_the_solutions_whole_side_stopped_with_its_inputs_written(tmp_path, monkeypatch, solution):
-    from kernelbench_v3.evaluate.supervisor.timing import sides
+    from kernelbench_v3.evaluate.supervisor.timing import timed_process as sides
 
     seen: list[dict[int, str]] = []  # at each window's opening: the state of everything below the zygote
     real_ring = sides.RemoteSide.ring

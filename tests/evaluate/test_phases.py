@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelbench_v3.evaluate.record import Record
-from kernelbench_v3.evaluate.supervisor import phases
+from kernelbench_v3.evaluate.supervisor.run import phases
 
 
 class FakeClock:

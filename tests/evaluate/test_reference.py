@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelbench_v3.evaluate.supervisor.reference import _round_tf32
+from kernelbench_v3.evaluate.supervisor.reference.reference_run import _round_tf32
 
 
 def test_tf32_truncation_keeps_ten_mantissa_bits():

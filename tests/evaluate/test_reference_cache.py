@@ -19,8 +19,9 @@ import torch
 
 from kernelbench_v3.catalog.problem import get_problem
 from kernelbench_v3.evaluate.cases import plan_cases
-from kernelbench_v3.evaluate.supervisor import reference, reference_cache
-from kernelbench_v3.evaluate.supervisor.reference_cache import (
+from kernelbench_v3.evaluate.supervisor.reference import cache as reference_cache
+from kernelbench_v3.evaluate.supervisor.reference import reference_run as reference
+from kernelbench_v3.evaluate.supervisor.reference.cache import (
     CacheEntryError,
     ReferenceCache,
     cache_key,
@@ -161,7 +162,7 @@ def test_every_key_element_changes_the_key(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "0.0.0-other")
     assert cache_key(key_fields(**base)) != key
     monkeypatch.undo()
-    monkeypatch.setattr("kernelbench_v3.evaluate.supervisor.fingerprint.cpu_name", lambda: "another CPU")
+    monkeypatch.setattr("kernelbench_v3.evaluate.fingerprint.cpu_name", lambda: "another CPU")
     assert cache_key(key_fields(**base)) != key
     monkeypatch.undo()
     monkeypatch.setattr(reference_cache, "CACHE_VERSION", reference_cache.CACHE_VERSION + 1)

@@ -6,7 +6,7 @@ from kernelbench_v3.evaluate import Record
 
 
 def test_the_readable_report_gives_the_scored_method_its_precision_the_evidence_and_phases():
-    from kernelbench_v3.evaluate.supervisor.report import describe
+    from kernelbench_v3.evaluate import describe_record as describe
 
     record = Record(
         problem_id="level1/23_Softmax",
@@ -29,7 +29,8 @@ def test_the_readable_report_gives_the_scored_method_its_precision_the_evidence_
 
 
 def test_a_missing_figure_reads_n_a_and_each_error_figure_says_what_it_compares():
-    from kernelbench_v3.evaluate.supervisor.report import describe, speedup_text
+    from kernelbench_v3.evaluate import describe_record as describe
+    from kernelbench_v3.evaluate import speedup_text
 
     unresolved = Record(
         problem_id="level1/26_GELU_",

@@ -7,15 +7,14 @@ import pytest
 
 from kernelbench_v3.catalog.problem import get_problem
 from kernelbench_v3.evaluate import EvalRequest, Record
-from kernelbench_v3.evaluate.supervisor.scoring import problem_speed_of_light_ms
+from kernelbench_v3.evaluate.supervisor.verdict import problem_speed_of_light_ms
 from kernelbench_v3.hardware.gpus import get_gpu
 from kernelbench_v3.hardware.roofline import DEFAULT_ROOFLINE, speed_of_light_ms
 
 
 def _timed_record(flags: list[str], per_call_ms: float, own_ms: float, failed: str | None = None) -> Record:
-    from kernelbench_v3.evaluate.supervisor.clock import TimingOutcome
-    from kernelbench_v3.evaluate.supervisor.scoring import fill_timing
-    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts
+    from kernelbench_v3.evaluate.supervisor.timing import TimingOutcome
+    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts, fill_timing
 
     rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, sizes={"dim": 8})
     if failed:
@@ -75,10 +74,9 @@ def test_an_unknown_problem_or_gpu_has_no_speed_of_light():
 
 
 def test_a_cpu_time_is_no_speedup_and_the_record_says_why():
-    from kernelbench_v3.evaluate.supervisor.clock import TimingOutcome
-    from kernelbench_v3.evaluate.supervisor.report import describe
-    from kernelbench_v3.evaluate.supervisor.scoring import fill_timing
-    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts
+    from kernelbench_v3.evaluate import describe_record as describe
+    from kernelbench_v3.evaluate.supervisor.timing import TimingOutcome
+    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts, fill_timing
 
     rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True, device="cpu", sizes={"dim": 8})
     stats = {
@@ -103,7 +101,7 @@ def test_a_cpu_time_is_no_speedup_and_the_record_says_why():
 
 def test_an_fp32_gemm_floor_is_the_tf32_peak():
     # An honest 3xTF32 GEMM runs three TF32 products: above the TF32 floor, under the plain FP32 one.
-    from kernelbench_v3.evaluate.supervisor import physics
+    from kernelbench_v3.evaluate.supervisor.verdict import physics
     from kernelbench_v3.hardware.roofline import fastest_arithmetic
 
     gemm = "level1/1_Square_matrix_multiplication_"
@@ -129,10 +127,9 @@ def test_the_gate_floor_depends_on_the_mode_and_names_mps_when_it_is_off():
 
 
 def _unresolved_record(per_call_ms: float) -> Record:
-    from kernelbench_v3.evaluate.supervisor.clock import TimingOutcome
-    from kernelbench_v3.evaluate.supervisor.scoring import fill_timing
+    from kernelbench_v3.evaluate.supervisor.timing import TimingOutcome
     from kernelbench_v3.evaluate.supervisor.timing.resolution import UNRESOLVED, unresolved
-    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts
+    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts, fill_timing
 
     rec = Record(problem_id="level1/26_GELU_", status="correct", correct=True)
     why = unresolved(per_call_ms * 1e-3, mps=False)
@@ -154,8 +151,8 @@ def test_a_plain_mode_time_under_the_floor_is_no_number_but_the_verdict_stands()
 
 
 def test_an_unresolved_figure_is_never_judged_against_physics():
-    from kernelbench_v3.evaluate.supervisor.clock import TimingOutcome
-    from kernelbench_v3.evaluate.supervisor.verdict import _judge_time
+    from kernelbench_v3.evaluate.supervisor.timing import TimingOutcome
+    from kernelbench_v3.evaluate.supervisor.verdict.judgement import _judge_time
 
     rec = Record(problem_id="level1/26_GELU_", status="correct", correct=True, ran_on="NVIDIA H200")
     stats = {"method": "supervisor_gated_cuda_graphs", "median_ms": -0.0028}  # the switch's jitter
@@ -169,9 +166,8 @@ def test_an_unresolved_figure_is_never_judged_against_physics():
 def test_a_baseline_under_the_plain_floor_gives_no_speedup():
     rec = _timed_record([], per_call_ms=0.5, own_ms=0.5)
     assert rec.speedup is not None  # baseline 1 ms: resolved
-    from kernelbench_v3.evaluate.supervisor.clock import TimingOutcome
-    from kernelbench_v3.evaluate.supervisor.scoring import fill_timing
-    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts
+    from kernelbench_v3.evaluate.supervisor.timing import TimingOutcome
+    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts, fill_timing
 
     rec = Record(problem_id="level1/23_Softmax", status="correct", correct=True)
     stats = {"method": "supervisor_gated_cuda_graphs", "median_ms": 0.2, "p10_ms": 0.19, "p90_ms": 0.21}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from kernelbench_v3.evaluate import EvalRequest
-from kernelbench_v3.evaluate.supervisor.candidate import step_limits
+from kernelbench_v3.evaluate.supervisor.run import step_limits
 
 
 def test_every_step_limit_holds_the_timeout():

@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from kernelbench_v3.evaluate.supervisor.tamper_scan import WHY, Finding, TamperScan, scan
+from kernelbench_v3.evaluate.supervisor.verdict.tamper_scan import WHY, Finding, TamperScan, scan
 from tests.paths import CHEATS, EXAMPLES, PROBLEMS, SOLUTIONS
 
 HONEST_FILES = sorted(EXAMPLES.glob("**/*.py")) + [SOLUTIONS / "triton_add_one.py"]
@@ -32,7 +32,7 @@ POSITIVE = [
     ("frame_introspection", "import sys\nsys.addaudithook(print)"),
     ("gc_introspection", "import gc\nobjs = gc.get_objects()"),
     ("gc_introspection", "from gc import get_referrers as refs\nrefs(1)"),
-    ("evaluator_access", "import kernelbench_v3.evaluate.supervisor.child"),
+    ("evaluator_access", "import kernelbench_v3.evaluate.supervisor.reference.child"),
     ("evaluator_access", "from kernelbench_v3.evaluate import timing as t"),
     ("evaluator_access", "import importlib\nm = importlib.import_module('kernelbench_v3.evaluate.timing')"),
     ("evaluator_access", "m = __import__('kernelbench_v3')"),

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, evaluate
-from kernelbench_v3.evaluate.supervisor.report import describe
+from kernelbench_v3.evaluate import describe_record as describe
 from tests.paths import BROKEN
 
 pytestmark = pytest.mark.slow  # evaluations in child processes

@@ -11,7 +11,7 @@ from kernelbench_v3.evaluate import EvalRequest, evaluate
 
 def test_a_wrong_shape_leaves_every_value_check_not_run():
     from kernelbench_v3.evaluate.record import FAIL, NOT_RUN, PASS
-    from kernelbench_v3.evaluate.supervisor.verdict import _mark_dependent_not_run
+    from kernelbench_v3.evaluate.supervisor.verdict.judgement import _mark_dependent_not_run
 
     out = {"output_shape": (FAIL, "shape"), "correctness": (PASS, ""), "finite": (PASS, ""), "stress": (PASS, "")}
     _mark_dependent_not_run(out)
@@ -24,7 +24,7 @@ def test_a_wrong_shape_leaves_every_value_check_not_run():
 
 
 def test_a_solution_that_does_not_parse_fails_before_the_reference_runs_naming_the_users_file(tmp_path):
-    from kernelbench_v3.evaluate.supervisor import evaluation
+    from kernelbench_v3.evaluate.supervisor.run import evaluation
 
     broken = tmp_path / "my_kernel.py"
     broken.write_text("import torch\n\nclass ModelNew(torch.nn.Module:\n    pass\n")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelbench_v3.evaluate.supervisor import reference, warm_references
+from kernelbench_v3.evaluate.supervisor.reference import reference_run as reference
+from kernelbench_v3.evaluate.supervisor.reference import warm as warm_references
 from tests.paths import REPO
 
 
@@ -47,7 +48,7 @@ def test_a_kept_reference_is_computed_once_and_judges_alike(tmp_path, monkeypatc
 
     monkeypatch.setenv("KBV3_NO_REFERENCE_CACHE", "1")  # only the memory is in play
     spy = _Spy(reference.compute)
-    from kernelbench_v3.evaluate.supervisor import evaluation
+    from kernelbench_v3.evaluate.supervisor.run import evaluation
 
     monkeypatch.setattr(evaluation, "compute", spy)
     off = evaluate(_request(), cache_dir=tmp_path)

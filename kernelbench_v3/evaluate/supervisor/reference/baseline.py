@@ -22,12 +22,15 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...paths import cache_root, write_atomically
-from .. import mps
+from ....paths import cache_root, write_atomically
+from ... import fingerprint, mps
+from ...request import DEFAULT_TIMEOUT_S, DEFAULT_TIMING_SECONDS, EvalRequest
+from ..timing import time_reference
 
 # Bump when the timing method changes, so old cache entries are not reused (2: L2 flushed by a
 # read; 3: two flush passes; 4: the supervisor's windows, slope over k; 5: the solution's
@@ -36,8 +39,6 @@ from .. import mps
 # reference called as a user calls it, its input copy included; 8: MPS by default, the mode in
 # the key, figures under the gate's floor unresolved).
 TIMING_VERSION = 8
-CUDA_REGION_BYTES = 12 << 30  # the baseline's timing region, at most
-CUDA_SETS = 4  # input sets, as the solution's timing region has
 RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
 CPU_MAX_AGE_S = 24 * 3600.0  # a cached CPU baseline older than this is timed again
 
@@ -107,12 +108,12 @@ def timing_lock(path: str | None):
 
 def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     """Time the reference eager and compiled by the method solutions are scored by
-    (`time_calls`); compilation (the first calls of the compiled model) happens outside the
+    (`timing.time_reference`); compilation (the first calls of the compiled model) happens outside the
     timing lock."""
     import torch
 
-    from ...catalog.materialize import load_module, make_model
-    from ..cases import CORRECTNESS, PARAM_SEED, Case, build_inputs, input_precision
+    from ....catalog.materialize import load_module, make_model
+    from ...cases import CORRECTNESS, PARAM_SEED, Case, build_inputs, input_precision
 
     device = spec["device"]
     module = load_module(Path(spec["problem_path"]), spec["sizes"])
@@ -123,7 +124,7 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     lock = spec.get("timing_lock")
     with torch.no_grad(), timing_lock(lock):
         result: dict[str, Any] = {
-            "eager": time_calls(model, module, template, device, seconds),
+            "eager": time_reference(model, module, template, device, seconds),
             "precision": input_precision(template),
         }
     if spec.get("compile", True):
@@ -145,81 +146,8 @@ def _time_compiled(model: Any, module: Any, template: list[Any], device: str, se
         for _ in range(3):  # compile and record the CUDA graphs before timing
             compiled(*template)
         with timing_lock(lock):
-            timed = time_calls(compiled, module, template, device, seconds, gate=False)
+            timed = time_reference(compiled, module, template, device, seconds, gate=False)
     return {**timed, "compile_mode": "reduce-overhead, called as a user calls it"}
-
-
-def time_calls(
-    fn: Any, module: Any, template: list[Any], device: str, seconds: float, gate: bool = True
-) -> dict[str, Any]:
-    """The reference's per-call time by `timing.measure`, the method solutions are timed by: one
-    call at a time on new inputs written just before it, the L2 cleared, the echo's window
-    subtracted, under the solutions' stopping rule. On CUDA the call sits behind the gate
-    (`timing.local.GatedLocal`): its GPU work alone is in the window, whatever host work it does.
-    A reference that synchronises the host, and with `gate=False` (the compiled reference, whose
-    graph trees never answered a gate), is timed by events behind the flush and a device sleep
-    that hides its host work: its GPU work alone again, the record says which (`method`)."""
-    import random
-
-    import torch
-
-    from ..cases import single_output
-    from ..protocol.gate import Driver, GateUnavailable
-    from .timing.device_work import DeviceWork
-    from .timing.local import EventLocal, GatedLocal, HostLocal, gateable
-    from .timing.measure import Feed, measure
-    from .timing.memory import TimedMemory, fresh_inputs, set_bytes
-    from .timing.stats import CallPlan, summarize
-
-    plan = CallPlan.for_device(device, seconds)
-    out = single_output(fn(*template))
-    out_nbytes = out.numel() * out.element_size()
-    per_set = set_bytes(template, out_nbytes)
-    count = int(max(1, min(CUDA_SETS if device == "cuda" else 2, CUDA_REGION_BYTES // per_set)))
-    memory = TimedMemory(
-        torch.empty(count * per_set, dtype=torch.uint8, device=device), template, out.shape, out.dtype, count
-    )
-    decoy = TimedMemory(torch.empty(per_set, dtype=torch.uint8, device=device), template, out.shape, out.dtype, 1)
-    work = DeviceWork(device, out_nbytes)
-    rng = random.Random()
-    feed = Feed(
-        count, lambda: fresh_inputs(module, device, rng.getrandbits(62)), memory.write, lambda x: decoy.write(0, x)
-    )
-
-    def call(s: int) -> Any:
-        return fn(*memory.sets[s])
-
-    def echo(s: int) -> Any:
-        work.echo_graph.replay()
-
-    started = time.perf_counter()
-    method, why = "cpu", ""
-    if device != "cuda":
-        calls = measure(HostLocal(call), HostLocal(lambda s: None), feed, work, plan, rng, subtract_echo=False)
-    else:
-        method = "gated"
-        try:
-            if not gate:
-                raise GateUnavailable("timed by events behind a device sleep (CUDA-graph trees behind a gate hang)")
-            if not gateable(call):
-                raise GateUnavailable("the reference synchronises the host (torch's sync debug mode)")
-            driver = Driver()
-            calls = measure(GatedLocal(call, driver), GatedLocal(echo, driver), feed, work, plan, rng)
-        except GateUnavailable as exc:
-            torch.cuda.synchronize()
-            method, why = "events", str(exc)
-            calls = measure(EventLocal(call), EventLocal(echo), feed, work, plan, rng)
-    summary = summarize(calls.nets)
-    return {
-        "method": method,
-        "median_ms": summary.median_s * 1e3,
-        "calls": summary.to_dict(),
-        "not_gated_because": why,
-        "mps": device == "cuda" and mps.in_use(),
-        "echo_window_ms": summarize(calls.echo_windows).median_s * 1e3,
-        "echo_call_ms": work.echo_call_s * 1e3,
-        "calls_s": round(time.perf_counter() - started, 3),
-    }
 
 
 def baseline_entry(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -296,3 +224,59 @@ def get_baseline(
     entry.update(key=key, device_name=device_name, torch=torch.__version__, stored_at=time.time())
     store_cached(cache, key, entry)
     return {**entry, "cached": False}
+
+
+def request_baseline(
+    request: EvalRequest, problem: Any, source: str, sizes: dict[str, Any], cache_dir: Any, seconds: float
+) -> dict[str, Any]:
+    from ....catalog.materialize import write_module_file
+
+    module_path = write_module_file(source, stem=problem.name)  # verified content, not the checkout's file
+    spec = {
+        "device": request.device,
+        "problem_path": str(module_path),
+        "sizes": sizes,
+        "seeds": list(request.seeds),
+        "timing_seconds": seconds,
+    }
+    env = {"TRITON_INTERPRET": "1" if request.device == "cpu" else "0"}
+    return get_baseline(
+        spec,
+        problem_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
+        device_name=fingerprint.device_name(request.device),
+        cache_dir=Path(cache_dir) if cache_dir is not None else None,
+        timeout_s=request.timeout_s or DEFAULT_TIMEOUT_S,
+        env=env,
+        retry_failed=request.retry_failed_baseline,
+    )
+
+
+# Filling the baseline cache ahead of evaluations (`kbv3 baselines`): each problem's baseline got
+# exactly as an evaluation of it would get it (the same cache key), so the evaluations that
+# follow find it cached. Nothing of a solution runs here.
+@dataclass(frozen=True)
+class BaselineResult:
+    problem_id: str
+    entry: dict[str, Any]  # baseline.get_baseline's dict: baseline_ms, baseline_type, cached, error ...
+
+
+def fill_baselines(
+    problem_ids: Iterable[str],
+    *,
+    device: str = "cuda",
+    problems_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    timing_seconds: float | None = None,
+    retry_failed: bool = False,
+) -> Iterator[BaselineResult]:
+    """The baseline of each problem, from the cache or timed now and cached, in order."""
+    from ....catalog.problem import default_problems_dir, get_problem
+
+    root = Path(problems_dir) if problems_dir is not None else default_problems_dir()
+    seconds = timing_seconds or DEFAULT_TIMING_SECONDS[device]
+    for problem_id in problem_ids:
+        problem = get_problem(problem_id, root)
+        source = problem.path.read_bytes().decode("utf-8")
+        sizes = dict(problem.reduced) if device == "cpu" and problem.reduced_sizes else {}
+        request = EvalRequest(problem_id, problem.path, device=device, retry_failed_baseline=retry_failed)
+        yield BaselineResult(problem_id, request_baseline(request, problem, source, sizes, cache_dir, seconds))

@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from ...paths import cache_root, write_atomically
+from ....paths import cache_root, write_atomically
 
 CACHE_VERSION = 2  # bump when what is cached, or how the reference computes it, changes
 DISABLE_ENV = "KBV3_NO_REFERENCE_CACHE"
@@ -68,7 +68,7 @@ def key_fields(
     problem_sha256: str, sizes: Mapping[str, Any], device: str, cases: Sequence[Any], evaluator_version: int
 ) -> dict[str, Any]:
     """Everything the cached facts depend on, JSON-normalized (it is echoed in the header)."""
-    from .fingerprint import cpu_name
+    from ...fingerprint import cpu_name
 
     fields: dict[str, Any] = {
         "problem_sha256": problem_sha256,

@@ -1,4 +1,4 @@
-"""Entry point of the evaluator's reference-only child processes: `python -m kernelbench_v3.evaluate.supervisor.child ROLE DIR`.
+"""Entry point of the evaluator's reference-only child processes: `python -m kernelbench_v3.evaluate.supervisor.reference.child ROLE DIR`.
 
 Only trusted code runs here (today the `baseline` role: the reference timed eager and compiled);
 solutions run in the sandboxed solution process instead (`worker`). Reads `DIR/spec.json`, runs
@@ -19,8 +19,8 @@ import sys
 import traceback
 from pathlib import Path
 
-from ...paths import write_atomically
-from ..lifetime import PARENT_PID_ENV, die_with_parent
+from ....paths import write_atomically
+from ...lifetime import PARENT_PID_ENV, die_with_parent
 
 
 def _write(path: Path, payload: dict) -> None:

@@ -1,6 +1,6 @@
 """Reference-only child processes (the baseline) with a wall-clock limit and a bounded log.
 
-A child is `python -m kernelbench_v3.evaluate.supervisor.child ROLE DIR` in its own session (process
+A child is `python -m kernelbench_v3.evaluate.supervisor.reference.child ROLE DIR` in its own session (process
 group), so a timeout kills it and everything it spawned. Its stdout and stderr are drained by a
 thread that keeps only the last `max_log_bytes` and kills the child when it writes more than
 `flood_bytes` in total. The result is the JSON file the child writes into DIR, a private
@@ -83,7 +83,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
+PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # the folder it named before the move into reference/
 
 
 def run_child(
@@ -107,7 +107,7 @@ def run_child(
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_PARENT), child_env.get("PYTHONPATH", "")) if p)
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelbench_v3.evaluate.supervisor.child", role, str(workdir)],
+        [sys.executable, "-m", "kernelbench_v3.evaluate.supervisor.reference.child", role, str(workdir)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from ..cases import PARAM_SEED, Case, build_inputs, input_precision, other_shape_candidates, rerandomize, single_output
-from .checks import all_finite
+from ...cases import PARAM_SEED, Case, build_inputs, input_precision, other_shape_candidates, rerandomize, single_output
+from ..verdict import all_finite
 
 
 def _round_tf32(x: torch.Tensor) -> torch.Tensor:
@@ -82,7 +82,7 @@ def float64_reference(model: torch.nn.Module, inputs: list[Any], out: torch.Tens
 
 
 def _build(module_source: str, stem: str, sizes: dict[str, Any], device: str, seed: int):
-    from ...catalog.materialize import load_module, make_model
+    from ....catalog.materialize import load_module, make_model
 
     module = load_module(module_source, sizes, stem=stem)
     model = make_model(module, device, seed)
@@ -132,9 +132,9 @@ def compute(
     (`reference_cache.ReferenceCache`), what it holds for this key replaces the profiled pass,
     the second-shape search and the float64 runs of the cases it verifies, and what was
     computed is stored; `run.cached` says whether everything came from it."""
-    from ..evidence import OpRecorder
-    from .fingerprint import device_info
-    from .reference_cache import digest, state_digest
+    from ...evidence import OpRecorder
+    from ...fingerprint import device_info
+    from .cache import digest, state_digest
 
     hit = cache.load() if cache is not None else None
     meta = hit.meta if hit is not None else {}
@@ -153,7 +153,7 @@ def compute(
             recorder = OpRecorder()
             with recorder:
                 if device == "cuda":  # what the reference launches is library code, whatever its name
-                    from ..kernels import profile_cuda_kernels
+                    from ...kernels import profile_cuda_kernels
 
                     raw_out, names = profile_cuda_kernels(lambda: model(*main_inputs))
                     run.kernel_names = names or []
@@ -175,7 +175,7 @@ def compute(
             run.matmul_flops = float(counter.get_total_flops())
     # TF32 is what tensor cores do to fp32 matrix products; a problem without one (a softmax, a
     # norm) has no honest TF32 path, so its precision floor is the reference's own error alone.
-    from .kernel_rule import forbidden_ops
+    from ..verdict import forbidden_ops
 
     matrix_ops = bool(forbidden_ops(run.ops))
     if any(c.shape == "other" for c in cases):

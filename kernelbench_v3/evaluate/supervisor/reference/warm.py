@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .reference import ReferenceRun
+from .reference_run import ReferenceRun
 
 _SAMPLES = 4096  # elements per tensor that the checksum reads
 _kept: OrderedDict[str, tuple[ReferenceRun, float]] = OrderedDict()

@@ -4,7 +4,7 @@
 the timing region), has the zygote fork a fresh sandboxed solution process and drives it
 (`_Run.drive`): the handshake, setup (import, construct, load the reference's weights), every
 planned case, the check that would make timing wasted (`_already_incorrect`), timing
-(`timing_phase`) and finish. Every step has a limit on the supervisor's clock (`step_limits`).
+(`timing.time_solution`) and finish. Every step has a limit on the supervisor's clock (`step_limits`).
 
 It owns the `candidate` phase of `Record.phase_s` and splits it, with a lap timer
 (`phases.Laps`), into contiguous steps that add up to it: `solution_arena` (sizing and creating
@@ -26,20 +26,17 @@ from typing import Any
 
 import torch
 
-from ..cases import CORRECTNESS, RECOMPUTE
-from ..protocol.channel import ALIGN, Arena, Layout, Link, round_up, tensor_nbytes
-from ..protocol.messages import Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
-from ..record import Record
-from ..request import EvalRequest
-from ..solution.zygote import LOG_NAME
-from . import timing_phase
-from .pause import ProcessPause
+from ...cases import CORRECTNESS, RECOMPUTE
+from ...protocol.channel import ALIGN, Arena, Layout, Link, round_up, tensor_nbytes
+from ...protocol.messages import Failed, Finish, Finished, RunCase, Setup, ShapeSetup, parse_reply
+from ...record import Record
+from ...request import EvalRequest
+from ...solution.zygote import LOG_NAME
+from ..reference import ReferenceRun, expected_on_device
+from ..session import CaseResult, ProcessPause, Session, SessionLost
+from ..timing import SolutionTiming, TimingUnavailable, calibrate_idle, cpu_region_bytes, time_solution
+from ..verdict import SolutionFacts, Verifier, judge
 from .phases import Laps
-from .reference import ReferenceRun
-from .session import CaseResult, Session, SessionLost
-from .timing.device_work import calibrate_idle
-from .timing.memory import TimingUnavailable
-from .verdict import SolutionFacts, judge
 
 EVIDENCE_CASES = 2  # cases (never the first, which compiles) picked at random for kernel evidence
 # Step limits when the request gives none (`step_limits`).
@@ -68,7 +65,7 @@ def flood(log: Path) -> str | None:
 
 def _arena_size(ref: ReferenceRun, device: str) -> tuple[int, int, int, int]:
     """(input region, output region, CPU timing region, total) for this reference's cases; the
-    doorbell's words come first (`timing_phase.DOORBELL_OFFSET`), the regions from ALIGN on."""
+    doorbell's words come first (`timing.DOORBELL_OFFSET`), the regions from ALIGN on."""
     inputs = max(
         sum(tensor_nbytes(x) + ALIGN for x in run.inputs if isinstance(x, torch.Tensor)) for run in ref.cases.values()
     )
@@ -76,7 +73,8 @@ def _arena_size(ref: ReferenceRun, device: str) -> tuple[int, int, int, int]:
     outputs = max(tensor_nbytes(run.saved["expected"]) for run in ref.cases.values())
     input_region = round_up(max(inputs, state) + ALIGN)
     output_region = round_up(outputs + ALIGN)
-    timing_region = timing_phase.cpu_region_bytes(ref) if device == "cpu" else 0
+    main = ref.cases[ref.order[0]]
+    timing_region = cpu_region_bytes(main.inputs, main.saved["expected"]) if device == "cpu" else 0
     return input_region, output_region, timing_region, ALIGN + input_region + output_region + timing_region
 
 
@@ -246,7 +244,7 @@ class _Run:
                 facts.lost_during = "timing"
                 laps.to("solution_timing")
                 try:
-                    facts.timing = timing_phase.run(self._timing_context(), self.timing_seconds, self.rng)
+                    facts.timing = time_solution(self._timing(), self.timing_seconds, self.rng)
                 except TimingUnavailable as exc:
                     facts.timing_skipped = f"not timed: {exc}"
                 if facts.timing is not None and facts.timing.evidence:
@@ -279,21 +277,40 @@ class _Run:
             return ""
         return f"not timed: the solution is already {trial.status} ({trial.failed_check} failed)"
 
-    def _timing_context(self) -> timing_phase.TimingContext:
-        return timing_phase.TimingContext(
+    def _timing(self) -> SolutionTiming:
+        """What the timing room times the solution on: the correctness case that templates the
+        timed calls, the rule each judged call is held to, and how to start the trusted echo."""
+        ref, device = self.ref, self.request.device
+        main = ref.cases[self.correctness[0]]
+        verifier = Verifier(
+            lambda inputs, float64: expected_on_device(ref, inputs, device, float64),
+            main.entry,
+            self.request.tolerance,
+            ref.precision,
+        )
+        return SolutionTiming(
             session=self.session,
-            ref=self.ref,
-            case=self.correctness[0],
-            device=self.request.device,
-            tolerance=self.request.tolerance,
+            start_process=self._start_trusted,
+            module=ref.shapes["main"].module,
+            template=main.inputs,
+            expected=main.saved["expected"],
+            verifier=verifier,
+            device=device,
             cpu_region=self.cpu_region,
-            open_session=self.open_session,
-            setup=lambda session, path: self._setup(session, path, with_state=False),
             work=self.work,
-            start_limit_s=self.limits.start,
             window_limit_s=self.limits.window,
             capture_limit_s=self.limits.capture,
         )
+
+    def _start_trusted(self, folder: Path, arena: Arena) -> Session:
+        """A process of the evaluator's own code (the echo: `folder/solution.py`) on its own
+        arena, started and set up; SessionLost when it cannot be."""
+        process = self.open_session(folder, arena)
+        ready = parse_reply(process.link.receive(self.limits.start))
+        reply = self._setup(process, str(folder / "solution.py"), with_state=False) if ready.kind == "ready" else None
+        if reply is None or isinstance(reply, Failed):
+            raise SessionLost(f"the evaluator's echo process could not start: {getattr(reply, 'error', '')[:300]}")
+        return process
 
 
 def _init_arg(value: Any) -> Any:

@@ -4,7 +4,7 @@ The supervisor is the process that calls `evaluate`; it never imports the soluti
 problem's source once (and materializes only from those bytes), computes the reference in
 itself, gets the baseline from the cache or a baseline child (reference code only), then has the
 zygote fork a fresh sandboxed solution process and drives it (`candidate`: setup, every planned
-case, the kernel-evidence pass, timing by `timing_phase` and `clock`). Inputs go out and outputs
+case, the kernel-evidence pass, timing by `timing.time_solution`). Inputs go out and outputs
 come back as raw bytes in a shared arena; the verdict (`verdict`) and the reported time are
 decided here. Each phase's seconds go into `Record.phase_s` (`phases`). Every step has a deadline on the supervisor's clock, and when the evaluation ends
 the solution process and everything it spawned are killed.
@@ -19,28 +19,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...vocab import runs_gpu_name
-from .. import mps
-from ..cases import plan_cases
-from ..record import SCHEMA_VERSION, SKIP, Record
-from ..request import DEFAULT_TIMING_SECONDS, EvalRequest
-from ..solution.zygote import LOG_NAME, Zygote
-from . import warm_references
+from ....vocab import runs_gpu_name
+from ... import mps
+from ...cases import plan_cases
+from ...fingerprint import device_name, software
+from ...record import SCHEMA_VERSION, SKIP, Record
+from ...request import DEFAULT_TIMING_SECONDS, EvalRequest
+from ...solution.zygote import LOG_NAME, Zygote
+from ..reference import compute, for_evaluation, key_fields, recall_warm, remember_warm, request_baseline, warm_key
+from ..session import SessionLost
+from ..verdict import fill_timing, judge
 from .candidate import flood, run_solution
-from .fingerprint import device_name, software
 from .phases import phase
-from .reference import compute
-from .reference_cache import for_evaluation, key_fields
-from .scoring import fill_timing, request_baseline
-from .session import SessionLost
-from .verdict import judge
-from .zygote_pool import POOL, keep_zygotes_warm, start_warm_zygote  # noqa: F401 (public here too)
+from .zygote_pool import POOL
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
 
 
 def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -> Record:
-    from ...catalog.problem import default_problems_dir, get_problem
+    from ....catalog.problem import default_problems_dir, get_problem
 
     started = time.monotonic()
     if request.device == "cuda" and (lost := mps.cuda_context_lost()):
@@ -107,7 +104,7 @@ def _evaluate(
     with phase(rec, "setup"):
         scan = None
         if request.scan_source:
-            from .tamper_scan import scan as scan_source
+            from ..verdict import scan as scan_source
 
             scan = scan_source(solution_bytes.decode("utf-8", "replace"))
         zygote = POOL.get(request.device) or Zygote(request.device, work / "zygote.log")  # imports torch meanwhile
@@ -116,14 +113,14 @@ def _evaluate(
         with phase(rec, "reference"):
             try:
                 fields = key_fields(rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
-                warm_key = warm_references.key_of(fields)
-                ref = warm_references.recall(warm_key)
+                kept = warm_key(fields)
+                ref = recall_warm(kept)
                 reference_cached = True if ref is not None else None
                 if ref is None:
                     cache = for_evaluation(cache_dir, fields)
                     ref = compute(problem, source, sizes, request.device, plan, cache)
                     reference_cached = ref.cached
-                    warm_references.remember(warm_key, ref)
+                    remember_warm(kept, ref)
             except Exception as exc:
                 rec.fail("error", f"the reference could not be evaluated: {type(exc).__name__}: {exc}"[:2000])
                 return
@@ -191,4 +188,4 @@ def _log_tail(path: Path, limit: int) -> tuple[str, str | None]:
         return "", None
 
 
-__all__ = ["keep_zygotes_warm", "run_evaluation", "start_warm_zygote"]
+__all__ = ["run_evaluation"]

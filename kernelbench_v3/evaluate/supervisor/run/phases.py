@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..record import Record
+from ...record import Record
 
 
 @contextmanager

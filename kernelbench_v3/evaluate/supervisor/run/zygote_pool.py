@@ -12,7 +12,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from ..solution.zygote import Zygote
+from ...solution.zygote import Zygote
 
 
 class ZygotePool:

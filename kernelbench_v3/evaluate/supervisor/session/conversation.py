@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from ..protocol.channel import Arena, Deadline, Layout, Link, PeerGone, ProtocolError, TensorRef, tensor_nbytes
-from ..protocol.messages import OutputInfo, Reply, Slot, parse_reply, to_json
+from ...protocol.channel import Arena, Deadline, Layout, Link, PeerGone, ProtocolError, TensorRef, tensor_nbytes
+from ...protocol.messages import OutputInfo, Reply, Slot, parse_reply, to_json
 from .pause import NotStopped, ProcessPause, TooManyProcesses
 
 WATCH_INTERVAL_S = 1.0

@@ -1,19 +1,22 @@
-"""Timing a solution by the supervisor's clock: one call per window, its inputs written just
-before it, its output read where the call left it, every call liable to be judged.
+"""`time_solution`, the timing room's first entry: the solution timed by the supervisor's clock,
+one call per window, its inputs written just before it, its output read where the call left it,
+every call liable to be judged.
 
-The scored time never comes from a figure the solution process reports. This module prepares
-the solution process's timed calls (`prepare`, `capture`: one CUDA graph per input set, whose
-outputs the supervisor maps through CUDA IPC and reads in place) and hands both processes, the
-solution's and the trusted echo's, to `timing.measure`, which times them call by call through
-the gate (`protocol.gate`) or, where no graph could be captured and on the CPU, the rung doorbell.
+The scored time never comes from a figure the solution process reports. In order:
 
-Judging runs to the end (`Judging`): every timed call, first to last, has the same chance of
-being judged, fixed once the warm calls have measured what judging costs and never changed
-after, so nothing the solution sees of past calls tells it anything of the next one. A judged
-call gets exactly a correctness case's rules (`Verifier`: tolerance, dtype, finiteness and the
-float64 precision rule), decided only after the call answered.
+1. the timing region (`memory.solution_memory`: on CUDA a device allocation shared by CUDA IPC,
+   on the CPU a part of the solution's arena), filled with valid inputs;
+2. the trusted echo (`echo.start_echo`), prepared (and captured on CUDA);
+3. the solution's timed calls prepared and, on CUDA, captured (one graph per input set, whose
+   outputs the supervisor maps through CUDA IPC and reads in place: `judging.Outputs`);
+4. the setup both sides share (`rig.Rig`) and `measure`, call by call through the gate
+   (`protocol.gate`) or, where no graph could be captured and on the CPU, the rung doorbell,
+   every call liable to be judged (`judging.Judging`);
+5. one more call under the kernel profiler (`_evidence_call`), then the gap and prep witnesses
+   (`witness`), the figures (`rig.Figures`) and the floor below which a time is not scored
+   (`resolution`).
 
-After the calls: the gap, prep and busy checks (`timing.checks`) and the summary (`timing.stats`).
+Every conversation with a process goes through its `timed_process.TimedProcess`.
 """
 
 from __future__ import annotations
@@ -22,23 +25,27 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from .. import mps
-from ..protocol.doorbell import Doorbell
-from ..protocol.messages import Capture, Failed, PrepareTiming, TimingReady
-from .checks import compare_case
-from .session import Session, SessionLost
-from .timing.checks import GAP_WORK, GPU_BUSY, WORK_BEFORE_WINDOW, gap, prep
-from .timing.device_work import DeviceWork
-from .timing.measure import Calls, Feed, measure
-from .timing.memory import TimedMemory, TimingUnavailable, fresh_inputs
-from .timing.resolution import UNRESOLVED, unresolved
-from .timing.sides import GateTampered, RemoteSide
-from .timing.snapshot import Snapshots
-from .timing.stats import CallPlan, summarize
+from ... import mps
+from ...protocol import cuda_ipc
+from ...protocol.channel import Arena
+from ..session import Session
+from .device_work import DeviceWork
+from .echo import start_echo
+from .errors import GateTampered, GateUnavailable, TimingUnavailable
+from .judging import Judging, Outputs, Verifier
+from .measure import Calls, Feed
+from .memory import TimedMemory, solution_memory
+from .resolution import UNRESOLVED, unresolved
+from .rig import Figures, Rig
+from .snapshot import Snapshots
+from .stats import summarize
+from .timed_process import TimedProcess
+from .witness import GAP_WORK, GPU_BUSY, WORK_BEFORE_WINDOW, gap, prep
 
 METHOD = {
     "gated": "supervisor_gated_cuda_graphs",
@@ -47,8 +54,6 @@ METHOD = {
 }
 GATE_TAMPERED = "gate_tampered"
 TIMING_GAP_FLAGS = (GAP_WORK, WORK_BEFORE_WINDOW, GPU_BUSY, GATE_TAMPERED)  # each fails `timing_gap`
-JUDGE_BUDGET = 1.0  # judging may cost this share of the timing loop's own time ...
-MIN_JUDGE_SHARE = 0.05  # ... but every call is judged with at least this chance
 MAX_RAW_CALLS = 400  # per-call figures kept in the record
 
 
@@ -70,197 +75,81 @@ class TimingOutcome:
         self.gap_reasons.setdefault(name, why)
 
 
-class Verifier:
-    """Judges a timed call's output exactly as a correctness case: `expected_for(inputs, float64)`
-    gives the reference's saved tensors ("expected", and "residual64" when asked and available)."""
+@dataclass(frozen=True)
+class SolutionTiming:
+    """What timing a solution takes from its evaluation (the candidate phase fills it in)."""
 
-    def __init__(
-        self,
-        expected_for: Callable[[list[Any], bool], dict[str, torch.Tensor]],
-        entry: dict[str, Any],
-        tolerance: str,
-        precision: str,
-    ):
-        self.expected_for, self.entry, self.tolerance, self.precision = expected_for, entry, tolerance, precision
-
-    def check(self, label: str, inputs: list[Any], output: torch.Tensor, float64: bool) -> str:
-        """'' when the output passes every rule a case gets, else why not."""
-        saved = self.expected_for(inputs, float64)
-        verdict = compare_case(label, "timed_outputs", output, saved, self.entry, self.tolerance, self.precision, None)
-        return "; ".join(verdict.failures.values())
-
-
-class Outputs:
-    """Where the solution's call on each input set leaves its output, as tensors the supervisor
-    can read: the graphs' outputs mapped through CUDA IPC, or the sets' slots."""
-
-    def __init__(self, memory: TimedMemory, shared: list[dict[str, Any]]):
-        self.memory, self.mapped = memory, []
-        if shared:
-            from ..protocol.cuda_ipc import open_exported
-
-            if len(shared) != memory.count:
-                raise SessionLost(f"the solution process described {len(shared)} outputs for {memory.count} sets")
-            try:
-                self.mapped = [open_exported(d, memory.out_shape, memory.out_dtype) for d in shared]
-            except (ValueError, RuntimeError) as exc:
-                raise SessionLost(f"the solution process's output locations cannot be read: {exc}") from None
-
-    def of(self, s: int) -> torch.Tensor:
-        return self.mapped[s] if self.mapped else self.memory.slots[s]
-
-
-class Judging:
-    """Decides, after each call answered, whether to judge it, and judges it (`Verifier`).
-
-    The warm calls are always judged, which measures what one judgement costs; from then on every
-    call is judged with one fixed chance, JUDGE_BUDGET of the loop's own seconds per call over a
-    judgement's seconds, at least MIN_JUDGE_SHARE: bounded by cost, never by a count, so the
-    2,000th call is as likely to be judged as the 10th."""
-
-    def __init__(
-        self,
-        verifier: Verifier,
-        outputs: Outputs,
-        rng: Any,
-        clock: Callable[[], float] = time.perf_counter,
-        echo_output: torch.Tensor | None = None,
-        snapshots: Snapshots | None = None,
-    ):
-        self.verifier, self.outputs, self.rng, self.clock = verifier, outputs, rng, clock
-        self.echo_output = echo_output  # as many bytes as an output, in memory only the timer reaches
-        self.snapshots = snapshots or Snapshots(on_device=False)
-        self.share: float | None = None
-        self.verified = 0
-        self.failures: list[str] = []
-        self.judge_s: list[float] = []
-        self.loop_s: list[float] = []
-        self._last = clock()
-
-    def _source(self, set_index: int, echo: bool) -> torch.Tensor | None:
-        return self.echo_output if echo else self.outputs.of(set_index)
-
-    def before_window(self, side: Any, set_index: int, echo: bool) -> None:
-        """Under MPS: the copy at DONE, queued behind DONE on the timer's stream (`Snapshots`)."""
-        if getattr(side, "gated", False):
-            self.snapshots.before_window(side.gate, side.seq, self._source(set_index, echo), echo)
-
-    def after_window(self, set_index: int, echo: bool) -> None:
-        """Without MPS: copy the output as it stands the moment the window closed (queued at
-        once): the copy judged calls are judged on. The echo's turn copies as many bytes."""
-        self.snapshots.after_window(self._source(set_index, echo), echo)
-
-    def after_call(self, set_index: int, inputs: list[Any], index: int, warm: bool) -> None:
-        now = self.clock()
-        self.loop_s.append(now - self._last)
-        if warm or self.share is None and not self.judge_s:
-            self._judge(set_index, inputs, index)
-        else:
-            if self.share is None:
-                per_judgement = sorted(self.judge_s)[len(self.judge_s) // 2]
-                per_call = sorted(self.loop_s)[len(self.loop_s) // 2]
-                self.share = max(MIN_JUDGE_SHARE, min(1.0, JUDGE_BUDGET * per_call / max(per_judgement, 1e-9)))
-            if self.rng.random() < self.share:
-                self._judge(set_index, inputs, index)
-        self._last = self.clock()
-
-    def _judge(self, set_index: int, inputs: list[Any], index: int) -> None:
-        started = self.clock()
-        output = self.snapshots.output()
-        output = self.outputs.of(set_index) if output is None else output
-        why = self.verifier.check(f"timed call {index}", inputs, output, True)
-        self.verified += 1
-        if why:
-            self.failures.append(why)
-        self.judge_s.append(self.clock() - started)
-
-
-def prepare(session: Session, region: dict[str, Any], memory: TimedMemory, doorbell: int, timeout_s: float) -> None:
-    reply, _ = session.request(PrepareTiming(region, memory.layout(), doorbell), timeout_s, ("timing_ready",))
-    if isinstance(reply, Failed):
-        raise SessionLost(f"preparing the timed calls failed: {reply.error[:500]}")
-
-
-def capture(session: Session, timeout_s: float) -> TimingReady:
-    reply, _ = session.request(Capture(), timeout_s, ("timing_ready",))
-    if isinstance(reply, Failed):
-        raise SessionLost(f"capturing the timed calls failed: {reply.error[:500]}")
-    return reply
-
-
-@dataclass
-class Sides:
-    """The two processes a timing alternates between, each with its doorbell."""
-
-    solution: Session
-    solution_bell: Doorbell
-    echo: Session
-    echo_bell: Doorbell
-
-
-def _decoy(memory: TimedMemory) -> TimedMemory:
-    """One input set in memory only the timer can reach: the echo's call gets the same write."""
-    from .timing.memory import set_bytes
-
-    nbytes = set_bytes(memory.template, memory.out_nbytes)
-    region = torch.empty(nbytes, dtype=torch.uint8, device=memory.region.device)
-    return TimedMemory(region, memory.template, memory.out_shape, memory.out_dtype, 1)
+    session: Session  # the solution's; spoken to only through its `TimedProcess`
+    start_process: Callable[[Path, Arena], Session]  # a trusted process on its own arena, set up
+    module: Any  # the problem's module: its `get_inputs()` draws every call's inputs
+    template: list[Any]  # the inputs of the correctness case that templates the timed calls
+    expected: torch.Tensor  # that case's expected output: the shape and dtype of every call's
+    verifier: Verifier  # judges a timed call's output exactly as that case's
+    device: str
+    cpu_region: tuple[int, int]  # (offset, bytes) of the CPU timing region in the solution's arena
+    work: Path  # the evaluation's folder (the echo's goes in it)
+    window_limit_s: float
+    capture_limit_s: float
 
 
 def time_solution(
-    sides: Sides,
+    ctx: SolutionTiming, seconds: float, rng: random.Random, *, clock: Callable[[], float] = time.perf_counter
+) -> TimingOutcome:
+    """Time the solution by one-call windows (module docstring). Raises SessionLost, and
+    TimingUnavailable when the problem cannot be timed."""
+    cuda = ctx.device == "cuda"
+    solution = TimedProcess.of(ctx.session, ctx.window_limit_s, cuda, clock)
+    memory, region = solution_memory(ctx.device, ctx.template, ctx.expected, solution.view, ctx.cpu_region)
+    echo, echo_arena = start_echo(ctx.start_process, ctx.work, ctx.window_limit_s, ctx.capture_limit_s, cuda, clock)
+    try:
+        return _time(solution, echo, memory, region, ctx, seconds, rng, clock)
+    finally:
+        echo.finish()
+        echo_arena.close()
+        if cuda:
+            cuda_ipc.close_exported()
+
+
+def _time(
+    solution: TimedProcess,
+    echo: TimedProcess,
     memory: TimedMemory,
     region: dict[str, Any],
-    module: Any,
-    plan: CallPlan,
-    verifier: Verifier,
-    timeout_s: float,
-    doorbell_offset: int,
-    rng: random.Random | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-    capture_timeout_s: float | None = None,
+    ctx: SolutionTiming,
+    seconds: float,
+    rng: random.Random,
+    clock: Callable[[], float],
 ) -> TimingOutcome:
-    """Time the solution by one-call windows (module docstring). Raises SessionLost."""
-    rng = rng or random.SystemRandom()
     device = "cuda" if memory.region.is_cuda else "cpu"
     outcome = TimingOutcome()
-    prepare(sides.solution, region, memory, doorbell_offset, timeout_s)
+    solution.prepare(region, memory.layout())
     graphs = False
     shared: list[dict[str, Any]] = []
     if device == "cuda":
-        ready = capture(sides.solution, timeout_s + 60.0 if capture_timeout_s is None else capture_timeout_s)
+        ready = solution.capture(ctx.capture_limit_s)
         graphs, shared = ready.graphs, list(ready.outputs)
         if ready.evidence:
             outcome.observed.append(ready.evidence)
         if not graphs:
             outcome.details["graph_error"] = ready.detail
     outputs = Outputs(memory, shared)
-    work = DeviceWork(device, memory.out_nbytes)
+    rig = Rig(memory, ctx.module, seconds, rng)
     cuda = device == "cuda"
-    solution = RemoteSide(sides.solution, sides.solution_bell, sides.solution_bell.gate_words(), timeout_s, cuda, clock)
-    echo = RemoteSide(sides.echo, sides.echo_bell, sides.echo_bell.gate_words(), timeout_s, cuda, clock)
-    decoy = _decoy(memory)
-    feed = Feed(
-        memory.count,
-        lambda: fresh_inputs(module, device, rng.getrandbits(62)),
-        memory.write,
-        lambda inputs: decoy.write(0, inputs),
-    )
-    snapshots = _snapshots(cuda and graphs, solution, echo, sides)
-    judging = Judging(verifier, outputs, rng, echo_output=decoy.slots[0], snapshots=snapshots)
+    snapshots = _snapshots(cuda and graphs, solution, echo)
+    judging = Judging(ctx.verifier, outputs, rng, echo_output=rig.decoy.slots[0], snapshots=snapshots)
     done = None
     try:
         solution.start(gated=graphs)
         echo.start(gated=graphs)
         try:
-            calls = measure(solution, echo, feed, work, plan, rng, judging, subtract_echo=cuda, clock=clock)
+            calls = rig.measure(solution, echo, judging, subtract_echo=cuda, clock=clock)
         except GateTampered as exc:
             outcome.flag(GATE_TAMPERED, f"the solution's gate was opened or answered outside its call: {exc}")
             calls = None
         done = solution.stop()
         echo.stop()
         if calls is not None and not calls.busy:
-            outcome.evidence = _evidence_call(solution, memory, feed, rng, work)
+            outcome.evidence = _evidence_call(solution, memory, rig.feed, rng, rig.work)
     finally:
         snapshots.release()  # no wait of the timer's stays queued behind a DONE that never came
         outputs.mapped = []
@@ -270,26 +159,26 @@ def time_solution(
     if calls is None:
         outcome.failures, outcome.verified = judging.failures, judging.verified
         return outcome
-    _finish(outcome, calls, judging, memory, work, device, graphs, done.own_ms)
+    _finish(outcome, calls, judging, memory, rig.work, device, graphs, done.own_ms)
     return outcome
 
 
-def _snapshots(gated_cuda: bool, solution: RemoteSide, echo: RemoteSide, sides: Sides) -> Snapshots:
+def _snapshots(gated_cuda: bool, solution: TimedProcess, echo: TimedProcess) -> Snapshots:
     """The copies at DONE: queued on the device behind DONE under MPS, by the host without."""
     if not (gated_cuda and mps.in_use()):
         return Snapshots(on_device=False)
-    from ..protocol.gate import Driver, GateUnavailable
+    from ...protocol.gate import Driver
 
     try:
         snapshots = Snapshots(on_device=True, driver=Driver())
-        snapshots.map_gate(solution.gate, sides.solution_bell.address)
-        snapshots.map_gate(echo.gate, sides.echo_bell.address)
+        snapshots.map_gate(solution.gate, solution.bell.address)
+        snapshots.map_gate(echo.gate, echo.bell.address)
     except GateUnavailable:  # the timer's context cannot map the words: the host copies at DONE
         return Snapshots(on_device=False)
     return snapshots
 
 
-def _evidence_call(solution: RemoteSide, memory: TimedMemory, feed: Feed, rng: Any, work: DeviceWork) -> dict:
+def _evidence_call(solution: TimedProcess, memory: TimedMemory, feed: Feed, rng: Any, work: DeviceWork) -> dict:
     """One more call, not scored, rung (never gated) under the kernel profiler (told only as it opens)."""
     solution.start(gated=False, evidence=True)
     s = rng.randrange(memory.count)
@@ -317,24 +206,25 @@ def _finish(
         if calls.busy:
             return
         raise TimingUnavailable("no timed call completed")
-    summary = summarize(calls.nets)
     method = METHOD["cpu"] if device == "cpu" else METHOD["gated" if graphs else "eager"]
+    figures = Figures.of(calls, work, method)
+    summary = figures.calls
     own = summarize([ms * 1e-3 for ms in own_ms]).median_s * 1e3 if own_ms else None
 
     def ms(values: list[float]) -> float:
         return summarize(values).median_s * 1e3
 
     outcome.details.update(
-        timing_method=method,
+        timing_method=figures.method,
         cuda_graphs=graphs,
         gated=graphs and device == "cuda",
-        mps=mps.in_use() if device == "cuda" else False,
+        mps=figures.mps,
         timed_sets=memory.count,
         calls=summary.to_dict(),
         arm_ms={"solution": ms(calls.arms), "echo": ms(calls.echo_arms)},
-        echo_window_ms=ms(calls.echo_windows),
+        echo_window_ms=figures.echo_window_ms,
         echo_kernel_ms=work.echo_kernel_s * 1e3,
-        echo_call_ms=work.echo_call_s * 1e3,
+        echo_call_ms=figures.echo_call_ms,
         idle_flush_ms=work.idle_flush_s * 1e3,
         calls_s=round(calls.elapsed_s, 3),
         own_ms_per_call=own,

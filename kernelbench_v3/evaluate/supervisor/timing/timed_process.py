@@ -1,7 +1,10 @@
-"""The timer's side of one process's calls (the solution's or the echo's): arm, then ring.
+"""One timed process (the solution's or the trusted echo's) as the timer holds it: its whole
+conversation about timed calls, so the timing room never talks to a session itself.
 
-`start` sends `messages.Calls` and leaves the process serving its doorbell (`doorbell`). Each
-call then has two steps, and the timer writes the call's inputs between them:
+`prepare` sends the layout of the timing region (`messages.PrepareTiming`), `capture` has the
+process capture one CUDA graph per input set, `start` sends `messages.Calls` and leaves the
+process serving its doorbell (`doorbell`), `stop` ends that loop and `finish` the process (the
+echo's). Each call has two steps, and the timer writes the call's inputs between them:
 
 - `arm(set)`: the timer names the set, resumes this process alone (the rest of the solution's
   side stays stopped) and waits for ARMED; then it stops the whole side again (`Session.pause`,
@@ -24,19 +27,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from ...protocol.doorbell import ARMED, DONE, GO, SET, STOP_SET, WAKE, Doorbell, DoorbellTimeout
+import torch
+
+from ...protocol.channel import TensorRef
+from ...protocol.doorbell import ARMED, DONE, GO, NBYTES, SET, STOP_SET, WAKE, Doorbell, DoorbellTimeout
 from ...protocol.gate import GateWords
-from ...protocol.messages import Calls, CallsDone, Failed
+from ...protocol.messages import Calls, CallsDone, Capture, Failed, Finish, PrepareTiming, TimingReady
 from ..session import Session, SessionLost
+from .errors import GateTampered
 
 CPU_SPIN_S, CPU_SLEEP_S = 0.0005, 0.0001  # CPU hosts may be oversubscribed: poll politely
 ALIVE_EVERY = 1 << 16  # gate spins between asking whether the process still exists
-
-
-class GateTampered(Exception):
-    """The gate's words said open or done before the timer rang it: something of the caller's
-    wrote them outside the gated call."""
+DOORBELL_OFFSET = 0  # the doorbell's words lead every arena; requests' inputs follow at ALIGN
+FINISH_LIMIT_S = 10.0  # the echo's goodbye
 
 
 def running(pid: int) -> bool:
@@ -48,7 +53,7 @@ def running(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
 
 
-class RemoteSide:
+class TimedProcess:
     def __init__(
         self,
         session: Session,
@@ -62,6 +67,40 @@ class RemoteSide:
         self.seq = 1
         self.gated = False
         self.spin = {"spin_s": timeout_s} if cuda else {"spin_s": CPU_SPIN_S, "sleep_s": CPU_SLEEP_S}
+
+    @classmethod
+    def of(
+        cls, session: Session, timeout_s: float, cuda: bool, clock: Callable[[], float] = time.perf_counter
+    ) -> TimedProcess:
+        """The process behind `session`, rung through the doorbell that leads its arena."""
+        bell = Doorbell(session.arena.view(TensorRef(DOORBELL_OFFSET, (NBYTES,), "uint8")))
+        return cls(session, bell, bell.gate_words(), timeout_s, cuda, clock)
+
+    def view(self, offset: int, nbytes: int) -> torch.Tensor:
+        """`nbytes` of the process's arena from `offset`, as flat bytes the timer writes."""
+        return self.session.arena.view(TensorRef(offset, (nbytes,), "uint8"))
+
+    def prepare(self, region: dict[str, Any], layout: dict[str, Any]) -> None:
+        """Tell the process where the timing region is and how its sets and slots lie."""
+        reply, _ = self.session.request(
+            PrepareTiming(region, layout, DOORBELL_OFFSET), self.timeout_s, ("timing_ready",)
+        )
+        if isinstance(reply, Failed):
+            raise SessionLost(f"preparing the timed calls failed: {reply.error[:500]}")
+
+    def capture(self, timeout_s: float) -> TimingReady:
+        """Have the process capture one CUDA graph per input set (they may compile)."""
+        reply, _ = self.session.request(Capture(), timeout_s, ("timing_ready",))
+        if isinstance(reply, Failed):
+            raise SessionLost(f"capturing the timed calls failed: {reply.error[:500]}")
+        return reply
+
+    def finish(self) -> None:
+        """Let the process go (the echo's end; the solution's is the evaluation's)."""
+        try:
+            self.session.request(Finish(), FINISH_LIMIT_S, ("finished",))
+        except SessionLost:
+            pass
 
     def _alive(self) -> bool:
         return self.session.pid <= 0 or running(self.session.pid)

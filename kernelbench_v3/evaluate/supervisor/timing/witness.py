@@ -1,4 +1,4 @@
-"""What the timer's own work around the windows says about the caller (pure arithmetic).
+"""The witnesses: what the timer's own work around the windows says about the caller (pure arithmetic).
 
 The caller's host side is stopped from ARMED until after its window, so work of its own can only
 run on the GPU: a kernel it left running before it armed (watching the inputs, hogging the

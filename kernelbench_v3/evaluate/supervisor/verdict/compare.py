@@ -11,12 +11,13 @@ default for `tl.dot` - would produce, times a margin), and the order in which ch
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ..record import FAIL, PASS, SKIP
+from ...record import FAIL, PASS, SKIP
 
 # Reported in this order; the first failure becomes Record.failed_check.
 CHECK_ORDER: tuple[str, ...] = (
@@ -225,12 +226,34 @@ def merge(outcomes: dict[str, tuple[str, str]], name: str, failed: bool, detail:
     outcomes[name] = (FAIL if failed else PASS, detail)
 
 
+class Verifier:
+    """Judges a timed call's output exactly as a correctness case: `expected_for(inputs, float64)`
+    gives the reference's saved tensors ("expected", and "residual64" when asked and available).
+    The timing room decides which calls (`timing.judging`); this is how each is judged."""
+
+    def __init__(
+        self,
+        expected_for: Callable[[list[Any], bool], dict[str, torch.Tensor]],
+        entry: dict[str, Any],
+        tolerance: str,
+        precision: str,
+    ):
+        self.expected_for, self.entry, self.tolerance, self.precision = expected_for, entry, tolerance, precision
+
+    def check(self, label: str, inputs: list[Any], output: torch.Tensor, float64: bool) -> str:
+        """'' when the output passes every rule a case gets, else why not."""
+        saved = self.expected_for(inputs, float64)
+        verdict = compare_case(label, "timed_outputs", output, saved, self.entry, self.tolerance, self.precision, None)
+        return "; ".join(verdict.failures.values())
+
+
 __all__ = [
     "CHECK_ORDER",
     "FAIL",
     "PASS",
     "SKIP",
     "CaseVerdict",
+    "Verifier",
     "all_finite",
     "calibrate_strict",
     "compare_case",

@@ -32,8 +32,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..kernels import custom_kernels, is_forbidden_kernel
-from ..record import FAIL, PASS, SKIP
+from ...kernels import custom_kernels, is_forbidden_kernel
+from ...record import FAIL, PASS, SKIP
 
 MAIN_WORK_SHARE = 0.5
 CPU_OUTSIDE_SLACK_S = 0.0005  # glue an honest forward spends outside its programs, on a loaded CPU

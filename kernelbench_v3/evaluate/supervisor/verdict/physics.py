@@ -16,7 +16,7 @@ MARGIN = 0.2  # a time may be this share under the speed of light before it is i
 def speed_of_light_ms(problem_id: str, gpu: str, precision: str) -> float | None:
     """The roofline time of the problem at default sizes on `gpu`, at the fastest arithmetic its
     precision allows (None when unknown)."""
-    from ...hardware import gpus, roofline
+    from ....hardware import gpus, roofline
 
     try:  # a problem outside the table, a GPU or precision without a figure: no speed of light
         flops, nbytes = roofline.DEFAULT_ROOFLINE[problem_id]

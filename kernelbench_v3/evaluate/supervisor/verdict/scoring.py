@@ -1,9 +1,8 @@
-"""The record's timing side of an evaluation: the baseline a request gets, and the figures that
-fill the record once the solution has been timed.
+"""The record's timing side of an evaluation: the figures that fill the record once the solution
+has been timed and judged.
 
-`request_baseline` gets the reference's eager and compiled timings for a request (from the
-baseline cache or a baseline child that imports only the verified problem file); `fill_timing`
-copies the baseline and the solution's timing statistics into the record, takes the scored time (the supervisor's
+`fill_timing` copies the baseline (`reference.request_baseline`) and the solution's timing
+statistics into the record, takes the scored time (the supervisor's
 window slope; the solution process's event figure is kept beside it as evidence), and derives the speedup and the roofline fraction.
 A time the gate does not resolve in its mode (`timing.resolution`: without MPS, calls under
 0.15 ms) is not a number either: the verdict stands, `sol_ms` (or, for a baseline under the floor,
@@ -15,21 +14,16 @@ both; nothing here talks to the solution process.
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from ...vocab import GPU_TIMING_METHODS
-from .. import mps
-from ..record import Record
-from ..request import DEFAULT_TIMEOUT_S, DEFAULT_TIMING_SECONDS, EvalRequest
+from ....vocab import GPU_TIMING_METHODS
+from ... import mps
+from ...record import Record
+from ...request import EvalRequest
+from ..timing import UNRESOLVED, unresolved
 from . import physics
-from .fingerprint import device_name
-from .timing.resolution import UNRESOLVED, unresolved
-from .verdict import SolutionFacts
+from .judgement import SolutionFacts
 
 SMALL_KERNEL_MS = 0.05  # below this, separate evaluator runs of one solution disagree by over 1%
 CPU_TIMING_NOTE = (
@@ -41,63 +35,6 @@ CPU_TIMING_NOTE = (
 def problem_speed_of_light_ms(problem_id: str, gpu: str, precision: str) -> float | None:
     """The roofline time of the problem at default sizes on `gpu` (None when unknown)."""
     return physics.speed_of_light_ms(problem_id, gpu, precision)
-
-
-def request_baseline(
-    request: EvalRequest, problem: Any, source: str, sizes: dict[str, Any], cache_dir: Any, seconds: float
-) -> dict[str, Any]:
-    from ...catalog.materialize import write_module_file
-    from .baseline import get_baseline
-
-    module_path = write_module_file(source, stem=problem.name)  # verified content, not the checkout's file
-    spec = {
-        "device": request.device,
-        "problem_path": str(module_path),
-        "sizes": sizes,
-        "seeds": list(request.seeds),
-        "timing_seconds": seconds,
-    }
-    env = {"TRITON_INTERPRET": "1" if request.device == "cpu" else "0"}
-    return get_baseline(
-        spec,
-        problem_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
-        device_name=device_name(request.device),
-        cache_dir=Path(cache_dir) if cache_dir is not None else None,
-        timeout_s=request.timeout_s or DEFAULT_TIMEOUT_S,
-        env=env,
-        retry_failed=request.retry_failed_baseline,
-    )
-
-
-# Filling the baseline cache ahead of evaluations (`kbv3 baselines`): each problem's baseline got
-# exactly as an evaluation of it would get it (the same cache key), so the evaluations that
-# follow find it cached. Nothing of a solution runs here.
-@dataclass(frozen=True)
-class BaselineResult:
-    problem_id: str
-    entry: dict[str, Any]  # baseline.get_baseline's dict: baseline_ms, baseline_type, cached, error ...
-
-
-def fill(
-    problem_ids: Iterable[str],
-    *,
-    device: str = "cuda",
-    problems_dir: str | Path | None = None,
-    cache_dir: str | Path | None = None,
-    timing_seconds: float | None = None,
-    retry_failed: bool = False,
-) -> Iterator[BaselineResult]:
-    """The baseline of each problem, from the cache or timed now and cached, in order."""
-    from ...catalog.problem import default_problems_dir, get_problem
-
-    root = Path(problems_dir) if problems_dir is not None else default_problems_dir()
-    seconds = timing_seconds or DEFAULT_TIMING_SECONDS[device]
-    for problem_id in problem_ids:
-        problem = get_problem(problem_id, root)
-        source = problem.path.read_bytes().decode("utf-8")
-        sizes = dict(problem.reduced) if device == "cpu" and problem.reduced_sizes else {}
-        request = EvalRequest(problem_id, problem.path, device=device, retry_failed_baseline=retry_failed)
-        yield BaselineResult(problem_id, request_baseline(request, problem, source, sizes, cache_dir, seconds))
 
 
 def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request: EvalRequest) -> None:
@@ -163,4 +100,4 @@ def fill_timing(rec: Record, facts: SolutionFacts, base: dict[str, Any], request
                 rec.sol_fraction = sol / rec.sol_ms
 
 
-__all__ = ["BaselineResult", "fill", "fill_timing", "request_baseline", "problem_speed_of_light_ms"]
+__all__ = ["fill_timing", "problem_speed_of_light_ms"]

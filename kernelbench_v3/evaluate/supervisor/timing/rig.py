@@ -1,0 +1,86 @@
+"""One timing's setup and its summary, the same for a solution and for its baseline.
+
+Both entries of the timing room (`time_solution`, `time_reference`) build a `Rig` over the memory
+their caller reads (`memory.TimedMemory`) and time through it, so the two sides cannot drift:
+
+- `plan`: when to stop (`stats.CallPlan.for_device`, the solutions' stopping rule);
+- `decoy`: one input set in memory only the timer reaches, which the echo's call gets the same
+  write into;
+- `work`: the timer's own device work (`device_work.DeviceWork`: the flush, the echo call);
+- `feed`: fresh inputs from the problem's own `get_inputs()` under seeds the caller never learns.
+
+`Figures` is what one timing says on either side: the net times summarised (`stats`), the
+method, the echo's window and call, and whether MPS was in use.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ... import mps
+from .device_work import DeviceWork
+from .measure import Caller, Calls, Feed, Judge, measure
+from .memory import TimedMemory, fresh_inputs, set_bytes
+from .stats import CallPlan, CallSummary, summarize
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One timing's figures, in the form both sides report."""
+
+    method: str
+    calls: CallSummary  # the net times
+    echo_window_ms: float  # the median echo window (subtracted on CUDA)
+    echo_call_ms: float  # one replay of the echo's graph by events (kept as evidence)
+    mps: bool
+
+    @classmethod
+    def of(cls, calls: Calls, work: DeviceWork, method: str) -> Figures:
+        """The figures of `calls` (ValueError when no call was scored)."""
+        return cls(
+            method=method,
+            calls=summarize(calls.nets),
+            echo_window_ms=summarize(calls.echo_windows).median_s * 1e3,
+            echo_call_ms=work.echo_call_s * 1e3,
+            mps=work.cuda and mps.in_use(),
+        )
+
+    @property
+    def median_ms(self) -> float:
+        return self.calls.median_s * 1e3
+
+
+class Rig:
+    """What a caller is timed on: its memory, the decoy, the timer's device work, the feed and
+    the plan (module docstring)."""
+
+    def __init__(self, memory: TimedMemory, module: Any, seconds: float, rng: Any):
+        device = "cuda" if memory.region.is_cuda else "cpu"
+        self.memory, self.device, self.rng = memory, device, rng
+        self.plan = CallPlan.for_device(device, seconds)
+        nbytes = set_bytes(memory.template, memory.out_nbytes)
+        region = torch.empty(nbytes, dtype=torch.uint8, device=memory.region.device)
+        self.decoy = TimedMemory(region, memory.template, memory.out_shape, memory.out_dtype, 1)
+        self.work = DeviceWork(device, memory.out_nbytes)
+        self.feed = Feed(
+            memory.count,
+            lambda: fresh_inputs(module, device, rng.getrandbits(62)),
+            memory.write,
+            lambda inputs: self.decoy.write(0, inputs),
+        )
+
+    def measure(
+        self,
+        caller: Caller,
+        echo: Caller,
+        judge: Judge | None = None,
+        subtract_echo: bool = True,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> Calls:
+        """`caller` timed one call per window against `echo` (`measure.measure`)."""
+        return measure(caller, echo, self.feed, self.work, self.plan, self.rng, judge, subtract_echo, clock)
