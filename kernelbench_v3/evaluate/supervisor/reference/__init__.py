@@ -1,12 +1,12 @@
 """The reference room: everything computed from the problem's own code, never the solution's.
 
-The reference run (`reference_run`: `compute`, inputs, expected outputs, float64 residuals, ops, matmul FLOPs,
-`ReferenceRun`), its costly by-products on disk (`cache`, never an expected output) and in a
-long-lived worker's memory (`warm`), and the baseline (`baseline`: eager and
-`torch.compile(mode="reduce-overhead")`, timed by `timing.time_reference` in a reference-only
-child, `child` run by `isolate`, cached on disk; `request_baseline` for one evaluation, `fill`
-for `kbv3 baselines`). The reference is vetted by the verdict's own rules (finiteness, the
-library-op rule), so it imports the verdict, never the other way round.
+The reference run (`reference_run`: `compute` and `ReferenceRun`: inputs, expected outputs,
+float64 residuals, ops, matmul FLOPs), its costly by-products on disk (`cache`, never an
+expected output) and in a long-lived worker's memory (`warm`), and the baseline (`baseline`:
+eager and `torch.compile(mode="reduce-overhead")`, timed by `timing.time_reference` in a
+reference-only child, `child` run by `isolate`, cached on disk; `request_baseline` for one
+evaluation, `fill_baselines` for `kbv3 baselines`). The reference is vetted by the verdict's own
+rules (finiteness, the library-op rule), so it imports the verdict, never the other way round.
 """
 
 from .baseline import BaselineResult, fill_baselines, request_baseline

@@ -129,7 +129,7 @@ def compute(
     problem: Any, source: str, sizes: dict[str, Any], device: str, cases: list[Case], cache: Any = None
 ) -> ReferenceRun:
     """Run the reference on every case (see the module docstring). With a `cache`
-    (`reference_cache.ReferenceCache`), what it holds for this key replaces the profiled pass,
+    (`cache.ReferenceCache`), what it holds for this key replaces the profiled pass,
     the second-shape search and the float64 runs of the cases it verifies, and what was
     computed is stored; `run.cached` says whether everything came from it."""
     from ...evidence import OpRecorder

@@ -2,7 +2,7 @@
 
 A batch worker evaluates many solutions in a row, most of them of the problem it last ran (the
 work queue sees to that). An evaluation's reference - the models, the case inputs, the expected
-outputs and their float64 facts - depends only on what `reference_cache.key_fields` names (the
+outputs and their float64 facts - depends only on what `cache.key_fields` names (the
 problem's bytes, sizes, case plan, device, torch), so the worker computes it once and reuses it.
 It stays in the supervisor's memory, which no solution can read or write (solutions run in
 processes of their own); on disk, expected outputs would be readable by the sandboxed solution.

@@ -5,7 +5,7 @@ problem's source once (and materializes only from those bytes), computes the ref
 itself, gets the baseline from the cache or a baseline child (reference code only), then has the
 zygote fork a fresh sandboxed solution process and drives it (`candidate`: setup, every planned
 case, the kernel-evidence pass, timing by `timing.time_solution`). Inputs go out and outputs
-come back as raw bytes in a shared arena; the verdict (`verdict`) and the reported time are
+come back as raw bytes in a shared arena; the verdict (`verdict.judge`) and the reported time are
 decided here. Each phase's seconds go into `Record.phase_s` (`phases`). Every step has a deadline on the supervisor's clock, and when the evaluation ends
 the solution process and everything it spawned are killed.
 """

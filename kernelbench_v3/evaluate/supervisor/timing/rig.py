@@ -3,11 +3,14 @@
 Both entries of the timing room (`time_solution`, `time_reference`) build a `Rig` over the memory
 their caller reads (`memory.TimedMemory`) and time through it, so the two sides cannot drift:
 
-- `plan`: when to stop (`stats.CallPlan.for_device`, the solutions' stopping rule);
+- `work`: the timer's own device work (`device_work.DeviceWork`: the flush, the echo call);
 - `decoy`: one input set in memory only the timer reaches, which the echo's call gets the same
   write into;
-- `work`: the timer's own device work (`device_work.DeviceWork`: the flush, the echo call);
-- `feed`: fresh inputs from the problem's own `get_inputs()` under seeds the caller never learns.
+- `feed`: fresh inputs from the problem's own `get_inputs()` under seeds the caller never learns;
+- `plan`: when to stop (`stats.CallPlan.for_device`, the solutions' stopping rule).
+
+They are made in that order, the order the solution's timing made them in before the two sides
+shared this setup.
 
 `Figures` is what one timing says on either side: the net times summarised (`stats`), the
 method, the echo's window and call, and whether MPS was in use.
@@ -62,17 +65,17 @@ class Rig:
     def __init__(self, memory: TimedMemory, module: Any, seconds: float, rng: Any):
         device = "cuda" if memory.region.is_cuda else "cpu"
         self.memory, self.device, self.rng = memory, device, rng
-        self.plan = CallPlan.for_device(device, seconds)
+        self.work = DeviceWork(device, memory.out_nbytes)
         nbytes = set_bytes(memory.template, memory.out_nbytes)
         region = torch.empty(nbytes, dtype=torch.uint8, device=memory.region.device)
         self.decoy = TimedMemory(region, memory.template, memory.out_shape, memory.out_dtype, 1)
-        self.work = DeviceWork(device, memory.out_nbytes)
         self.feed = Feed(
             memory.count,
             lambda: fresh_inputs(module, device, rng.getrandbits(62)),
             memory.write,
             lambda inputs: self.decoy.write(0, inputs),
         )
+        self.plan = CallPlan.for_device(device, seconds)
 
     def measure(
         self,

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from kernelbench_v3.evaluate.protocol.doorbell import ARMED, DONE, GO, NBYTES, Doorbell, DoorbellTimeout
-from kernelbench_v3.evaluate.supervisor.timing import judging as judging_module
-from kernelbench_v3.evaluate.supervisor.timing import measure as timing_measure
-from kernelbench_v3.evaluate.supervisor.timing import witness as timing_checks
+from kernelbench_v3.evaluate.supervisor.timing import measure as measure_module
+from kernelbench_v3.evaluate.supervisor.timing import witness
 from kernelbench_v3.evaluate.supervisor.timing.errors import GateTampered
+from kernelbench_v3.evaluate.supervisor.timing.judging import MIN_JUDGE_SHARE, Judging
 from kernelbench_v3.evaluate.supervisor.timing.measure import WARM_CALLS, Feed, measure
 from kernelbench_v3.evaluate.supervisor.timing.stats import CallPlan, known, quantile, should_stop, summarize
-from kernelbench_v3.evaluate.supervisor.timing.timed_process import TimedProcess as RemoteSide
+from kernelbench_v3.evaluate.supervisor.timing.timed_process import TimedProcess
 from kernelbench_v3.evaluate.supervisor.verdict import physics
 
 
@@ -202,7 +202,7 @@ def test_every_call_to_the_last_is_judged_with_one_fixed_chance_and_the_float64_
         now[0] += 1e-3  # a judgement costs about as much as a call's loop: the chance is 1
         return now[0]
 
-    judging = judging_module.Judging(verifier, Outputs(), random.Random(0), clock)
+    judging = Judging(verifier, Outputs(), random.Random(0), clock)
     _measure([1e-4] * 503, [1e-5] * 503, [3e-5] * 1006, judging)
     assert judging.share == pytest.approx(1.0) and judging.verified == 503
     assert all(float64 for _, float64 in verifier.judged)
@@ -222,9 +222,9 @@ def test_an_expensive_judgement_lowers_the_chance_but_never_to_a_count():
         return now[0]
 
     verifier = Slow()
-    judging = judging_module.Judging(verifier, Outputs(), random.Random(1), clock)
+    judging = Judging(verifier, Outputs(), random.Random(1), clock)
     _measure([1e-4] * 2003, [1e-5] * 2003, [3e-5] * 4006, judging)
-    assert judging.share == pytest.approx(judging_module.MIN_JUDGE_SHARE)
+    assert judging.share == pytest.approx(MIN_JUDGE_SHARE)
     late = [int(label.split()[-1]) for label, _ in verifier.judged[3:]]
     assert len(late) > 50 and max(late) > 1800  # judged to the end, never stopped by a count
 
@@ -253,7 +253,7 @@ def test_a_judged_call_is_judged_on_its_output_as_it_stood_when_the_window_close
             seen.append(float(output[0]))
             return super().check(label, inputs, output, float64)
 
-    judging = judging_module.Judging(Recording(), Live(), random.Random(0), echo_output=torch.zeros(2))
+    judging = Judging(Recording(), Live(), random.Random(0), echo_output=torch.zeros(2))
     plan = CallPlan(min_calls=3, max_calls=3, target_rel=0.0, cap_s=1e9)
     measure(Side([1e-4] * 6), FakeSide([1e-5] * 6), _feed(), LateWork([3e-5] * 12), plan, random.Random(0), judging)
     assert seen and set(seen) == {1.0}
@@ -261,19 +261,19 @@ def test_a_judged_call_is_judged_on_its_output_as_it_stood_when_the_window_close
 
 def test_work_left_running_past_done_slows_the_flush_after_the_solution_and_is_flagged():
     honest, work = _measure([1e-4] * 13, [1e-5] * 13, [200e-6, 201e-6] * 13)
-    found, failed = timing_checks.gap(honest.after, honest.after_echo, 16 << 20, work)
+    found, failed = witness.gap(honest.after, honest.after_echo, 16 << 20, work)
     assert not failed and found["bound_ms"] > 0.201
     leftover, work = _measure([1e-4] * 13, [1e-5] * 13, [200e-6, 500e-6] * 13)
-    assert timing_checks.gap(leftover.after, leftover.after_echo, 16 << 20, work)[1]
+    assert witness.gap(leftover.after, leftover.after_echo, 16 << 20, work)[1]
 
 
 def test_work_beside_the_input_write_slows_the_solutions_prep_and_is_flagged():
-    assert not timing_checks.prep([100e-6] * 10, [98e-6] * 10)[1]
-    assert timing_checks.prep([400e-6] * 10, [100e-6] * 10)[1]
+    assert not witness.prep([100e-6] * 10, [98e-6] * 10)[1]
+    assert witness.prep([400e-6] * 10, [100e-6] * 10)[1]
 
 
 def test_a_device_kept_busy_stops_timing_at_once():
-    n = timing_measure.BUSY_EVERY
+    n = measure_module.BUSY_EVERY
     plan = CallPlan(min_calls=1000, max_calls=1000, target_rel=0.0, cap_s=1e9)
     calls, _ = _measure([1e-4] * 1003, [1e-5] * 1003, [30e-3] * 2006, plan=plan, idle_flush_s=50e-6)
     assert calls.busy and "busy" in calls.busy and len(calls.nets) == n
@@ -294,7 +294,7 @@ class _GateSession:
 def test_a_gate_found_open_or_done_before_it_is_rung_is_tampering():
     memory = torch.zeros(NBYTES, dtype=torch.uint8)
     bell = Doorbell(memory)
-    side = RemoteSide(_GateSession(), bell, bell.gate_words(), 1.0, cuda=True)
+    side = TimedProcess(_GateSession(), bell, bell.gate_words(), 1.0, cuda=True)
     side.gated = True
     bell.write(ARMED, 1)
     side.gate.done = 1  # written by the solution's side before the timer rang

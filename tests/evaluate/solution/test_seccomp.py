@@ -17,7 +17,7 @@ if sys.platform != "linux":
     pytest.skip("seccomp is Linux-only", allow_module_level=True)
 
 from kernelbench_v3.evaluate.solution import sandbox, seccomp
-from tests.evaluate.test_sandbox import in_child
+from tests.evaluate.solution.test_sandbox import in_child
 
 PR_SET_NO_NEW_PRIVS = 38
 PTRACE_TRACEME, PTRACE_ATTACH = 0, 16

@@ -1,4 +1,4 @@
-"""evaluate.warm_references: a batch worker's supervisor computes a problem's reference once."""
+"""evaluate.supervisor.reference.warm: a batch worker's supervisor computes a problem's reference once."""
 
 from __future__ import annotations
 

@@ -240,17 +240,17 @@ def test_pausing_a_process_that_is_gone_is_harmless():
     ids=["honest", "forks_a_setsid_child"],
 )
 def test_every_window_finds_the_solutions_whole_side_stopped_with_its_inputs_written(tmp_path, monkeypatch, solution):
-    from kernelbench_v3.evaluate.supervisor.timing import timed_process as sides
+    from kernelbench_v3.evaluate.supervisor.timing.timed_process import TimedProcess
 
     seen: list[dict[int, str]] = []  # at each window's opening: the state of everything below the zygote
-    real_ring = sides.RemoteSide.ring
+    real_ring = TimedProcess.ring
 
     def ring(self):
         # Armed, its inputs written: nothing of the solution's side may run until the window opens.
         seen.append({pid: _wait_for(pid, "TtZ") for pid in descendants(self.session.pauser.root)})
         return real_ring(self)
 
-    monkeypatch.setattr(sides.RemoteSide, "ring", ring)
+    monkeypatch.setattr(TimedProcess, "ring", ring)
     request = EvalRequest(
         "level1/23_Softmax",
         solution,

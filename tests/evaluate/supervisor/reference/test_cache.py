@@ -1,4 +1,4 @@
-"""The on-disk cache of the reference's costly by-products (evaluate/reference_cache.py).
+"""The on-disk cache of the reference's costly by-products (evaluate/supervisor/reference/cache.py).
 
 Hermetic: every test has its own cache folder. The reference is computed on CPU at small sizes.
 What is checked: a second computation takes the profile, the second shape and the float64 runs

@@ -1,4 +1,4 @@
-"""evaluate.scoring: the record's timing fields (the supervisor's scored time, the solution
+"""evaluate.supervisor.verdict.scoring: the record's timing fields (the supervisor's scored time, the solution
 process's event figure beside it) and the speed-of-light figure it carries."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_an_unknown_problem_or_gpu_has_no_speed_of_light():
 
 
 def test_a_cpu_time_is_no_speedup_and_the_record_says_why():
-    from kernelbench_v3.evaluate import describe_record as describe
+    from kernelbench_v3.evaluate import describe_record
     from kernelbench_v3.evaluate.supervisor.timing import TimingOutcome
     from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts, fill_timing
 
@@ -93,8 +93,8 @@ def test_a_cpu_time_is_no_speedup_and_the_record_says_why():
     assert rec.speedup is None and rec.timing_meaningful is False
     assert "tests the machinery" in rec.timing_note
     assert rec.timing_details["cpu_time_ratio"] == pytest.approx(0.0005)
-    assert "speedup: n/a on CPU (interpreter timing tests the machinery)" in describe(rec)
-    assert "speedup=0.000" not in describe(rec) and "0.000x" not in describe(rec)
+    assert "speedup: n/a on CPU (interpreter timing tests the machinery)" in describe_record(rec)
+    assert "speedup=0.000" not in describe_record(rec) and "0.000x" not in describe_record(rec)
     gpu = _timed_record([], per_call_ms=0.4, own_ms=0.38)
     assert gpu.timing_meaningful is True and gpu.timing_note == ""
 

@@ -6,7 +6,7 @@ from kernelbench_v3.evaluate import Record
 
 
 def test_the_readable_report_gives_the_scored_method_its_precision_the_evidence_and_phases():
-    from kernelbench_v3.evaluate import describe_record as describe
+    from kernelbench_v3.evaluate import describe_record
 
     record = Record(
         problem_id="level1/23_Softmax",
@@ -20,17 +20,16 @@ def test_the_readable_report_gives_the_scored_method_its_precision_the_evidence_
         },
         phase_s={"reference": 9.6, "candidate": 14.1},
     )
-    text = describe(record)
+    text = describe_record(record)
     assert "one-call windows less the echo's (supervisor_calls_cuda_graphs), median of 400 calls" in text
     assert "95% interval +-0.40%" in text
     assert "own figure 0.0155 ms per call (evidence, not scored)" in text
     assert "phases: reference 9.6s, candidate 14.1s" in text
-    assert "timing:" not in describe(Record(problem_id="x", sol_ms=1.0))
+    assert "timing:" not in describe_record(Record(problem_id="x", sol_ms=1.0))
 
 
 def test_a_missing_figure_reads_n_a_and_each_error_figure_says_what_it_compares():
-    from kernelbench_v3.evaluate import describe_record as describe
-    from kernelbench_v3.evaluate import speedup_text
+    from kernelbench_v3.evaluate import describe_record, speedup_text
 
     unresolved = Record(
         problem_id="level1/26_GELU_",
@@ -42,7 +41,7 @@ def test_a_missing_figure_reads_n_a_and_each_error_figure_says_what_it_compares(
         baseline_ms=0.011,
         baseline_type="eager",
     )
-    text = describe(unresolved)
+    text = describe_record(unresolved)
     assert "solution: n/a per call" in text and " - " not in text.replace(" <- ", "")
     assert "speedup: n/a (timing_unresolved" in text and "timing note: timing_unresolved" in text
     assert speedup_text(Record(problem_id="x", timing_meaningful=True)) == "n/a"
@@ -54,4 +53,4 @@ def test_a_missing_figure_reads_n_a_and_each_error_figure_says_what_it_compares(
         error_reference="float64 reference",
         tolerance_mode="v3",
     )
-    assert "error over every case: max |out - ref| 0.5, relative ||out - ref|| / ||ref|| 0.1" in describe(wrong)
+    assert "error over every case: max |out - ref| 0.5, relative ||out - ref|| / ||ref|| 0.1" in describe_record(wrong)
