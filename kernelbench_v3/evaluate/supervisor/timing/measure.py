@@ -70,7 +70,7 @@ class Feed:
 
 
 @dataclass
-class Calls:
+class CallTimes:
     """Per scored call, seconds of the timer's clock."""
 
     nets: list[float] = field(default_factory=list)
@@ -104,9 +104,9 @@ def measure(
     judge: Judge | None = None,
     subtract_echo: bool = True,
     clock: Callable[[], float] = time.perf_counter,
-) -> Calls:
+) -> CallTimes:
     """Time `caller` one call per window (module docstring). Raises what the callers raise."""
-    calls = Calls()
+    calls = CallTimes()
     started = clock()
     index = 0
     while True:
@@ -149,7 +149,7 @@ def measure(
     return calls
 
 
-def _append(calls: Calls, *values: float) -> None:
+def _append(calls: CallTimes, *values: float) -> None:
     lists: Sequence[list[float]] = (
         calls.nets,
         calls.windows,

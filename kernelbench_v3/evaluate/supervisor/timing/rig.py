@@ -18,8 +18,6 @@ method, the echo's window and call, and whether MPS was in use.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +25,7 @@ import torch
 
 from ... import mps
 from .device_work import DeviceWork
-from .measure import Caller, Calls, Feed, Judge, measure
+from .measure import Caller, CallTimes, Feed, measure
 from .memory import TimedMemory, fresh_inputs, set_bytes
 from .stats import CallPlan, CallSummary, summarize
 
@@ -43,7 +41,7 @@ class Figures:
     mps: bool
 
     @classmethod
-    def of(cls, calls: Calls, work: DeviceWork, method: str) -> Figures:
+    def of(cls, calls: CallTimes, work: DeviceWork, method: str) -> Figures:
         """The figures of `calls` (ValueError when no call was scored)."""
         return cls(
             method=method,
@@ -77,13 +75,7 @@ class Rig:
         )
         self.plan = CallPlan.for_device(device, seconds)
 
-    def measure(
-        self,
-        caller: Caller,
-        echo: Caller,
-        judge: Judge | None = None,
-        subtract_echo: bool = True,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> Calls:
-        """`caller` timed one call per window against `echo` (`measure.measure`)."""
-        return measure(caller, echo, self.feed, self.work, self.plan, self.rng, judge, subtract_echo, clock)
+    def measure(self, caller: Caller, echo: Caller, **how: Any) -> CallTimes:
+        """`caller` timed one call per window against `echo` on this rig (`measure.measure`;
+        `how`: its `judge`, `subtract_echo` and `clock`)."""
+        return measure(caller, echo, self.feed, self.work, self.plan, self.rng, **how)

@@ -38,7 +38,7 @@ from .device_work import DeviceWork
 from .echo import start_echo
 from .errors import GateTampered, GateUnavailable, TimingUnavailable
 from .judging import Judging, Outputs, Verifier
-from .measure import Calls, Feed
+from .measure import CallTimes, Feed
 from .memory import TimedMemory, solution_memory
 from .resolution import UNRESOLVED, unresolved
 from .rig import Figures, Rig
@@ -142,7 +142,7 @@ def _time(
         solution.start(gated=graphs)
         echo.start(gated=graphs)
         try:
-            calls = rig.measure(solution, echo, judging, subtract_echo=cuda, clock=clock)
+            calls = rig.measure(solution, echo, judge=judging, subtract_echo=cuda, clock=clock)
         except GateTampered as exc:
             outcome.flag(GATE_TAMPERED, f"the solution's gate was opened or answered outside its call: {exc}")
             calls = None
@@ -191,7 +191,7 @@ def _evidence_call(solution: TimedProcess, memory: TimedMemory, feed: Feed, rng:
 
 def _finish(
     outcome: TimingOutcome,
-    calls: Calls,
+    calls: CallTimes,
     judging: Judging,
     memory: TimedMemory,
     work: DeviceWork,
