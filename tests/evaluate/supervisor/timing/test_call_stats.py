@@ -110,7 +110,7 @@ def test_the_doorbell_carries_a_call_between_two_threads():
     thread.join()
 
 
-class FakeSide:
+class FakeCaller:
     """A process whose windows take the given seconds, one after another; arming takes 5 us."""
 
     def __init__(self, seconds, arm_s=5e-6):
@@ -164,7 +164,7 @@ def _measure(solution_s, echo_s, flushes, judge=None, plan=None, **work):
     n = len(solution_s) - WARM_CALLS
     plan = plan or CallPlan(min_calls=n, max_calls=n, target_rel=0.0, cap_s=1e9)
     fake = FakeWork(flushes, **work)
-    return measure(FakeSide(solution_s), FakeSide(echo_s), _feed(), fake, plan, random.Random(0), judge), fake
+    return measure(FakeCaller(solution_s), FakeCaller(echo_s), _feed(), fake, plan, random.Random(0), judge), fake
 
 
 def test_a_calls_net_time_is_its_window_less_the_echos_and_nothing_added_back():
@@ -179,7 +179,7 @@ def test_a_calls_net_time_is_its_window_less_the_echos_and_nothing_added_back():
 def test_the_inputs_are_written_after_the_caller_armed():
     order = []
 
-    class Side(FakeSide):
+    class Caller(FakeCaller):
         def arm(self, s):
             order.append("arm")
             return super().arm(s)
@@ -190,7 +190,7 @@ def test_the_inputs_are_written_after_the_caller_armed():
 
     feed = Feed(4, lambda: [torch.zeros(2)], lambda s, inputs: order.append("write"), lambda inputs: None)
     plan = CallPlan(min_calls=3, max_calls=3, target_rel=0.0, cap_s=1e9)
-    measure(Side([1e-4] * 6), FakeSide([1e-5] * 6), feed, FakeWork([3e-5] * 12), plan, random.Random(0))
+    measure(Caller([1e-4] * 6), FakeCaller([1e-5] * 6), feed, FakeWork([3e-5] * 12), plan, random.Random(0))
     assert order[:3] == ["arm", "write", "ring"] and order.count("write") == 6
 
 
@@ -232,7 +232,7 @@ def test_an_expensive_judgement_lowers_the_chance_but_never_to_a_count():
 def test_a_judged_call_is_judged_on_its_output_as_it_stood_when_the_window_closed():
     live = torch.zeros(2)
 
-    class Side(FakeSide):
+    class Caller(FakeCaller):
         def ring(self):
             live.fill_(1.0)  # what the call had written when it said DONE
             return super().ring()
@@ -255,7 +255,7 @@ def test_a_judged_call_is_judged_on_its_output_as_it_stood_when_the_window_close
 
     judging = Judging(Recording(), Live(), random.Random(0), echo_output=torch.zeros(2))
     plan = CallPlan(min_calls=3, max_calls=3, target_rel=0.0, cap_s=1e9)
-    measure(Side([1e-4] * 6), FakeSide([1e-5] * 6), _feed(), LateWork([3e-5] * 12), plan, random.Random(0), judging)
+    measure(Caller([1e-4] * 6), FakeCaller([1e-5] * 6), _feed(), LateWork([3e-5] * 12), plan, random.Random(0), judging)
     assert seen and set(seen) == {1.0}
 
 
@@ -294,16 +294,16 @@ class _GateSession:
 def test_a_gate_found_open_or_done_before_it_is_rung_is_tampering():
     memory = torch.zeros(NBYTES, dtype=torch.uint8)
     bell = Doorbell(memory)
-    side = TimedProcess(_GateSession(), bell, bell.gate_words(), 1.0, cuda=True)
-    side.gated = True
+    process = TimedProcess(_GateSession(), bell, bell.gate_words(), 1.0, cuda=True)
+    process.gated = True
     bell.write(ARMED, 1)
-    side.gate.done = 1  # written by the solution's side before the timer rang
+    process.gate.done = 1  # written by the solution's side before the timer rang
     with pytest.raises(GateTampered):
-        side.arm(0)
-    side.gate.done, side.gate.go = 0, 0
-    assert side.arm(0) >= 0  # untouched: armed
-    side.gate.done = 1
-    assert side.ring() >= 0 and side.gate.go == 1  # rung: GO written, DONE seen
+        process.arm(0)
+    process.gate.done, process.gate.go = 0, 0
+    assert process.arm(0) >= 0  # untouched: armed
+    process.gate.done = 1
+    assert process.ring() >= 0 and process.gate.go == 1  # rung: GO written, DONE seen
 
 
 def test_physics_is_a_floor_under_every_scored_time():
