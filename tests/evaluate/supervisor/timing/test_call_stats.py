@@ -18,7 +18,6 @@ from kernelbench_v3.evaluate.supervisor.timing.judging import MIN_JUDGE_SHARE, J
 from kernelbench_v3.evaluate.supervisor.timing.measure import WARM_CALLS, Feed, measure
 from kernelbench_v3.evaluate.supervisor.timing.stats import CallPlan, known, quantile, should_stop, summarize
 from kernelbench_v3.evaluate.supervisor.timing.timed_process import TimedProcess
-from kernelbench_v3.evaluate.supervisor.verdict import physics
 
 
 def test_the_summary_is_the_median_with_an_order_statistic_interval():
@@ -304,22 +303,6 @@ def test_a_gate_found_open_or_done_before_it_is_rung_is_tampering():
     assert process.arm(0) >= 0  # untouched: armed
     process.gate.done = 1
     assert process.ring() >= 0 and process.gate.go == 1  # rung: GO written, DONE seen
-
-
-def test_physics_is_a_floor_under_every_scored_time():
-    assert "not positive" in physics.impossible(0.0, "level1/26_GELU_", "NVIDIA H200", "fp32", True)
-    assert "not positive" in physics.impossible(-1.27, "level1/26_GELU_", "NVIDIA H200", "fp32", True)
-    assert "not positive" in physics.impossible(float("nan"), "level1/26_GELU_", "cpu", "fp32", False)
-    light = physics.speed_of_light_ms("level1/26_GELU_", "NVIDIA H200", "fp32")
-    assert light and light > 0
-    assert "speed of light" in physics.impossible(light * 0.5, "level1/26_GELU_", "NVIDIA H200", "fp32", True)
-    assert physics.impossible(light * 1.5, "level1/26_GELU_", "NVIDIA H200", "fp32", True) == ""
-    # Other sizes or an unknown device: only the sign is checked.
-    assert physics.impossible(light * 0.5, "level1/26_GELU_", "NVIDIA H200", "fp32", False) == ""
-    assert physics.impossible(1e-9, "level1/26_GELU_", "some cpu", "fp32", True) == ""
-    # The H200's own roofline, not the H100's: its memory is faster.
-    h100 = physics.speed_of_light_ms("level1/26_GELU_", "h100", "fp32")
-    assert h100 > light
 
 
 def test_every_timed_set_holds_valid_inputs_before_anything_reads_it():
