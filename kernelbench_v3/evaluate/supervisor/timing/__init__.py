@@ -13,7 +13,7 @@ Beside them: the timing region (`memory`), the copy at DONE (`snapshot`), the wi
 the windows (`witness`: gap, prep, busy), the estimator and its stopping rule (`stats`), the
 floor below which a time is not scored (`resolution`) and every exception of timing (`errors`).
 Nothing here imports the reference or the verdict: the candidate phase hands in what a solution
-is timed on, and the verdict's rule for a judged call (`judging.Verifier`).
+is timed on, and the verdict's rule for a judged call (`verdict.Verifier`, a `judging.OutputCheck`).
 """
 
 from .device_work import calibrate_idle

@@ -24,7 +24,9 @@ JUDGE_BUDGET = 1.0  # judging may cost this share of the timing loop's own time 
 MIN_JUDGE_SHARE = 0.05  # ... but every call is judged with at least this chance
 
 
-class Verifier(Protocol):
+class OutputCheck(Protocol):
+    """How one judged call's output is held to a case's rules (the verdict's `Verifier` is one)."""
+
     def check(self, label: str, inputs: list[Any], output: torch.Tensor, float64: bool) -> str:
         """'' when the output passes every rule a case gets, else why not."""
         ...
@@ -51,7 +53,7 @@ class Outputs:
 
 
 class Judging:
-    """Decides, after each call answered, whether to judge it, and judges it (`Verifier`).
+    """Decides, after each call answered, whether to judge it, and judges it (an `OutputCheck`).
 
     The warm calls are always judged, which measures what one judgement costs; from then on every
     call is judged with one fixed chance, JUDGE_BUDGET of the loop's own seconds per call over a
@@ -60,7 +62,7 @@ class Judging:
 
     def __init__(
         self,
-        verifier: Verifier,
+        verifier: OutputCheck,
         outputs: Outputs,
         rng: Any,
         clock: Callable[[], float] = time.perf_counter,

@@ -37,7 +37,7 @@ from ..session import Session
 from .device_work import DeviceWork
 from .echo import start_echo
 from .errors import GateTampered, GateUnavailable, TimingUnavailable
-from .judging import Judging, Outputs, Verifier
+from .judging import Judging, OutputCheck, Outputs
 from .measure import CallTimes, Feed
 from .memory import TimedMemory, solution_memory
 from .resolution import UNRESOLVED, unresolved
@@ -84,7 +84,7 @@ class SolutionTiming:
     module: Any  # the problem's module: its `get_inputs()` draws every call's inputs
     template: list[Any]  # the inputs of the correctness case that templates the timed calls
     expected: torch.Tensor  # that case's expected output: the shape and dtype of every call's
-    verifier: Verifier  # judges a timed call's output exactly as that case's
+    verifier: OutputCheck  # judges a timed call's output exactly as that case's
     device: str
     cpu_region: tuple[int, int]  # (offset, bytes) of the CPU timing region in the solution's arena
     work: Path  # the evaluation's folder (the echo's goes in it)
