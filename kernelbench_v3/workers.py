@@ -7,7 +7,7 @@ the process that started it (a batch or service killed by SIGKILL leaves no work
 for nobody), warming the supervisor up (the zygote kept across evaluations, the last
 problem's reference kept in memory, CUDA initialised), so that both pay their start-up once, and
 leaving after a record when this process's CUDA context is lost (`cuda_context_lost`).
-The pool of warm zygotes itself is the evaluator's (`evaluate.supervisor.evaluation`).
+The pool of warm zygotes itself is the evaluator's (`evaluate.supervisor.run`).
 """
 
 from __future__ import annotations
@@ -55,15 +55,14 @@ def warm_up(start_on: str | None = None) -> None:
     solution still gets a fresh, sandboxed process forked from it) and the last problem's
     reference. `start_on` (a device) pays the start-up here rather than in the first request
     (the service does; a batch worker starts its zygote with its first item)."""
-    from .evaluate.supervisor import evaluation
-    from .evaluate.supervisor.warm_references import keep_references_warm
+    from .evaluate import keep_references_warm, keep_zygotes_warm, start_warm_zygote
 
-    evaluation.keep_zygotes_warm()
+    keep_zygotes_warm()
     keep_references_warm()
     if start_on is None:
         return
     try:
-        evaluation.start_warm_zygote(start_on)
+        start_warm_zygote(start_on)
     except Exception:  # the first evaluation starts it again, and reports what goes wrong
         log.exception("could not start the warm zygote for %s ahead of the first request", start_on)
     if start_on == "cuda":
@@ -78,7 +77,7 @@ def cuda_context_lost() -> bool:
     the H200: one faulting solution turned the next eleven evaluations of the process into
     `error` records). A worker asks after each record and, when lost, exits: its owner replaces
     it with a fresh process and a fresh context."""
-    from .evaluate.mps import cuda_context_lost as why_lost
+    from .evaluate import cuda_context_lost as why_lost
 
     why = why_lost()
     if why:

@@ -141,7 +141,7 @@ def wing_of(module: str) -> str:
 
 def test_the_graph_sees_the_package():
     graph = import_graph()
-    assert f"{PACKAGE}.evaluate.supervisor.evaluation" in graph
+    assert f"{PACKAGE}.evaluate.supervisor.run.evaluation" in graph
     assert f"{PACKAGE}.catalog.problem" in graph[f"{PACKAGE}.batch.discover"]  # module level
     assert f"{PACKAGE}.evaluate" in graph[f"{PACKAGE}.batch.executors"]  # inside a function
 
@@ -229,3 +229,75 @@ def test_shared_evaluator_modules_import_neither_side_but_the_protocol():
     shared = [m for m in graph if m.startswith(EVALUATE + ".") and side_of(m) is None and m != EVALUATE]
     offenders = [f"{m} -> {t}" for m in shared for t in graph[m] if side_of(t) in ("supervisor", "solution")]
     assert not offenders, "shared evaluator modules reaching into a side: " + ", ".join(sorted(offenders))
+
+
+# The evaluator's public API is the seam: every other wing imports `kernelbench_v3.evaluate` and
+# nothing below it (the names it needs are named there, `evaluate/__init__`).
+def test_other_wings_reach_the_evaluator_only_through_its_public_api():
+    graph = import_graph()
+    offenders = sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if wing_of(name) != "evaluate"
+        for target in targets
+        if wing_of(target) == "evaluate" and target != EVALUATE
+    )
+    assert not offenders, "imports of the evaluator's insides: " + ", ".join(offenders)
+
+
+# Inside supervisor/: five rooms by what they own, each entered only through its `__init__`, and
+# the arrows between them (docs/architecture.md draws the same).
+SUPERVISOR = f"{EVALUATE}.supervisor"
+ROOM_ARROWS: dict[str, set[str]] = {
+    "run": {"reference", "verdict", "timing", "session"},  # one evaluation: uses every room
+    "reference": {"verdict", "timing"},  # vetted by the verdict's rules, the baseline timed
+    "verdict": {"timing", "session"},  # judges what was timed and what the process said
+    "timing": {"session"},  # speaks to a process only through its session
+    "session": set(),
+}
+
+
+def room_of(module: str) -> str | None:
+    if not module.startswith(SUPERVISOR + "."):
+        return None
+    return module[len(SUPERVISOR) + 1 :].split(".")[0]
+
+
+def test_every_supervisor_module_is_in_a_room():
+    graph = import_graph()
+    loose = sorted(m for m in graph if m.startswith(SUPERVISOR + ".") and room_of(m) not in ROOM_ARROWS)
+    assert not loose, f"supervisor modules in no room (ROOM_ARROWS): {loose}"
+    assert {room_of(m) for m in graph} >= set(ROOM_ARROWS)
+
+
+def test_the_rooms_point_down():
+    graph = import_graph()
+    offenders = sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if (room := room_of(name)) is not None
+        for target in targets
+        if (other := room_of(target)) is not None and other != room and other not in ROOM_ARROWS[room]
+    )
+    assert not offenders, "imports between the supervisor's rooms against their arrows: " + ", ".join(offenders)
+    assert find_cycle({room: arrows - {room} for room, arrows in ROOM_ARROWS.items()}) is None
+
+
+def test_a_room_is_entered_only_through_its_init():
+    graph = import_graph()
+    offenders = sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        for target in targets
+        if (room := room_of(target)) is not None
+        and target != f"{SUPERVISOR}.{room}"  # an inner module of the room ...
+        and room_of(name) != room  # ... imported from outside it
+    )
+    assert not offenders, "imports of a room's inner modules from outside it: " + ", ".join(offenders)
+
+
+def test_the_room_rules_catch_what_they_forbid():
+    inner = f"{SUPERVISOR}.timing.measure"
+    assert room_of(inner) == "timing" and room_of(f"{SUPERVISOR}.timing") == "timing"
+    assert room_of(f"{EVALUATE}.record") is None
+    assert "verdict" not in ROOM_ARROWS["timing"] and "run" not in set().union(*ROOM_ARROWS.values())

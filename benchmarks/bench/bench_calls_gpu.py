@@ -192,10 +192,9 @@ def outside(out: Path) -> None:
 
 
 def evaluator(out: Path, runs: int) -> None:
-    from kernelbench_v3.evaluate import EvalRequest, evaluate
-    from kernelbench_v3.evaluate.supervisor import evaluation
+    from kernelbench_v3.evaluate import EvalRequest, evaluate, keep_zygotes_warm
 
-    evaluation.keep_zygotes_warm()
+    keep_zygotes_warm()
     for problem_id, path, label in SOLUTIONS:
         for run in range(runs):
             started = time.perf_counter()

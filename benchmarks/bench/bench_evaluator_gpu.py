@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT))
 
 from kernelbench_v3.catalog.problem import discover  # noqa: E402
 from kernelbench_v3.evaluate import EvalRequest, evaluate  # noqa: E402
-from kernelbench_v3.evaluate.supervisor.baseline import get_baseline  # noqa: E402
-from kernelbench_v3.evaluate.supervisor.fingerprint import device_name, software  # noqa: E402
-from kernelbench_v3.evaluate.supervisor.scoring import problem_speed_of_light_ms  # noqa: E402
+from kernelbench_v3.evaluate.fingerprint import device_name, software  # noqa: E402
+from kernelbench_v3.evaluate.supervisor.reference.baseline import get_baseline  # noqa: E402
+from kernelbench_v3.evaluate.supervisor.verdict import problem_speed_of_light_ms  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "solutions"
 CHEATS = ROOT / "tests" / "solutions" / "cheats"

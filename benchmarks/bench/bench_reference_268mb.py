@@ -34,9 +34,9 @@ from kernelbench_v3.catalog.problem import default_problems_dir, get_problem
 from kernelbench_v3.evaluate.cases import plan_cases
 from kernelbench_v3.evaluate.record import SCHEMA_VERSION
 from kernelbench_v3.evaluate.request import DEFAULT_SEEDS
-from kernelbench_v3.evaluate.supervisor.checks import calibrate_strict, compare_case
 from kernelbench_v3.evaluate.supervisor.reference import compute
-from kernelbench_v3.evaluate.supervisor.reference_cache import ReferenceCache, key_fields
+from kernelbench_v3.evaluate.supervisor.reference.cache import ReferenceCache, key_fields
+from kernelbench_v3.evaluate.supervisor.verdict.compare import calibrate_strict, compare_case
 
 PROBLEMS = ["level1/36_RMSNorm_", "level1/40_LayerNorm"]
 TOP = 18  # lines of each profile

@@ -24,7 +24,7 @@ from kernelbench_v3.catalog.problem import default_problems_dir, get_problem
 from kernelbench_v3.evaluate.cases import plan_cases
 from kernelbench_v3.evaluate.request import DEFAULT_SEEDS
 from kernelbench_v3.evaluate.supervisor.reference import compute
-from kernelbench_v3.evaluate.supervisor.reference_cache import ReferenceCache, key_fields
+from kernelbench_v3.evaluate.supervisor.reference.cache import ReferenceCache, key_fields
 
 PROBLEMS = [
     "level1/1_Square_matrix_multiplication_",

@@ -326,10 +326,9 @@ def _outside_us(journal_path: Path) -> dict:
 def evaluator(
     journal: Journal, solutions: list, ladder: list, runs: int, mode: str, baseline: bool, attacks: bool = True
 ) -> None:
-    from kernelbench_v3.evaluate import EvalRequest, evaluate
-    from kernelbench_v3.evaluate.supervisor import evaluation
+    from kernelbench_v3.evaluate import EvalRequest, evaluate, keep_zygotes_warm
 
-    evaluation.keep_zygotes_warm()
+    keep_zygotes_warm()
     sizes = _outside_us(journal.path)
     # cheapest first (no baseline); every rung RUNS times: the echo's level differs by evaluation
     work = [(p, path, label, run, "ladder") for run in range(runs) for p, path, label in ladder]

@@ -76,8 +76,7 @@ def failure_record(
     """A record with status "error" for an evaluation that produced none (worker died, ...), or
     with `status` "failed" and `check` "response" for a sample that has no solution file."""
     from ..catalog.problem import get_problem
-    from ..evaluate.record import Record
-    from ..evaluate.supervisor.fingerprint import device_name
+    from ..evaluate import Record, device_name
 
     record = Record(
         model=item.model,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..evaluate.options import EvalOptions
+from ..evaluate import EvalOptions
 from ..vocab import Device, SizeMode, Split
 from .journal import Key
 

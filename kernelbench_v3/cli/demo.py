@@ -54,8 +54,7 @@ def run_demo(
     from ..catalog.materialize import instantiate as instantiate_file
     from ..catalog.problem import get_problem
     from ..dataset.hub import build, instantiate_row, load_problems
-    from ..evaluate import EvalRequest, evaluate
-    from ..evaluate.supervisor.report import speedup_text
+    from ..evaluate import EvalRequest, evaluate, speedup_text
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -76,8 +76,7 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ..evaluate import evaluate
-    from ..evaluate.supervisor.report import describe
+    from ..evaluate import describe_record, evaluate
 
     check_input_file(args.solution, "argument --solution", "give the solution's .py file")
     sizes = check_eval_problem(args.problem, args.gpu, args.sizes, args.problems)
@@ -106,7 +105,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(record.to_json())
     else:
-        print(describe(record))
+        print(describe_record(record))
     return 0 if record.correct else 1
 
 
@@ -268,7 +267,7 @@ def add_baselines(sub: argparse._SubParsersAction) -> None:
 
 def cmd_baselines(args: argparse.Namespace) -> int:
     from ..catalog.problem import discover
-    from ..evaluate.supervisor.scoring import fill
+    from ..evaluate import fill_baselines
 
     device = args.device or default_device()
     if device == "cuda":
@@ -281,7 +280,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         ids = list(args.only)
     failed = 0
     print(f"kbv3 baselines: {len(ids)} problem(s) of {args.split} on {device}", file=sys.stderr)
-    for result in fill(
+    for result in fill_baselines(
         ids,
         device=device,
         problems_dir=args.problems,

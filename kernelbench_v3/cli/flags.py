@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..evaluate.request import DEFAULT_TIMING_SECONDS
+from ..evaluate import DEFAULT_TIMING_SECONDS
 from ..vocab import DEVICES
 from .args import (
     SPLIT_METAVAR,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..evaluate import mps
+from ..evaluate import mps_daemon, mps_wanted
 from . import agent_verbs, eval_verbs, generate_verbs, problem_verbs, runs_verbs, serve_verbs
 from .args import CliError, KbParser, ignore_further_interrupts
 
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     verb = f"kbv3 {args.verb}"
     try:
         # The timed calls of a verb that times on a GPU run under MPS, started once for the verb.
-        with mps.daemon(mps.wanted(getattr(args, "no_mps", None), getattr(args, "device", None))):
+        with mps_daemon(mps_wanted(getattr(args, "no_mps", None), getattr(args, "device", None))):
             code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit
         return code

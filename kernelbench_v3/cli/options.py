@@ -63,7 +63,7 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
 
 def eval_options_from(args: argparse.Namespace):
     """The EvalOptions the options of `add_eval_options` describe."""
-    from ..evaluate.options import EvalOptions
+    from ..evaluate import EvalOptions
 
     return EvalOptions(
         tolerance=args.tolerance,

@@ -64,7 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def eval_on_server(args: argparse.Namespace, sizes: dict) -> int:
     """`kbv3 eval --server SOCKET`: the same evaluation, run by the service; the same output."""
-    from ..evaluate.supervisor.report import describe
+    from ..evaluate import describe_record
     from ..serve.client import Evaluator, RequestError, ServiceError, ServiceUnavailable
     from .heartbeat import HEARTBEAT_S, heartbeat, say_on_stderr
     from .options import eval_options_from
@@ -110,5 +110,5 @@ def eval_on_server(args: argparse.Namespace, sizes: dict) -> int:
     if args.json:
         print(record.to_json())
     else:
-        print(describe(record))
+        print(describe_record(record))
     return 0 if record.correct else 1

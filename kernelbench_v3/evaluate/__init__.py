@@ -15,7 +15,18 @@ caller's process) never imports the solution; it computes the reference, gets th
 child that runs only reference code), and has a zygote (`solution.zygote`) fork a fresh solution
 process (`solution.worker`) that enters a sandbox before it imports the solution. The two talk
 over a data-only protocol (`protocol/`); the supervisor judges (`supervisor.verdict`) and times
-the solution by windows it opens and closes (`supervisor.clock`), in memory it owns.
+the solution by windows it opens and closes (`supervisor.timing`), in memory it owns.
+
+This module is the evaluator's one seam: the batch, the service, the CLI, the prompts, the
+workers and the agent import only `kernelbench_v3.evaluate` (tests/test_imports.py holds them to
+it). Beside `evaluate` it offers what they need, each named for its use: the record's display
+(`describe_record`, `speedup_text`), the machine's name (`device_name`), filling the baseline
+cache (`fill_baselines`), a long-lived worker's warm state (`keep_zygotes_warm`,
+`start_warm_zygote`, `keep_references_warm`), the MPS daemon (`mps_wanted`, `mps_daemon`,
+`cuda_context_lost`), the rules a prompt states (`V3_TOLERANCE`, `PRECISION_MARGIN`,
+`MAIN_WORK_SHARE`) and the frames the local service reuses (`Link`, `Deadline`, `PeerGone`,
+`ProtocolError`, `MAX_FRAME_BYTES`). Names that need torch load on first use (`__getattr__`), so
+importing this module stays light.
 """
 
 from __future__ import annotations
@@ -25,12 +36,61 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .mps import CudaContextLost
+from .display import describe_record, speedup_text
+from .fingerprint import device_name
+from .mps import CudaContextLost, cuda_context_lost
+from .mps import daemon as mps_daemon
+from .mps import wanted as mps_wanted
 from .options import EvalOptions
+from .protocol.frames import MAX_FRAME_BYTES, Deadline, Link, PeerGone, ProtocolError
 from .record import Record
-from .request import DEFAULT_SEEDS, EvalRequest
+from .request import DEFAULT_SEEDS, DEFAULT_TIMING_SECONDS, EvalRequest
 
-__all__ = ["DEFAULT_SEEDS", "CudaContextLost", "EvalOptions", "EvalRequest", "Record", "evaluate"]
+__all__ = [
+    "DEFAULT_SEEDS",
+    "DEFAULT_TIMING_SECONDS",
+    "MAIN_WORK_SHARE",
+    "MAX_FRAME_BYTES",
+    "PRECISION_MARGIN",
+    "V3_TOLERANCE",
+    "BaselineResult",
+    "CudaContextLost",
+    "Deadline",
+    "EvalOptions",
+    "EvalRequest",
+    "Link",
+    "PeerGone",
+    "ProtocolError",
+    "Record",
+    "cuda_context_lost",
+    "describe_record",
+    "device_name",
+    "evaluate",
+    "fill_baselines",
+    "keep_references_warm",
+    "keep_zygotes_warm",
+    "mps_daemon",
+    "mps_wanted",
+    "speedup_text",
+    "start_warm_zygote",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """The public names that import torch, loaded on first use (PEP 562)."""
+    if name in ("V3_TOLERANCE", "PRECISION_MARGIN", "MAIN_WORK_SHARE"):
+        from .supervisor import verdict
+
+        return getattr(verdict, name)
+    if name in ("fill_baselines", "BaselineResult", "keep_references_warm"):
+        from .supervisor import reference
+
+        return getattr(reference, name)
+    if name in ("keep_zygotes_warm", "start_warm_zygote"):
+        from .supervisor import run
+
+        return getattr(run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def evaluate(
@@ -49,7 +109,7 @@ def evaluate(
         evaluate(rows[0], "sol.py", device="cpu")   # the row's code, verified by its sha256
 
     `cache_dir` holds the baseline cache (default `$KBV3_CACHE_DIR` or `~/.cache/kbv3`)."""
-    from .supervisor.evaluation import run_evaluation
+    from .supervisor.run import run_evaluation
 
     if isinstance(request, EvalRequest):
         if solution is not None or options:

@@ -1,5 +1,5 @@
 """A process that must not outlive the one that started it: the evaluator's reference-only children
-(`supervisor.child`) and the zygote (`solution.zygote`) both call `die_with_parent` first thing.
+(`supervisor.reference.child`) and the zygote (`solution.zygote`) both call `die_with_parent` first thing.
 
 Such a process runs in its own session, so a SIGKILL of its parent (a batch killed midway) would
 otherwise leave it running. On Linux the kernel kills it (PR_SET_PDEATHSIG); everywhere, a watch

@@ -19,9 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog.problem import Problem
-from ..evaluate.request import DEFAULT_SEEDS
-from ..evaluate.supervisor.checks import PRECISION_MARGIN, V3_TOLERANCE
-from ..evaluate.supervisor.kernel_rule import MAIN_WORK_SHARE
+from ..evaluate import DEFAULT_SEEDS, MAIN_WORK_SHARE, PRECISION_MARGIN, V3_TOLERANCE
 from ..vocab import SPLITS
 
 # The evaluator's default ("v3") correctness test is torch.allclose with these (see

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..evaluate.record import Record
+from ..evaluate import Record
 from .protocol import Conn, Deadline, PeerGone, ProtocolError, default_socket_path, json_options, peer_uid
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 # The framing is the evaluator's (it needs no torch); a request (its source text) or a reply larger
 # than MAX_FRAME_BYTES is refused.
-from ..evaluate.protocol.frames import MAX_FRAME_BYTES, Deadline, Link, PeerGone, ProtocolError  # noqa: F401 (the serve wing takes them from here)
+from ..evaluate import MAX_FRAME_BYTES, Deadline, Link, PeerGone, ProtocolError  # noqa: F401 (the serve wing takes them from here)
 
 MAX_SOCKET_PATH = 107  # bytes: sun_path holds 108 with its NUL
 SOURCE_LABEL = "<source>"  # the record's solution_path when the client sent the text, not a path
@@ -79,7 +79,7 @@ def default_socket_path() -> Path:
 
 
 def option_names() -> tuple[str, ...]:
-    from ..evaluate.options import EvalOptions
+    from ..evaluate import EvalOptions
 
     return tuple(f.name for f in dataclasses.fields(EvalOptions)) + PLACEMENT
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernelbench_v3.cli.main import main
-from kernelbench_v3.evaluate.supervisor import isolate
+from kernelbench_v3.evaluate.supervisor.reference import isolate
 
 
 def test_baselines_are_timed_once_then_reported_as_cached(tmp_path, monkeypatch, capsys):

@@ -140,7 +140,7 @@ def test_batch_summary_counts_in_their_number(tmp_path):
 
 
 def test_baselines_on_the_cpu_say_their_times_are_no_performance_figure(tmp_path, monkeypatch, capsys):
-    from kernelbench_v3.evaluate.supervisor import isolate
+    from kernelbench_v3.evaluate.supervisor.reference import isolate
 
     def child(role, workdir, spec, **kwargs):
         result = {"ok": True, "eager": {"median_ms": 2.0}, "compiled": {"median_ms": 1.5}, "precision": "fp32"}

@@ -95,7 +95,7 @@ def test_batch_progress_and_failures_name_the_sample_and_where_they_ran():
     from kernelbench_v3.batch.executors import failure_record
     from kernelbench_v3.batch.queue import BatchItem, BatchSettings
     from kernelbench_v3.batch.run import failure_line, item_label
-    from kernelbench_v3.evaluate.supervisor.fingerprint import device_name
+    from kernelbench_v3.evaluate.fingerprint import device_name
 
     item = BatchItem("m", "H100", "level1/23_Softmax", "", "", sample=2, missing="no code in the response")
     assert item_label(item) == "level1/23_Softmax sample 2 (m)"

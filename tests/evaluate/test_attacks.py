@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, Record, evaluate
-from kernelbench_v3.evaluate.supervisor.tamper_scan import scan
+from kernelbench_v3.evaluate.supervisor.verdict.tamper_scan import scan
 from tests.paths import ATTACKS, PACKAGE, PROBLEMS
 
 pytestmark = pytest.mark.slow

@@ -439,7 +439,7 @@ def test_a_failed_baseline_is_cached_reported_and_retried_on_request(tmp_path):
 def test_a_cpu_evaluation_times_no_baseline_unless_asked(tmp_path, monkeypatch):
     """Issue 33, item 2: on the CPU the speedup is never given, so its baseline is not timed (it
     took most of a CPU evaluation); the record has no `baseline` phase and no baseline error."""
-    from kernelbench_v3.evaluate.supervisor import evaluation
+    from kernelbench_v3.evaluate.supervisor.run import evaluation
 
     root = tmp_path / "problems"
     (root / "level1").mkdir(parents=True)

@@ -164,7 +164,7 @@ def test_a_launchs_whole_path_is_its_programs_time_the_rewrite_included(monkeypa
 
 
 def test_the_evaluators_bookkeeping_is_not_work_outside_the_programs():
-    from kernelbench_v3.evaluate.supervisor.kernel_rule import judge_kernel_evidence
+    from kernelbench_v3.evaluate.supervisor.verdict.kernel_rule import judge_kernel_evidence
 
     evidence = {
         "ops": {"empty_like": [1, 0.001, 0]},
@@ -237,7 +237,7 @@ def test_a_call_that_changed_its_input_is_counted_for_the_process():
 
 
 def test_the_verdict_fails_a_sampled_timed_call_that_aliased_or_changed_an_input():
-    from kernelbench_v3.evaluate.supervisor.verdict import SolutionFacts, _judge_sampled_calls
+    from kernelbench_v3.evaluate.supervisor.verdict.judgement import SolutionFacts, _judge_sampled_calls
 
     facts = SolutionFacts(
         evidence_samples=[

@@ -8,8 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kernelbench_v3.evaluate import EvalRequest, evaluate
-from kernelbench_v3.evaluate.supervisor.report import describe
+from kernelbench_v3.evaluate import EvalRequest, describe_record, evaluate
 from tests.paths import BROKEN
 
 pytestmark = pytest.mark.slow  # evaluations in child processes
@@ -38,7 +37,7 @@ def test_a_syntax_error_is_an_import_failure_with_pythons_message_and_line(recor
     assert rec.status == "failed" and rec.failed_check == "import"
     assert rec.checks["source_scan"] == "skip"
     assert "SyntaxError: expected ':'" in rec.error and "line 30" in rec.error
-    text = describe(rec)
+    text = describe_record(rec)
     assert "failed check: import" in text and "source_scan" not in text.split("checks:")[0]
     assert "SyntaxError: expected ':'" in text and "line 30" in text
 
@@ -52,4 +51,4 @@ def test_one_wrong_value_fails_correctness_and_the_dependent_checks_are_not_run(
         assert rec.checks[name] == "not run", (name, rec.checks)
         assert "correctness failed first" in rec.check_details[name]
     assert rec.checks["custom_kernel"] == "pass"  # independent evidence keeps its outcome
-    assert "stress=not run" in describe(rec)
+    assert "stress=not run" in describe_record(rec)

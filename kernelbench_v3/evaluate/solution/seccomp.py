@@ -1,6 +1,6 @@
 """The seccomp filter of the sandbox: no tracing, and no way to continue a stopped process.
 
-The supervisor stops the solution's side between timed windows (`supervisor.pause`). Two
+The supervisor stops the solution's side between timed windows (`supervisor.session.pause`). Two
 processes of the solution could trace each other and cancel each SIGSTOP, or one could send
 SIGCONT to a helper the supervisor stopped; Landlock allows both inside its domain, and
 PR_SET_DUMPABLE does not help (a process sets itself dumpable again, and PTRACE_TRACEME asks no
@@ -20,7 +20,7 @@ the solution's can work beside the timed one, in the arming gap or a window.
 
 A POSIX timer or mq_notify can still deliver SIGCONT (their sigevent is behind a pointer too),
 and the kernel continues a stopped, newly orphaned process group: the pause's scheduler records
-catch what those run (`supervisor.pause`). Other architectures and the x32 and i386 system call
+catch what those run (`supervisor.session.pause`). Other architectures and the x32 and i386 system call
 ABIs get EPERM for every call. Linux on x86_64 and aarch64 only; `install()` says whether it held.
 """
 

@@ -1,5 +1,5 @@
 """The timer's own device work around each timed call: the L2 flush and the echo kernel's
-duration. Used by the supervisor (`clock`) and the trusted baseline child alike.
+duration. Used by both entries, `time_solution` and `time_reference` (through `rig.Rig`).
 
 - **Flush**: every timed call starts with a cold L2. After writing a call's inputs the timer reads
   a buffer of twice the L2's size with its own kernel, then writes as many bytes as one call's
@@ -9,7 +9,7 @@ duration. Used by the supervisor (`clock`) and the trusted baseline child alike.
   a full L2; a read flush alone would charge a large-output call for none, docs/timing.md.) A flush can also be
   timed, from the call until the device has run it: a flush right after a solution's call that
   takes longer than one right after the echo's means the solution's work was still running
-  (`clock`).
+  (`witness.gap`).
 - **Echo call**: the echo's call is one replay of a graph of one tiny kernel; subtracting the
   echo's window removes the gate, the context switch and the graph's launch processing on the
   GPU, and that call, which stands for the fixed cost of a launch (`measure`). Its duration by

@@ -1,5 +1,14 @@
-"""Callers in the timer's own process, for the trusted baseline child: the reference (eager, or
-compiled and called as a user calls it) and its echo, gated exactly as a solution's call is.
+"""The reference timed in the timer's own process (the trusted baseline child): `time_reference`,
+the timing room's second entry, and the callers it times, the reference (eager, or compiled and
+called as a user calls it) and its echo, gated exactly as a solution's call is.
+
+`time_reference` times them on the same setup as a solution's calls (`rig.Rig`: the plan, the
+decoy, the flush, fresh inputs) over buffers of its own, and reports `rig.Figures`. On CUDA the
+call sits behind the gate (`GatedLocal`): its GPU work alone is in the window, whatever host work
+it does. A reference that synchronises the host, and with `gate=False` (the compiled reference,
+whose graph trees never answered a gate), is timed by events behind the flush and a device sleep
+that hides its host work (`EventLocal`): its GPU work alone again, the record says which
+(`method`).
 
 - `GatedLocal`: arming enqueues, on a stream of its own, wait(GO >= seq) -> the call -> write
   (DONE = seq) (`protocol.gate`); the call's host work (Python, the compiled module's copy of new
@@ -17,6 +26,7 @@ compiled and called as a user calls it) and its echo, gated exactly as a solutio
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -24,15 +34,17 @@ from typing import Any
 
 import torch
 
-from ...protocol.gate import Driver, GateUnavailable, GateWords, private_block
+from ...cases import single_output
+from ...protocol.gate import Driver, GateWords, private_block
+from .errors import GateStuck, GateUnavailable
+from .memory import TimedMemory, set_bytes
+from .rig import Figures, Rig
 
+CUDA_REGION_BYTES = 12 << 30  # the baseline's timing region, at most
+CUDA_SETS = 4  # input sets, as the solution's timing region has
 ARM_LIMIT_S = 10.0  # a call still arming after this long is waiting for the device: it synchronises
 RING_LIMIT_S = 30.0  # a gated call that has not written DONE by then never will
 HIDE_HOST_CYCLES = 4_000_000  # a device sleep of about 2 ms before an event-timed call
-
-
-class GateStuck(RuntimeError):
-    """A gated call never wrote DONE: its stream waits on something that will not come."""
 
 
 def gateable(call: Callable[[int], Any]) -> bool:
@@ -121,3 +133,52 @@ class HostLocal:
         started = self.clock()
         self.call(self.set_index)
         return self.clock() - started
+
+
+def time_reference(
+    fn: Any, module: Any, template: list[Any], device: str, seconds: float, gate: bool = True
+) -> dict[str, Any]:
+    """The reference's per-call time by the method solutions are timed by: one call at a time on
+    new inputs written just before it, the L2 cleared, the echo's window subtracted, under the
+    solutions' stopping rule (module docstring)."""
+    out = single_output(fn(*template))
+    per_set = set_bytes(template, out.numel() * out.element_size())
+    count = int(max(1, min(CUDA_SETS if device == "cuda" else 2, CUDA_REGION_BYTES // per_set)))
+    region = torch.empty(count * per_set, dtype=torch.uint8, device=device)
+    memory = TimedMemory(region, template, out.shape, out.dtype, count)
+    rig = Rig(memory, module, seconds, random.Random())
+
+    def call(s: int) -> Any:
+        return fn(*memory.sets[s])
+
+    def echo(s: int) -> Any:
+        rig.work.echo_graph.replay()
+
+    started = time.perf_counter()
+    method, why = "cpu", ""
+    if device != "cuda":
+        calls = rig.measure(HostLocal(call), HostLocal(lambda s: None), subtract_echo=False)
+    else:
+        method = "gated"
+        try:
+            if not gate:
+                raise GateUnavailable("timed by events behind a device sleep (CUDA-graph trees behind a gate hang)")
+            if not gateable(call):
+                raise GateUnavailable("the reference synchronises the host (torch's sync debug mode)")
+            driver = Driver()
+            calls = rig.measure(GatedLocal(call, driver), GatedLocal(echo, driver))
+        except GateUnavailable as exc:
+            torch.cuda.synchronize()
+            method, why = "events", str(exc)
+            calls = rig.measure(EventLocal(call), EventLocal(echo))
+    figures = Figures.of(calls, rig.work, method)
+    return {
+        "method": figures.method,
+        "median_ms": figures.median_ms,
+        "calls": figures.calls.to_dict(),
+        "not_gated_because": why,
+        "mps": figures.mps,
+        "echo_window_ms": figures.echo_window_ms,
+        "echo_call_ms": figures.echo_call_ms,
+        "calls_s": round(time.perf_counter() - started, 3),
+    }

@@ -1,6 +1,8 @@
 """`measure`: time a caller's calls one per window against the trusted echo's, by the timer's
-clock. The solution path (`clock`) and the trusted baseline child (`baseline`) both call it, so a
-solution and its baseline are timed by one method under one stopping rule.
+clock. Both entries of the timing room, `time_solution` and `time_reference`, call it through
+one setup (`rig.Rig`), so a solution and its baseline are timed by one method under one stopping
+rule. A caller is anything with `arm` and `ring` (`Caller`): a solution's or the echo's process
+(`timed_process.TimedProcess`) or a call in the timer's own process (`local`).
 
 Each call, in order (every step on the timer's side; the caller's side only ever arms):
 
@@ -23,8 +25,8 @@ this within 0.2-1.1 us of kernels of 2-20 us, where adding back the echo call's 
 events read 3.5-28 us too much, docs/timing.md). The inputs exist
 only from step 3's write on, while the caller is stopped and watched: the write and the flush
 are timed for both the echo and the caller (`prep`), so a kernel of the caller's left running
-beside them shows as a slower prep (`checks`). Timing ends by `stats.should_stop`, or at once
-when the GPU is found busy while it should be idle (`checks.busy`).
+beside them shows as a slower prep (`witness`). Timing ends by `stats.should_stop`, or at once
+when the GPU is found busy while it should be idle (`witness.busy`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from . import checks
+from . import witness
 from .device_work import DeviceWork
 from .stats import CallPlan, should_stop
 
@@ -43,14 +45,14 @@ WARM_CALLS = 3  # per side, before any call is scored (first replays, page fault
 BUSY_EVERY = 16  # scored calls between looks at whether the GPU is busy
 
 
-class Side(Protocol):
+class Caller(Protocol):
     def arm(self, set_index: int) -> float: ...
 
     def ring(self) -> float: ...
 
 
 class Judge(Protocol):
-    def before_window(self, side: Side, set_index: int, echo: bool) -> None: ...
+    def before_window(self, caller: Caller, set_index: int, echo: bool) -> None: ...
 
     def after_window(self, set_index: int, echo: bool) -> None: ...
 
@@ -68,7 +70,7 @@ class Feed:
 
 
 @dataclass
-class Calls:
+class CallTimes:
     """Per scored call, seconds of the timer's clock."""
 
     nets: list[float] = field(default_factory=list)
@@ -93,8 +95,8 @@ def _prepare(write: Callable[[], None], work: DeviceWork, clock: Callable[[], fl
 
 
 def measure(
-    caller: Side,
-    echo: Side,
+    caller: Caller,
+    echo: Caller,
     feed: Feed,
     work: DeviceWork,
     plan: CallPlan,
@@ -102,9 +104,9 @@ def measure(
     judge: Judge | None = None,
     subtract_echo: bool = True,
     clock: Callable[[], float] = time.perf_counter,
-) -> Calls:
-    """Time `caller` one call per window (module docstring). Raises what the sides raise."""
-    calls = Calls()
+) -> CallTimes:
+    """Time `caller` one call per window (module docstring). Raises what the callers raise."""
+    calls = CallTimes()
     started = clock()
     index = 0
     while True:
@@ -140,14 +142,14 @@ def measure(
             judge.after_call(s, inputs, len(calls.nets), warm)
         index += 1
         if not warm and len(calls.nets) % BUSY_EVERY == 0:
-            calls.busy = checks.busy(calls.after_echo, work)
+            calls.busy = witness.busy(calls.after_echo, work)
             if calls.busy:
                 break
     calls.elapsed_s = clock() - started
     return calls
 
 
-def _append(calls: Calls, *values: float) -> None:
+def _append(calls: CallTimes, *values: float) -> None:
     lists: Sequence[list[float]] = (
         calls.nets,
         calls.windows,

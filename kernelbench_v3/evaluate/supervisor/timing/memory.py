@@ -7,23 +7,29 @@ that call reads (chosen at random), drawn by the problem's own `get_inputs()` un
 the solution process never learns (`fresh_inputs`). A slot receives the call's output only when
 the call runs eagerly (on the CPU, or a forward CUDA graphs cannot capture); a captured call
 leaves its output in the graph's own allocation, which the supervisor reads in place.
+
+`solution_memory` lays out a solution's region (`cpu_region_bytes`: its size in the arena);
+the baseline child lays out its own over buffers of its own (`local.time_reference`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from ....catalog.specs import dtype_name
+from ...protocol import cuda_ipc
 from ...protocol.channel import ALIGN, round_up, tensor_nbytes
+from .errors import TimingUnavailable
 
-
-class TimingUnavailable(Exception):
-    """The problem itself cannot be timed this way (its inputs change shape between draws, say):
-    the evaluation keeps its verdict and says why it was not timed."""
+CPU_TIMED_SETS = 2  # input sets and output slots of the CPU timing region (in the arena)
+CUDA_TIMED_SETS = 4  # input sets (each with its CUDA graph) of the CUDA timing region
+CUDA_TIMING_BYTES = 12 << 30  # the CUDA timing region, at most (and at most this share of the device:)
+CUDA_TIMING_SHARE = 0.1
+CUDA_ALLOCATION_ROUND = 2 << 20  # torch's caching allocator rounds large blocks to this
 
 
 def set_bytes(template: Sequence[Any], out_nbytes: int) -> int:
@@ -101,3 +107,37 @@ class TimedMemory:
                 if not isinstance(src, torch.Tensor) or src.shape != dst.shape or src.dtype != dst.dtype:
                     raise TimingUnavailable(f"get_inputs() input {j} changed shape or dtype between draws")
                 dst.copy_(src)
+
+
+def cpu_region_bytes(template: Sequence[Any], expected: torch.Tensor) -> int:
+    """Bytes of the CPU timing region (inside the solution's arena)."""
+    return CPU_TIMED_SETS * set_bytes(template, tensor_nbytes(expected))
+
+
+def solution_memory(
+    device: str,
+    template: Sequence[Any],
+    expected: torch.Tensor,
+    arena_view: Callable[[int, int], torch.Tensor],
+    cpu_region: tuple[int, int],
+) -> tuple[TimedMemory, dict[str, Any]]:
+    """A solution's timing region, filled, and how the solution process finds it: on CUDA a
+    device allocation of its own exported by CUDA IPC, on the CPU `cpu_region` of its arena."""
+    per_set = set_bytes(template, tensor_nbytes(expected))
+    if device == "cuda":
+        free, total = torch.cuda.mem_get_info()
+        budget = min(CUDA_TIMING_BYTES, int(CUDA_TIMING_SHARE * total), free // 4)
+        count = int(max(1, min(CUDA_TIMED_SETS, budget // per_set)))
+        # A whole number of the allocator's 2 MiB pages: the IPC handle exports the whole
+        # allocation, so no other tensor of the supervisor's may ever share it.
+        nbytes = -(-count * per_set // CUDA_ALLOCATION_ROUND) * CUDA_ALLOCATION_ROUND
+        region = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        description = {"cuda_ipc": cuda_ipc.export(region)}
+    else:
+        offset, nbytes = cpu_region
+        count = CPU_TIMED_SETS
+        region = arena_view(offset, nbytes)
+        description = {"arena": [offset, nbytes]}
+    memory = TimedMemory(region, template, expected.shape, expected.dtype, count)
+    memory.fill(template)  # never garbage under the capture's warm-up calls
+    return memory, description

@@ -30,14 +30,9 @@ from typing import Any
 import torch
 
 from ... import mps
-from ..session import SessionLost
+from .errors import SnapshotLost
 
 COPY_WAIT_S = 10.0  # the copy queued behind DONE runs within this once the host has seen DONE
-
-
-class SnapshotLost(SessionLost):
-    """The copy queued behind DONE never ran although the host saw DONE: the evaluation ends as a
-    lost session (timed out), never as a hang."""
 
 
 class Snapshots:

@@ -12,7 +12,7 @@ interval's half-width is within `target_rel` of the median or within `target_abs
 0.2 us on CUDA, `CallPlan.for_device`); or when the timer's clock passes `cap_s` (with at least
 3 calls).
 
-The solution's calls (`clock`) and the trusted baseline child's (`baseline`) are both timed by
+The solution's calls (`time_solution`) and the trusted baseline child's (`time_reference`) are both timed by
 `measure`, so a solution and its baseline are scored by one estimator under one stopping rule.
 """
 

@@ -1,0 +1,282 @@
+"""The baseline: the reference under eager PyTorch and under torch.compile(mode="reduce-overhead"),
+timed exactly as solutions are; the faster one is `baseline_ms` and `baseline_type` says which.
+
+Baselines are cached on disk (one JSON file per key) keyed by the problem file's sha256, the
+sizes, the device name, the torch version and the timing method, so evaluating many solutions
+neither recompiles nor re-times the reference. Timing runs in a child process (`child_main`).
+
+Failures are cached too (the entry has `failed: true` and the `error`), so a problem whose
+reference crashes or times out under timing costs its timeout once, not once per solution.
+`get_baseline(..., retry_failed=True)` or `KBV3_RETRY_FAILED_BASELINE=1` times it again.
+
+A CPU baseline (the Triton interpreter's machinery, no performance figure) is keyed by its
+environment as well (interpreter prefix, host, CPU count, triton version) and re-timed once it
+is older than CPU_MAX_AGE_S, so one noisy figure is never reused across environments or forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ....paths import cache_root, write_atomically
+from ... import fingerprint, mps
+from ...request import DEFAULT_TIMEOUT_S, DEFAULT_TIMING_SECONDS, EvalRequest
+from ..timing import time_reference
+
+# Bump when the timing method changes, so old cache entries are not reused (2: L2 flushed by a
+# read; 3: two flush passes; 4: the supervisor's windows, slope over k; 5: the solution's
+# stopping rule, at least 8 rounds on CUDA; 6: one call per window, its inputs written and the
+# L2 cleared just before it, the median of the per-call times; 7: the gated call, the compiled
+# reference called as a user calls it, its input copy included; 8: MPS by default, the mode in
+# the key, figures under the gate's floor unresolved).
+TIMING_VERSION = 8
+RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
+CPU_MAX_AGE_S = 24 * 3600.0  # a cached CPU baseline older than this is timed again
+
+
+def cpu_environment() -> str:
+    """What a CPU timing depends on beyond the CPU's name: the environment it ran in."""
+    import platform
+    import sys
+
+    try:
+        from importlib.metadata import version
+
+        triton = version("triton")
+    except Exception:  # noqa: BLE001 - triton absent or not installed as a distribution
+        triton = "none"
+    return f"{sys.prefix}|{platform.node()}|{os.cpu_count()}|triton {triton}"
+
+
+def default_cache_dir() -> Path:
+    return cache_root()
+
+
+def cache_key(problem_sha256: str, sizes: Mapping[str, Any], device_name: str, torch_version: str) -> str:
+    blob = json.dumps(
+        [problem_sha256, sorted(dict(sizes).items()), device_name, torch_version, TIMING_VERSION], default=str
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def load_cached(cache_dir: Path, key: str) -> dict[str, Any] | None:
+    path = Path(cache_dir) / "baselines" / f"{key}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def store_cached(cache_dir: Path, key: str, entry: Mapping[str, Any]) -> None:
+    write_atomically(Path(cache_dir) / "baselines" / f"{key}.json", json.dumps(dict(entry)))
+
+
+def choose(eager_ms: float | None, compiled_ms: float | None) -> tuple[float | None, str | None]:
+    """The faster of the two (eager on a tie or when compile failed)."""
+    if eager_ms is None:
+        return (compiled_ms, "compile") if compiled_ms is not None else (None, None)
+    if compiled_ms is not None and compiled_ms < eager_ms:
+        return compiled_ms, "compile"
+    return eager_ms, "eager"
+
+
+@contextlib.contextmanager
+def timing_lock(path: str | None):
+    """Hold an exclusive lock on `path` (when given) so that several baseline processes sharing
+    one GPU compile concurrently but never time concurrently."""
+    if not path:
+        yield
+        return
+    import fcntl
+
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """Time the reference eager and compiled by the method solutions are scored by
+    (`timing.time_reference`); compilation (the first calls of the compiled model) happens outside the
+    timing lock."""
+    import torch
+
+    from ....catalog.materialize import load_module, make_model
+    from ...cases import CORRECTNESS, PARAM_SEED, Case, build_inputs, input_precision
+
+    device = spec["device"]
+    module = load_module(Path(spec["problem_path"]), spec["sizes"])
+    model = make_model(module, device, PARAM_SEED)
+    template = build_inputs(module, Case(f"seed{spec['seeds'][0]}", CORRECTNESS, "main", spec["seeds"][0]), device)
+    seconds = float(spec.get("timing_seconds", 10.0))
+
+    lock = spec.get("timing_lock")
+    with torch.no_grad(), timing_lock(lock):
+        result: dict[str, Any] = {
+            "eager": time_reference(model, module, template, device, seconds),
+            "precision": input_precision(template),
+        }
+    if spec.get("compile", True):
+        try:
+            result["compiled"] = _time_compiled(model, module, template, device, seconds, lock)
+        except Exception as exc:  # compile failures leave eager as the baseline
+            result["compile_error"] = f"{type(exc).__name__}: {exc}"[:500]
+    return result
+
+
+def _time_compiled(model: Any, module: Any, template: list[Any], device: str, seconds: float, lock: Any) -> dict:
+    """torch.compile(mode="reduce-overhead"), called as a user calls it: each call copies its new
+    inputs into the compiled graphs' static buffers and replays them, and that copy is part of
+    its time, as in the seed's harness and the published runs."""
+    import torch
+
+    compiled = torch.compile(model, mode="reduce-overhead")
+    with torch.no_grad():
+        for _ in range(3):  # compile and record the CUDA graphs before timing
+            compiled(*template)
+        with timing_lock(lock):
+            timed = time_reference(compiled, module, template, device, seconds, gate=False)
+    return {**timed, "compile_mode": "reduce-overhead, called as a user calls it"}
+
+
+def baseline_entry(result: Mapping[str, Any]) -> dict[str, Any]:
+    eager = (result.get("eager") or {}).get("median_ms")
+    compiled = (result.get("compiled") or {}).get("median_ms")
+    baseline_ms, baseline_type = choose(eager, compiled)
+    return {
+        "eager_ms": eager,
+        "compiled_ms": compiled,
+        "baseline_ms": baseline_ms,
+        "baseline_type": baseline_type,
+        "compile_error": result.get("compile_error"),
+        "eager": result.get("eager"),
+        "compiled": result.get("compiled"),
+        "precision": result.get("precision"),
+    }
+
+
+def retry_failed_from_env() -> bool:
+    return os.environ.get(RETRY_FAILED_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def get_baseline(
+    spec: Mapping[str, Any],
+    *,
+    problem_sha256: str,
+    device_name: str,
+    cache_dir: Path | None,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    retry_failed: bool = False,
+) -> dict[str, Any]:
+    """The baseline for `spec` (device, problem_path, sizes, seeds): from the cache, or timed in a
+    child and cached. Returns baseline_entry()'s dict plus `cached`; a failure (cached or new) is
+    `{"failed": True, "error": ..., "cached": ...}`. A cached failure is reused unless
+    `retry_failed` (or the KBV3_RETRY_FAILED_BASELINE environment variable) asks to re-time."""
+    import torch
+
+    from .isolate import run_child
+
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    on_cpu = spec.get("device") == "cpu"
+    key = cache_key(
+        problem_sha256,
+        spec["sizes"],
+        device_name
+        + ("" if spec.get("compile", True) else ":eager-only")
+        + (f"|{cpu_environment()}" if on_cpu else "")
+        + ("|mps" if not on_cpu and mps.in_use() else ""),  # each mode's figures apart
+        torch.__version__,
+    )
+    hit = load_cached(cache, key)
+    if hit is not None and on_cpu and not time.time() - float(hit.get("stored_at") or 0) < CPU_MAX_AGE_S:
+        hit = None  # a CPU figure is re-timed rather than kept forever
+    if hit is not None and not (hit.get("failed") and (retry_failed or retry_failed_from_env())):
+        return {**hit, "cached": True}
+    with tempfile.TemporaryDirectory(prefix="kbv3-baseline-") as tmp:
+        outcome = run_child("baseline", Path(tmp), dict(spec), timeout_s=timeout_s, env=env)
+    result = outcome.result
+    if result is None or not result.get("ok"):
+        reason = outcome.reason or (result or {}).get("error", "unknown error")
+        failure = {
+            "failed": True,
+            "error": f"baseline failed: {reason}",
+            "log_tail": outcome.log_tail[-2000:],
+            "key": key,
+            "device_name": device_name,
+            "torch": torch.__version__,
+            "stored_at": time.time(),
+        }
+        store_cached(cache, key, failure)
+        return {**failure, "cached": False}
+    entry = baseline_entry(result)
+    entry.update(key=key, device_name=device_name, torch=torch.__version__, stored_at=time.time())
+    store_cached(cache, key, entry)
+    return {**entry, "cached": False}
+
+
+def request_baseline(
+    request: EvalRequest, problem: Any, source: str, sizes: dict[str, Any], cache_dir: Any, seconds: float
+) -> dict[str, Any]:
+    from ....catalog.materialize import write_module_file
+
+    module_path = write_module_file(source, stem=problem.name)  # verified content, not the checkout's file
+    spec = {
+        "device": request.device,
+        "problem_path": str(module_path),
+        "sizes": sizes,
+        "seeds": list(request.seeds),
+        "timing_seconds": seconds,
+    }
+    env = {"TRITON_INTERPRET": "1" if request.device == "cpu" else "0"}
+    return get_baseline(
+        spec,
+        problem_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
+        device_name=fingerprint.device_name(request.device),
+        cache_dir=Path(cache_dir) if cache_dir is not None else None,
+        timeout_s=request.timeout_s or DEFAULT_TIMEOUT_S,
+        env=env,
+        retry_failed=request.retry_failed_baseline,
+    )
+
+
+# Filling the baseline cache ahead of evaluations (`kbv3 baselines`): each problem's baseline got
+# exactly as an evaluation of it would get it (the same cache key), so the evaluations that
+# follow find it cached. Nothing of a solution runs here.
+@dataclass(frozen=True)
+class BaselineResult:
+    problem_id: str
+    entry: dict[str, Any]  # baseline.get_baseline's dict: baseline_ms, baseline_type, cached, error ...
+
+
+def fill_baselines(
+    problem_ids: Iterable[str],
+    *,
+    device: str = "cuda",
+    problems_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    timing_seconds: float | None = None,
+    retry_failed: bool = False,
+) -> Iterator[BaselineResult]:
+    """The baseline of each problem, from the cache or timed now and cached, in order."""
+    from ....catalog.problem import default_problems_dir, get_problem
+
+    root = Path(problems_dir) if problems_dir is not None else default_problems_dir()
+    seconds = timing_seconds or DEFAULT_TIMING_SECONDS[device]
+    for problem_id in problem_ids:
+        problem = get_problem(problem_id, root)
+        source = problem.path.read_bytes().decode("utf-8")
+        sizes = dict(problem.reduced) if device == "cpu" and problem.reduced_sizes else {}
+        request = EvalRequest(problem_id, problem.path, device=device, retry_failed_baseline=retry_failed)
+        yield BaselineResult(problem_id, request_baseline(request, problem, source, sizes, cache_dir, seconds))

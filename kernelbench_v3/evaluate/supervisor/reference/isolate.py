@@ -1,0 +1,147 @@
+"""Reference-only child processes (the baseline) with a wall-clock limit and a bounded log.
+
+A child is `python -m kernelbench_v3.evaluate.supervisor.reference.child ROLE DIR` in its own session (process
+group), so a timeout kills it and everything it spawned. Its stdout and stderr are drained by a
+thread that keeps only the last `max_log_bytes` and kills the child when it writes more than
+`flood_bytes` in total. The result is the JSON file the child writes into DIR, a private
+folder the parent made. No solution code runs in these children. The child learns the parent's pid (KBV3_PARENT_PID) and exits when this process dies, also by
+SIGKILL (see `child.die_with_parent`). A crash, hang, `sys.exit`, signal or output flood becomes a `ChildOutcome` with a reason; this
+module never raises for what a child does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FLOOD_BYTES = 32 << 20  # a child writing more than this to stdout/stderr is killed
+
+
+@dataclass
+class ChildOutcome:
+    result: dict[str, Any] | None
+    returncode: int | None
+    timed_out: bool
+    flooded: bool
+    log_tail: str
+    wall_s: float
+
+    @property
+    def reason(self) -> str:
+        """Why there is no usable result ("" when there is one)."""
+        if self.timed_out:
+            return f"timed out after {self.wall_s:.0f} s (process group killed)"
+        if self.flooded:
+            return f"wrote more than {FLOOD_BYTES >> 20} MiB to stdout/stderr (killed)"
+        if self.result is None:
+            code = self.returncode
+            if code is not None and code < 0:
+                try:
+                    name = signal.Signals(-code).name
+                except ValueError:
+                    name = str(-code)
+                return f"the process died from signal {name} before writing a result"
+            return f"the process exited with code {code} before writing a result"
+        return ""
+
+
+def _drain(stream, tail: deque, limit: int, total: list[int], flood: int, on_flood) -> None:
+    size = 0
+    for chunk in iter(lambda: stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536), b""):
+        total[0] += len(chunk)
+        tail.append(chunk)
+        size += len(chunk)
+        while size - len(tail[0]) >= limit and len(tail) > 1:
+            size -= len(tail.popleft())
+        if total[0] > flood:
+            on_flood()
+            break
+    try:
+        stream.close()
+    except OSError:
+        pass
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+
+
+PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # the folder it named before the move into reference/
+
+
+def run_child(
+    role: str,
+    workdir: Path,
+    spec: Mapping[str, Any],
+    *,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    max_log_bytes: int = 64_000,
+    flood_bytes: int = FLOOD_BYTES,
+) -> ChildOutcome:
+    """Run one child role on `spec` in `workdir`; never raises for the child's behaviour."""
+    workdir = Path(workdir)
+    (workdir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+    result_path = workdir / f"result_{role}.json"
+    result_path.unlink(missing_ok=True)
+    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {}), "KBV3_PARENT_PID": str(os.getpid())}
+    # The child must import this same kernelbench_v3, also when it is used from a checkout
+    # that is not installed (a script run from the checkout with the package on sys.path).
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_PARENT), child_env.get("PYTHONPATH", "")) if p)
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelbench_v3.evaluate.supervisor.reference.child", role, str(workdir)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=str(workdir),
+        env=child_env,
+        start_new_session=True,
+    )
+    tail: deque = deque()
+    total = [0]
+    flooded = threading.Event()
+
+    def on_flood() -> None:
+        flooded.set()
+        _kill_group(proc)
+
+    reader = threading.Thread(
+        target=_drain, args=(proc.stdout, tail, max_log_bytes, total, flood_bytes, on_flood), daemon=True
+    )
+    reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    # The whole group goes, also when the child itself exited but left processes behind.
+    _kill_group(proc)
+    proc.wait()
+    reader.join(timeout=5)
+    wall = time.monotonic() - started
+    log = b"".join(tail)[-max_log_bytes:].decode("utf-8", "replace")
+    result = None
+    if not timed_out and not flooded.is_set() and result_path.is_file():
+        try:
+            result = json.loads(result_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            result = None
+    return ChildOutcome(result, proc.returncode, timed_out, flooded.is_set(), log, wall)

@@ -1,0 +1,52 @@
+"""Where an evaluation's seconds go, into `Record.phase_s`.
+
+`phase` adds a block's wall time to one name (the top-level phases: setup, reference, baseline,
+candidate, verdict, cleanup). `Laps` splits one phase into contiguous steps: from `start` to
+`stop` every moment belongs to exactly one step (the one most recently switched to), so the
+steps add up to the phase by construction, and no second can fall between two named blocks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ...record import Record
+
+
+@contextmanager
+def phase(rec: Record, name: str) -> Iterator[None]:
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        rec.phase_s[name] = round(rec.phase_s.get(name, 0.0) + time.monotonic() - started, 3)
+
+
+class Laps:
+    """A lap timer over the steps of the phase `total`: `to(step)` ends the current step and
+    starts `step`; `stop()` ends the last one and writes every step, and `total` as their sum,
+    into `rec.phase_s`. Seconds are summed unrounded and rounded once, at `stop`."""
+
+    def __init__(self, rec: Record, total: str, first: str):
+        self.rec, self.total = rec, total
+        self.seconds: dict[str, float] = {}
+        self.current: str | None = first
+        self.mark = time.monotonic()
+
+    def to(self, step: str) -> None:
+        now = time.monotonic()
+        if self.current is not None:
+            self.seconds[self.current] = self.seconds.get(self.current, 0.0) + now - self.mark
+        self.current, self.mark = step, now
+
+    def stop(self) -> None:
+        if self.current is None:
+            return
+        self.to(self.current)
+        self.current = None
+        for step, seconds in self.seconds.items():
+            self.rec.phase_s[step] = round(self.rec.phase_s.get(step, 0.0) + seconds, 3)
+        self.rec.phase_s[self.total] = round(self.rec.phase_s.get(self.total, 0.0) + sum(self.seconds.values()), 3)
+        self.seconds = {}

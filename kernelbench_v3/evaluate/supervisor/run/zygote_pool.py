@@ -1,0 +1,52 @@
+"""The zygotes a long-lived supervisor keeps warm between evaluations, one per device.
+
+A batch worker or the service evaluates many solutions in one process. Each solution still gets
+a fresh, sandboxed process forked from a zygote, and whatever a solution leaves behind is killed
+after its evaluation; what is saved is the zygote's own start (a Python process importing torch
+and Triton, about 5 s). Outside such processes the pool is off and every evaluation starts and
+closes a zygote of its own.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from ...solution.zygote import Zygote
+
+
+class ZygotePool:
+    def __init__(self) -> None:
+        self.enabled = False
+        self._zygotes: dict[str, Zygote] = {}
+
+    def get(self, device: str) -> Zygote | None:
+        """The live warm zygote for `device` (started now if there is none), or None when off."""
+        if not self.enabled:
+            return None
+        zygote = self._zygotes.get(device)
+        if zygote is None or zygote.proc.poll() is not None:
+            log = Path(tempfile.mkstemp(prefix=f"kbv3-zygote-{device}-", suffix=".log")[1])
+            zygote = self._zygotes[device] = Zygote(device, log)
+        return zygote
+
+    def holds(self, zygote: Zygote) -> bool:
+        return any(z is zygote for z in self._zygotes.values())
+
+    def drop(self, device: str) -> None:
+        """Forget `device`'s zygote (one that could not reap is not reused)."""
+        self._zygotes.pop(device, None)
+
+
+POOL = ZygotePool()
+
+
+def keep_zygotes_warm() -> None:
+    """Reuse one zygote per device for every later evaluation in this process."""
+    POOL.enabled = True
+
+
+def start_warm_zygote(device: str) -> None:
+    """Start `device`'s warm zygote now rather than in the first evaluation (keeps it warm)."""
+    keep_zygotes_warm()
+    POOL.get(device)

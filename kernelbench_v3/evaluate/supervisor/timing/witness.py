@@ -1,0 +1,76 @@
+"""The witnesses: what the timer's own work around the windows says about the caller (pure arithmetic).
+
+The caller's host side is stopped from ARMED until after its window, so work of its own can only
+run on the GPU: a kernel it left running before it armed (watching the inputs, hogging the
+device) or work its gated call left running past DONE. The timer's own GPU work shows both:
+
+- `gap`: a flush right after the caller's window must cost what one right after the echo's does,
+  give or take writing back the call's output (at most a full L2) and noise; otherwise its work
+  went on after DONE (`GAP_WORK`).
+- `prep`: writing the call's inputs and clearing the L2, right before the caller's window, must
+  cost what the same write and flush cost right before the echo's; otherwise something ran
+  beside them (`WORK_BEFORE_WINDOW`).
+- `busy`: the flush after the echo's window must cost about what it cost on an idle device
+  (`DeviceWork.idle_flush_s`, timed before any solution process existed); a device busy with
+  somebody's kernels the whole time slows both sides alike, which the two checks above cannot
+  see. Timing stops at once and fails (`GPU_BUSY`).
+
+Each check returns its findings for the record and whether it failed; the verdict turns a
+failure into `timing_gap`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .device_work import DeviceWork
+from .stats import quantile
+
+GAP_WORK = "gap_work"
+WORK_BEFORE_WINDOW = "work_before_window"
+GPU_BUSY = "gpu_busy"
+GAP_SLACK = 0.5  # a flush after the caller may take this much longer than after the echo ...
+GAP_SLACK_S = 50e-6  # ... plus this, plus writing back the call's output (at most a full L2):
+# both include switching the GPU back to the timer's context, which varies by tens of us
+PREP_SLACK = 0.5  # the write and flush before the caller's window, against the echo's ...
+PREP_SLACK_S = 50e-6  # ... plus this
+BUSY_FACTOR = 4.0  # the flush after the echo's window against an idle device's ...
+BUSY_SLACK_S = 2e-3  # ... plus this (it includes a context switch back to the timer)
+
+
+def _median(values: list[float]) -> float:
+    return quantile(values, 0.5)
+
+
+def gap(after: list[float], after_echo: list[float], out_nbytes: int, work: DeviceWork) -> tuple[dict[str, Any], bool]:
+    echo = _median(after_echo)
+    caller = _median(after)
+    written = min(out_nbytes, work.l2_bytes)
+    writeback_s = echo * written / max(work.l2_bytes * 2, 1)  # the flush reads 2x L2
+    bound = echo * (1 + GAP_SLACK) + GAP_SLACK_S + writeback_s
+    found = {"flush_after_echo_ms": echo * 1e3, "flush_after_solution_ms": caller * 1e3, "bound_ms": bound * 1e3}
+    return found, caller > bound
+
+
+def prep(preps: list[float], echo_preps: list[float]) -> tuple[dict[str, Any], bool]:
+    echo = _median(echo_preps)
+    caller = _median(preps)
+    bound = echo * (1 + PREP_SLACK) + PREP_SLACK_S
+    found = {"solution_ms": caller * 1e3, "echo_ms": echo * 1e3, "bound_ms": bound * 1e3}
+    return found, caller > bound
+
+
+def busy(after_echo: list[float], work: DeviceWork) -> str:
+    """Why the device looks busy with work that is not the timer's, or ''."""
+    idle = work.idle_flush_s
+    if not work.cuda or idle <= 0 or not after_echo:
+        return ""
+    seen = _median(after_echo)
+    bound = idle * BUSY_FACTOR + BUSY_SLACK_S
+    if seen <= bound:
+        return ""
+    return (
+        f"the GPU was busy while the solution should have been idle: a flush of the timer's took "
+        f"{seen * 1e3:.3g} ms against {idle * 1e3:.3g} ms on the idle device (at most {bound * 1e3:.3g}); "
+        "a kernel of the solution's kept running between its calls"
+    )

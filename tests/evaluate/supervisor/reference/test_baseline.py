@@ -1,0 +1,102 @@
+"""Baseline timings of the reference: choice, cache key, the timing child, cached failures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelbench_v3.catalog.problem import get_problem
+from kernelbench_v3.evaluate.supervisor.reference import baseline
+
+
+def test_baseline_choice_and_cache(tmp_path):
+    assert baseline.choose(2.0, 1.0) == (1.0, "compile")
+    assert baseline.choose(1.0, 1.0) == (1.0, "eager")
+    assert baseline.choose(1.0, None) == (1.0, "eager")
+    key = baseline.cache_key("sha", {"n": 4}, "H200", "2.11")
+    assert key != baseline.cache_key("sha", {"n": 4}, "H100", "2.11")
+    assert key != baseline.cache_key("sha", {"n": 4}, "H200", "2.12")
+    assert key != baseline.cache_key("sha2", {"n": 4}, "H200", "2.11")
+    baseline.store_cached(tmp_path, key, {"baseline_ms": 1.5})
+    assert baseline.load_cached(tmp_path, key) == {"baseline_ms": 1.5}
+    assert baseline.load_cached(tmp_path, "missing") is None
+
+
+@pytest.mark.slow
+def test_baseline_child_times_eager_and_is_cached(tmp_path):
+    problem = get_problem("level1/26_GELU_")
+    spec = {
+        "device": "cpu",
+        "problem_path": str(problem.path),
+        "sizes": {"batch_size": 4, "dim": 64},
+        "seeds": [42, 123],
+        "timing_seconds": 1.0,
+        "compile": False,
+    }
+    first = baseline.get_baseline(
+        spec, problem_sha256=problem.sha256, device_name="cpu:test", cache_dir=tmp_path, timeout_s=120
+    )
+    assert first["cached"] is False and first["baseline_type"] == "eager" and first["eager_ms"] > 0
+    assert first["precision"] == "fp32" and first["compiled_ms"] is None
+    second = baseline.get_baseline(
+        spec, problem_sha256=problem.sha256, device_name="cpu:test", cache_dir=tmp_path, timeout_s=120
+    )
+    assert second["cached"] is True and second["eager_ms"] == first["eager_ms"]
+
+
+def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_path, monkeypatch):
+    from kernelbench_v3.evaluate.supervisor.reference import isolate
+
+    calls = []
+
+    def failing_child(role, workdir, spec, **kwargs):
+        calls.append(role)
+        return isolate.ChildOutcome(None, None, True, False, "still compiling...", 30.0)
+
+    monkeypatch.setattr(isolate, "run_child", failing_child)
+    spec = {"device": "cpu", "problem_path": "p.py", "sizes": {"n": 4}, "seeds": [42]}
+    args = {"problem_sha256": "sha", "device_name": "cpu:test", "cache_dir": tmp_path, "timeout_s": 30}
+    first = baseline.get_baseline(spec, **args)
+    assert first["failed"] and not first["cached"] and "timed out" in first["error"] and calls == ["baseline"]
+    again = baseline.get_baseline(spec, **args)
+    assert again["failed"] and again["cached"] and again["error"] == first["error"] and len(calls) == 1
+    assert again["baseline_ms"] is None if "baseline_ms" in again else True
+    # Same problem, other sizes: another key, timed afresh.
+    baseline.get_baseline({**spec, "sizes": {"n": 8}}, **args)
+    assert len(calls) == 2
+    baseline.get_baseline(spec, **args, retry_failed=True)
+    assert len(calls) == 3
+    monkeypatch.setenv(baseline.RETRY_FAILED_ENV, "1")
+    baseline.get_baseline(spec, **args)
+    assert len(calls) == 4
+
+
+def test_a_cpu_baseline_is_keyed_by_its_environment_and_expires(tmp_path, monkeypatch):
+    from kernelbench_v3.evaluate.supervisor.reference import isolate
+
+    calls = []
+
+    def child(role, workdir, spec, **kwargs):
+        calls.append(role)
+        result = {"ok": True, "eager": {"median_ms": 1.0 + len(calls)}, "compiled": None, "precision": "fp32"}
+        return isolate.ChildOutcome(result, None, False, False, "", 1.0)
+
+    monkeypatch.setattr(isolate, "run_child", child)
+    monkeypatch.setattr(baseline, "baseline_entry", lambda result: {"eager_ms": result["eager"]["median_ms"]})
+    spec = {"device": "cpu", "problem_path": "p.py", "sizes": {"n": 4}, "seeds": [42]}
+    args = {"problem_sha256": "sha", "device_name": "cpu:test", "cache_dir": tmp_path, "timeout_s": 30}
+    first = baseline.get_baseline(spec, **args)
+    assert baseline.get_baseline(spec, **args)["cached"] is True and len(calls) == 1
+    # Another environment (another venv, host or triton) never reads this one's CPU figure.
+    monkeypatch.setattr(baseline, "cpu_environment", lambda: "/other/venv|host|2|triton 9")
+    assert baseline.get_baseline(spec, **args)["cached"] is False and len(calls) == 2
+    monkeypatch.undo()
+    monkeypatch.setattr(isolate, "run_child", child)
+    monkeypatch.setattr(baseline, "baseline_entry", lambda result: {"eager_ms": result["eager"]["median_ms"]})
+    # An old CPU figure is timed again rather than kept forever.
+    path = tmp_path / "baselines" / f"{first['key']}.json"
+    entry = json.loads(path.read_text())
+    path.write_text(json.dumps({**entry, "stored_at": entry["stored_at"] - baseline.CPU_MAX_AGE_S - 1}))
+    again = baseline.get_baseline(spec, **args)
+    assert again["cached"] is False and len(calls) == 3

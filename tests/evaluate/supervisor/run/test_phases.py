@@ -1,0 +1,70 @@
+"""Phase accounting (`supervisor.phases`): a lap timer's steps add up to their phase, on a fake
+clock (no measured time is asserted)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelbench_v3.evaluate.record import Record
+from kernelbench_v3.evaluate.supervisor.run import phases
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(phases.time, "monotonic", fake)
+    return fake
+
+
+def test_laps_give_every_moment_to_one_step_and_sum_to_the_phase(clock):
+    rec = Record()
+    laps = phases.Laps(rec, "candidate", "solution_arena")
+    clock.now += 0.25
+    laps.to("solution_spawn")
+    clock.now += 1.0
+    for _ in range(3):  # a step entered again accumulates
+        laps.to("solution_inputs")
+        clock.now += 0.1004
+        laps.to("solution_cases")
+        clock.now += 0.2
+        laps.to("solution_outputs")
+        clock.now += 0.0503
+    laps.to("solution_close")
+    clock.now += 0.5
+    laps.stop()
+    laps.stop()  # a second stop adds nothing
+    assert rec.phase_s == {
+        "solution_arena": 0.25,
+        "solution_spawn": 1.0,
+        "solution_inputs": 0.301,  # summed unrounded, rounded once
+        "solution_cases": 0.6,
+        "solution_outputs": 0.151,
+        "solution_close": 0.5,
+        "candidate": 2.802,
+    }
+    steps = sum(v for k, v in rec.phase_s.items() if k.startswith("solution_"))
+    assert steps == pytest.approx(rec.phase_s["candidate"], abs=0.0005 * 6)
+
+
+def test_laps_add_to_what_the_record_already_holds(clock):
+    rec = Record(phase_s={"reference": 2.0, "candidate": 1.0, "solution_cases": 1.0})
+    laps = phases.Laps(rec, "candidate", "solution_cases")
+    clock.now += 0.5
+    laps.stop()
+    assert rec.phase_s == {"reference": 2.0, "candidate": 1.5, "solution_cases": 1.5}
+
+
+def test_phase_adds_a_blocks_seconds_even_when_it_raises(clock):
+    rec = Record()
+    with pytest.raises(RuntimeError), phases.phase(rec, "reference"):
+        clock.now += 1.5
+        raise RuntimeError("the reference failed")
+    assert rec.phase_s == {"reference": 1.5}

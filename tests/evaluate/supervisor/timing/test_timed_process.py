@@ -1,0 +1,73 @@
+"""`TimedProcess`: one object holds a timed process's whole conversation (prepare, capture,
+start, arm, ring, stop, finish), over a session the test stands in for."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelbench_v3.evaluate.protocol.channel import TensorRef
+from kernelbench_v3.evaluate.protocol.messages import Capture, Failed, Finish, PrepareTiming, TimingReady
+from kernelbench_v3.evaluate.supervisor.session import SessionLost
+from kernelbench_v3.evaluate.supervisor.timing.timed_process import DOORBELL_OFFSET, FINISH_LIMIT_S, TimedProcess
+
+
+class _Arena:
+    def __init__(self, nbytes=4096):
+        self.memory = torch.zeros(nbytes, dtype=torch.uint8)
+
+    def view(self, ref: TensorRef) -> torch.Tensor:
+        return self.memory[ref.offset : ref.offset + ref.shape[0]]
+
+
+class _Session:
+    """Answers each request with the next of `replies` (an exception is raised instead)."""
+
+    pid = 0
+
+    def __init__(self, *replies):
+        self.arena, self.replies, self.asked = _Arena(), list(replies), []
+
+    def request(self, message, timeout_s, expect):
+        self.asked.append((message, timeout_s, expect))
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply, 0.0
+
+
+def test_the_doorbell_leads_the_arena_and_views_are_the_arenas_bytes():
+    session = _Session()
+    process = TimedProcess.of(session, 5.0, cuda=False)
+    assert process.bell.address == session.arena.memory[DOORBELL_OFFSET:].data_ptr()
+    process.bell.write(0, 7)
+    assert int(session.arena.memory[:8].view(torch.int64)[0]) == 7
+    view = process.view(1024, 256)
+    assert view.numel() == 256 and view.data_ptr() == session.arena.memory[1024:].data_ptr()
+
+
+def test_prepare_and_capture_speak_for_the_timing_phase():
+    ready = TimingReady(graphs=True, detail="", evidence={}, outputs=[])
+    session = _Session(TimingReady(graphs=False, detail="", evidence={}, outputs=[]), ready)
+    process = TimedProcess.of(session, 5.0, cuda=True)
+    process.prepare({"arena": [64, 128]}, {"sets": [], "slots": []})
+    assert process.capture(42.0) is ready
+    (prepared, prepare_s, prepare_expect), (captured, capture_s, _) = session.asked
+    assert prepared == PrepareTiming({"arena": [64, 128]}, {"sets": [], "slots": []}, DOORBELL_OFFSET)
+    assert prepare_s == 5.0 and prepare_expect == ("timing_ready",)  # the process's own limit
+    assert captured == Capture() and capture_s == 42.0
+
+
+def test_a_failed_prepare_or_capture_ends_the_session():
+    process = TimedProcess.of(_Session(Failed("timing", "no such region")), 5.0, cuda=False)
+    with pytest.raises(SessionLost, match="preparing the timed calls failed: no such region"):
+        process.prepare({}, {})
+    process = TimedProcess.of(_Session(Failed("timing", "capture broke")), 5.0, cuda=True)
+    with pytest.raises(SessionLost, match="capturing the timed calls failed: capture broke"):
+        process.capture(1.0)
+
+
+def test_finish_lets_the_echo_go_even_when_it_is_gone():
+    session = _Session(SessionLost("the echo exited"))
+    TimedProcess.of(session, 5.0, cuda=False).finish()  # no exception: the echo's end is best effort
+    assert session.asked == [(Finish(), FINISH_LIMIT_S, ("finished",))]

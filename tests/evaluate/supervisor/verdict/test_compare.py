@@ -1,0 +1,115 @@
+"""Tolerance rules, the precision check and the calibrated strict tolerance."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelbench_v3.evaluate.supervisor.verdict import compare
+
+
+def _saved(expected, residual=None):
+    return {"expected": expected} if residual is None else {"expected": expected, "residual64": residual}
+
+
+def test_compare_case_tolerance_rules_and_precision():
+    ref = torch.tensor([1.0, 2.0, -0.5])
+    entry = {
+        "float64": {"ref_error": {"rel": 1e-7, "max_scaled": 1e-7}, "tf32_error": {"rel": 3e-4, "max_scaled": 5e-4}}
+    }
+    ok = compare.compare_case(
+        "seed42", "correctness", ref + 0.005, _saved(ref, torch.zeros(3)), entry, "v3", "fp32", None
+    )
+    assert "correctness" not in ok.failures
+    assert "precision" in ok.failures  # within 1e-2, but 4e-3 relative is > 3x TF32's error
+    bad = compare.compare_case("seed42", "stress", ref + 0.02, _saved(ref), {}, "v3", "fp32", None)
+    assert "stress" in bad.failures and bad.precision_ok is None
+    # published: max|out-ref| < atol + rtol * max|ref| = 1e-3 + 1e-3 * 2
+    pub = compare.compare_case("c", "correctness", ref + 0.0025, _saved(ref), {}, "published", "fp32", None)
+    assert "correctness" not in pub.failures
+    pub = compare.compare_case("c", "correctness", ref + 0.0035, _saved(ref), {}, "published", "fp32", None)
+    assert "correctness" in pub.failures
+    wrong = compare.compare_case("c", "correctness", ref.double(), _saved(ref), {}, "v3", "fp32", None)
+    assert "output_dtype" in wrong.failures
+    nan = compare.compare_case(
+        "c", "correctness", torch.tensor([1.0, float("nan"), 0.0]), _saved(ref), {}, "v3", "fp32", None
+    )
+    assert "finite" in nan.failures
+    shape = compare.compare_case("c", "correctness", ref[:2], _saved(ref), {}, "v3", "fp32", None)
+    assert "output_shape" in shape.failures
+    # Small outputs pass allclose(1e-2) whatever they are; the norm-wise bound does not.
+    probs = torch.softmax(
+        torch.randn(4, 4096, generator=torch.Generator().manual_seed(1)), dim=1
+    )  # max|p - 1/4096| = 0.0064
+    uniform = torch.full_like(probs, 1 / 4096)
+    garbage = compare.compare_case("c", "recompute", uniform, _saved(probs), {}, "v3", "fp32", None)
+    assert "recompute" in garbage.failures and "relative error" in garbage.failures["recompute"]
+
+
+def test_strict_tolerance_scales_with_the_reference_error():
+    cases_info = {
+        "seed42": {
+            "dtype": "torch.float32",
+            "float64": {
+                "ref_error": {"rel": 1e-7, "max_scaled": 2e-7},
+                "tf32_error": {"rel": 3e-4, "max_scaled": 1e-3},
+            },
+        },
+        "seed123": {"dtype": "torch.float32"},
+    }
+    calibrated = compare.calibrate_strict(cases_info)
+    assert calibrated == pytest.approx(4e-3)
+    assert compare.tolerance_for("strict", "fp32", calibrated) == (calibrated, calibrated)
+    assert compare.tolerance_for("strict", "fp32", None) == (1e-3, 1e-3)
+    assert compare.tolerance_for("v3", "fp8", None) == (1e-2, 1e-2)
+
+
+def _reference_figures(out, expected, residual, mode, precision):
+    """The comparison's figures by their definitions, one expression each (the forms the checks
+    used before they were written to spare full-size temporaries)."""
+    o, r = out.double(), expected.double()
+    diff = (o - r).abs()
+    atol, rtol = compare.tolerance_for(mode, precision)
+    if mode == "v3":
+        ok = bool((diff <= atol + rtol * r.abs()).all())
+    else:
+        ok = float(diff.max()) < atol + rtol * float(r.abs().max())
+    if residual is None:
+        rel = float((o - r).norm()) / (float(r.norm()) or 1.0)
+    else:
+        r64 = r + residual.double()
+        rel = float((o - r64).norm()) / (float(r64.norm()) or 1.0)
+    return float(diff.max()), rel, ok
+
+
+@pytest.mark.parametrize("mode", ["v3", "published"])
+@pytest.mark.parametrize("with_residual", [False, True])
+@pytest.mark.parametrize("noise", [1e-6, 3e-3, 5e-2])
+def test_compare_case_figures_are_exactly_their_definitions(mode, with_residual, noise):
+    gen = torch.Generator().manual_seed(7)
+    expected = torch.randn(64, 129, generator=gen)
+    out = expected + noise * torch.randn(64, 129, generator=gen)
+    residual = 1e-7 * torch.randn(64, 129, generator=gen) if with_residual else None
+    saved = _saved(expected, residual)
+    frozen = {k: t.clone() for k, t in saved.items()}
+    v = compare.compare_case("c", "correctness", out, saved, {}, mode, "fp32", None)
+    max_abs, rel, ok = _reference_figures(out, expected, residual, mode, "fp32")
+    assert v.max_abs == max_abs and v.rel_error == rel  # bit for bit
+    o, r = out.double(), expected.double()
+    gross = float((o - r).norm()) / float(r.norm()) > compare.GROSS_RELATIVE_ERROR["fp32"]
+    assert ("correctness" in v.failures) == (not ok or gross)
+    assert all(torch.equal(saved[k], frozen[k]) for k in saved)  # the saved tensors are untouched
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_all_finite_is_isfinite_all(dtype):
+    gen = torch.Generator().manual_seed(11)
+    for n in (1, 7, 64, 1000, 100_003):  # vectorized bodies, tails and several threads' shares
+        x = torch.randn(n, generator=gen).to(dtype)
+        assert compare.all_finite(x) and compare.all_finite(x.reshape(-1, 1)[::2])
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            for at in {0, n // 2, n - 1}:
+                y = x.clone()
+                y[at] = bad
+                assert compare.all_finite(y) is False and not torch.isfinite(y).all(), (n, bad, at)
+    assert compare.all_finite(torch.empty(0)) and compare.all_finite(torch.arange(5))
