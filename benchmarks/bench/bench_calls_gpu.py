@@ -84,6 +84,19 @@ def _solution_model(path: Path, module, device: str):
     return cls(*module.get_init_inputs()).to(device).eval(), torch
 
 
+def warm_up_beside(fn, sets) -> None:
+    """Three calls on a side stream before a capture, as torch's CUDA-graph recipe asks (the
+    first calls allocate and compile; none of that may land in the graph)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for s in sets[:3]:
+            fn(*s)
+    torch.cuda.current_stream().wait_stream(side)
+
+
 def _rotating_ms(fn, module, graphs: bool) -> tuple[float, int]:
     """Per-call ms of calls over rotating input sets exceeding 3x L2 (graph, or a plain loop)."""
     import torch
@@ -101,12 +114,7 @@ def _rotating_ms(fn, module, graphs: bool) -> tuple[float, int]:
             sets.append(list(module.get_inputs()))
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     if graphs:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for s in sets[:3]:
-                fn(*s)
-        torch.cuda.current_stream().wait_stream(side)
+        warm_up_beside(fn, sets)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             for s in sets:

@@ -188,12 +188,7 @@ def _gated_in_process_ms(model, module, behind_kernel: bool, calls_n: int = 201)
     with torch.device("cuda"):
         sets = [list(module.get_inputs()) for _ in range(4)]
     tiny = torch.zeros(1, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for s in sets[:3]:
-            model(*s)
-    torch.cuda.current_stream().wait_stream(side)
+    calls.warm_up_beside(model, sets)
     graphs = []
     for s in sets:
         g = torch.cuda.CUDAGraph()

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from .. import syntax
 from ..paths import write_atomically
 from .problem import Problem, SizeValue, size_variables_of
 
@@ -78,7 +79,7 @@ def rewrite_sizes(source: str, sizes: Mapping[str, SizeValue], origin: str = "<s
     if not sizes:
         return source
     try:
-        tree = ast.parse(source, filename=origin)
+        tree = syntax.parse(source, filename=origin)
     except SyntaxError as exc:
         raise MaterializeError(f"{origin}: syntax error at line {exc.lineno}: {exc.msg}") from None
     known = size_variables_of(tree)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import syntax
 from ..vocab import PROBLEM_PRECISIONS, SPLITS
 
 # Split membership is by folder plus an exclude list of bare file names, exactly like the
@@ -204,7 +205,7 @@ def read_problem(path: Path | str, root: Path | str | None = None) -> Problem:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProblemFileError(path, f"cannot be read: {exc}") from None
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = syntax.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise ProblemFileError(path, f"syntax error at line {exc.lineno}: {exc.msg}") from None
 

@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .. import syntax
 from ..catalog.problem import Problem
 from ..evaluate import DEFAULT_SEEDS, MAIN_WORK_SHARE, PRECISION_MARGIN, V3_TOLERANCE
 from ..vocab import SPLITS
@@ -76,7 +77,7 @@ def toolchains_for(split: str, category: str) -> list[Toolchain]:
 
 def constructor_signature(source: str) -> str:
     """`Model(in_features, out_features)`: the reference's `__init__` arguments, without self."""
-    tree = ast.parse(source)
+    tree = syntax.parse(source)
     for stmt in tree.body:
         if isinstance(stmt, ast.ClassDef) and stmt.name == "Model":
             for item in stmt.body:

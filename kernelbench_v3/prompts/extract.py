@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import syntax
+
 PYTHON_LABELS = frozenset({"", "python", "py", "python3", "py3"})
 SOLUTION_CLASSES = ("Model", "ModelNew")
 
@@ -100,7 +102,7 @@ def _body(lines: list[str], start: int, end: int, indent: int) -> str:
 
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        syntax.parse(code)
     except SyntaxError:
         return False
     return True
@@ -109,7 +111,7 @@ def _parses(code: str) -> bool:
 def _defined_class(code: str) -> str | None:
     """ "Model" if the code defines it at top level, else "ModelNew", else None."""
     try:
-        tree = ast.parse(code)
+        tree = syntax.parse(code)
     except SyntaxError:
         names = set(_CLASS.findall(code))
     else:

@@ -24,6 +24,7 @@ import builtins
 from collections import Counter
 from dataclasses import dataclass
 
+from .... import syntax
 from . import scan_names, scan_reach
 from .scan_rules import (
     ATTRS,
@@ -71,7 +72,7 @@ class TamperScan:
 def scan(source: str) -> TamperScan:
     lines = source.splitlines()
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except (SyntaxError, ValueError) as exc:  # ValueError: null bytes in the source
         line = getattr(exc, "lineno", None) or 1
         text = lines[line - 1].strip()[:160] if 0 < line <= len(lines) else ""

@@ -30,6 +30,7 @@ from kernelbench_v3.evaluate.supervisor.reference.cache import (
     for_evaluation,
     key_fields,
 )
+from tests.evaluate.supervisor.reference.spy import Spy
 from tests.paths import PROBLEMS, REPO
 
 SEEDS = (42, 123, 456)
@@ -50,17 +51,6 @@ def _cache(root: Path, problem_id: str, sizes, plan) -> ReferenceCache:
 
     sha = hashlib.sha256(source.encode()).hexdigest()
     return ReferenceCache(root, key_fields(sha, sizes, "cpu", plan, 2))
-
-
-class _Spy:
-    """Counts calls of a function it wraps."""
-
-    def __init__(self, fn):
-        self.fn, self.calls = fn, 0
-
-    def __call__(self, *args, **kwargs):
-        self.calls += 1
-        return self.fn(*args, **kwargs)
 
 
 def _compute(problem_id, sizes, plan, cache):
@@ -91,13 +81,13 @@ def test_second_computation_comes_from_the_cache_with_the_same_facts(tmp_path, m
     assert first.cached is False
     _same_facts(first, uncached)
 
-    f64 = _Spy(reference.float64_reference)
-    search = _Spy(reference._choose_other_shape)
+    f64 = Spy(reference.float64_reference)
+    search = Spy(reference._choose_other_shape)
     monkeypatch.setattr(reference, "float64_reference", f64)
     monkeypatch.setattr(reference, "_choose_other_shape", search)
     from kernelbench_v3.evaluate import evidence
 
-    recorder = _Spy(evidence.OpRecorder)
+    recorder = Spy(evidence.OpRecorder)
     monkeypatch.setattr(evidence, "OpRecorder", recorder)
     second = _compute(problem_id, sizes, plan, _cache(tmp_path, problem_id, sizes, plan))
     assert second.cached is True
@@ -217,7 +207,7 @@ def test_a_damaged_entry_is_ignored_recomputed_and_replaced(tmp_path, monkeypatc
         path.write_bytes(other.path.read_bytes())
     probe = _cache(tmp_path, problem_id, sizes, plan)
     assert probe.load() is None
-    f64 = _Spy(reference.float64_reference)
+    f64 = Spy(reference.float64_reference)
     monkeypatch.setattr(reference, "float64_reference", f64)
     again = _compute(problem_id, sizes, plan, _cache(tmp_path, problem_id, sizes, plan))
     assert again.cached is False and f64.calls > 0
@@ -250,7 +240,7 @@ def test_a_recomputed_output_that_differs_is_not_paired_with_cached_float64_fact
     monkeypatch.setattr(
         reference_cache, "digest", lambda values: real(values) + ("x" if len(values) == 1 else "")
     )  # every expected output "differs"
-    f64 = _Spy(reference.float64_reference)
+    f64 = Spy(reference.float64_reference)
     monkeypatch.setattr(reference, "float64_reference", f64)
     run = _compute(problem_id, sizes, plan, _cache(tmp_path, problem_id, sizes, plan))
     assert run.cached is False
@@ -324,7 +314,7 @@ def test_a_second_evaluation_says_it_used_the_cache(tmp_path, monkeypatch):
     )
     first = evaluate(request, cache_dir=tmp_path)
     assert first.reference_cached is False and first.correct, first.error
-    f64 = _Spy(reference.float64_reference)
+    f64 = Spy(reference.float64_reference)
     monkeypatch.setattr(reference, "float64_reference", f64)
     second = evaluate(request, cache_dir=tmp_path)
     assert second.reference_cached is True and f64.calls == 0

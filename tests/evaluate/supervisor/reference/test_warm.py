@@ -7,6 +7,7 @@ import torch
 
 from kernelbench_v3.evaluate.supervisor.reference import reference_run as reference
 from kernelbench_v3.evaluate.supervisor.reference import warm as warm_references
+from tests.evaluate.supervisor.reference.spy import Spy
 from tests.paths import REPO
 
 
@@ -17,15 +18,6 @@ def _clean():
     yield
     warm_references.keep_references_warm(0)
     warm_references.forget_all()
-
-
-class _Spy:
-    def __init__(self, fn):
-        self.fn, self.calls = fn, 0
-
-    def __call__(self, *args, **kwargs):
-        self.calls += 1
-        return self.fn(*args, **kwargs)
 
 
 def _request(**sizes):
@@ -47,7 +39,7 @@ def test_a_kept_reference_is_computed_once_and_judges_alike(tmp_path, monkeypatc
     from kernelbench_v3.evaluate import evaluate
 
     monkeypatch.setenv("KBV3_NO_REFERENCE_CACHE", "1")  # only the memory is in play
-    spy = _Spy(reference.compute)
+    spy = Spy(reference.compute)
     from kernelbench_v3.evaluate.supervisor.run import evaluation
 
     monkeypatch.setattr(evaluation, "compute", spy)
