@@ -31,6 +31,8 @@ import errno
 import platform
 import signal
 import sys
+from collections.abc import Callable
+from typing import Any
 
 PR_SET_PDEATHSIG, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 22, 2
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
@@ -143,19 +145,25 @@ def _assemble(ops: list[tuple[int, int | str, int | str, int]]) -> list[_Filter]
     return out
 
 
+def _load(build: Callable[[str], list], call: Callable[[Any, str, Any], int]) -> str:
+    """Assemble `build(machine)` and hand it to the kernel through `call(libc, machine, prog)`
+    (prctl for the first filter, the seccomp system call for a stacked one); '' when it held."""
+    machine = platform.machine()
+    if sys.platform != "linux" or machine not in _NR:
+        return f"no seccomp filter on {sys.platform}/{machine}"
+    code = _assemble(build(machine))
+    prog = _Program(len(code), (_Filter * len(code))(*code))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if call(libc, machine, ctypes.byref(prog)) != 0:
+        return f"seccomp filter refused ({errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno())})"
+    return ""
+
+
 def install() -> str:
     """Install the filter in this process (PR_SET_NO_NEW_PRIVS must be set, and the process should
     be single-threaded: the filter holds for the calling thread and what it starts); '' when it
     held, else why not."""
-    machine = platform.machine()
-    if sys.platform != "linux" or machine not in _NR:
-        return f"no seccomp filter on {sys.platform}/{machine}"
-    code = _assemble(program(machine))
-    prog = _Program(len(code), (_Filter * len(code))(*code))
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
-        return f"seccomp filter refused ({errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno())})"
-    return ""
+    return _load(program, lambda libc, machine, prog: libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0))
 
 
 def no_fork_program(machine: str) -> list[tuple[int, int | str, int | str, int]]:
@@ -175,13 +183,9 @@ def no_fork_program(machine: str) -> list[tuple[int, int | str, int | str, int]]
 
 def forbid_forks() -> str:
     """Stack the no-new-process filter on every thread of this process; '' when it held."""
-    machine = platform.machine()
-    if sys.platform != "linux" or machine not in _NR:
-        return f"no seccomp filter on {sys.platform}/{machine}"
-    code = _assemble(no_fork_program(machine))
-    prog = _Program(len(code), (_Filter * len(code))(*code))
-    libc = ctypes.CDLL(None, use_errno=True)
-    nr = _NR[machine]["seccomp"]
-    if libc.syscall(nr, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(prog)) != 0:
-        return f"seccomp filter refused ({errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno())})"
-    return ""
+    return _load(
+        no_fork_program,
+        lambda libc, machine, prog: libc.syscall(
+            _NR[machine]["seccomp"], SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog
+        ),
+    )
