@@ -57,7 +57,11 @@ JSON_COLUMNS = (
     "phase_s",
     "kernel_evidence",
     "sandbox_details",
+    "wall_phase_s",
+    "wall_background_s",
 )
+# JSON columns whose key order is their meaning (phases in the order they ran): kept, not sorted.
+ORDERED_JSON_COLUMNS = ("phase_s", "wall_phase_s")
 
 
 def write_parquet(records: Iterable[dict[str, Any]], out: Path | str) -> int:
@@ -69,7 +73,7 @@ def write_parquet(records: Iterable[dict[str, Any]], out: Path | str) -> int:
         row = dict(record)
         for name in JSON_COLUMNS:
             if name in row:
-                row[name] = json.dumps(row[name], sort_keys=True)
+                row[name] = json.dumps(row[name], sort_keys=name not in ORDERED_JSON_COLUMNS)
         rows.append(row)
     buffer = io.BytesIO()
     pd.DataFrame(rows).to_parquet(buffer, index=False)

@@ -24,6 +24,7 @@ from .args import (
     sizes_text,
     split_name,
 )
+from .eval_run import evaluate_here
 from .flags import (
     add_cache,
     add_device,
@@ -36,7 +37,6 @@ from .flags import (
     add_split,
     add_timing_seconds,
 )
-from .heartbeat import HEARTBEAT_S, heartbeat, say_on_stderr
 from .options import add_eval_options, eval_options_from
 
 
@@ -72,11 +72,12 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--server", type=Path, metavar="SOCKET", help="send the evaluation to a running `kbv3 serve` on SOCKET"
     )
-    p.set_defaults(func=cmd_eval)
+    # The MPS daemon starts beside eval's own start-up; `evaluate_here` waits for it (`cli.main`).
+    p.set_defaults(func=cmd_eval, overlaps_mps=True)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ..evaluate import describe_record, evaluate
+    from ..evaluate import describe_record
 
     check_input_file(args.solution, "argument --solution", "give the solution's .py file")
     sizes = check_eval_problem(args.problem, args.gpu, args.sizes, args.problems)
@@ -84,21 +85,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from .serve_verbs import eval_on_server
 
         return eval_on_server(args, sizes)
-    if args.device == "cuda":
-        check_cuda("--device cuda")
     try:
-        request = eval_options_from(args).request(
-            args.problem,
-            args.solution,
-            gpu=args.gpu,
-            device=args.device or default_device(),
-            sizes=sizes,
-            model=args.model,
-        )
-        say = say_on_stderr
-        say(f"kbv3 eval: evaluating {args.problem} on {request.device} (a line every {HEARTBEAT_S:g} s) ...")
-        with heartbeat(args.problem, say):
-            record = evaluate(request, problems_dir=args.problems, cache_dir=args.cache)
+        record = evaluate_here(args, sizes)  # its start-up overlapped, every second named
     except (KeyError, ValueError, FileNotFoundError) as exc:
         print(f"kbv3 eval: {exc}", file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..evaluate import mps_daemon, mps_wanted
+from ..evaluate import Wall, mps_starting, mps_wanted, process_started
 from . import agent_verbs, eval_verbs, generate_verbs, problem_verbs, runs_verbs, serve_verbs
 from .args import CliError, KbParser, ignore_further_interrupts
 
@@ -77,11 +77,21 @@ def _quiet_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one verb; a user's mistake gives one line on stderr and an exit code (EXIT_CODES)."""
+    # Every second of the process in a named step (`Record.wall_phase_s`): from its start when
+    # this is the program (argv None), from now when a caller (a test) runs a verb in-process.
+    wall = Wall(started=process_started() if argv is None else None)
+    wall.to("cli_args")
     args = build_parser().parse_args(argv)
+    args.wall = wall
     verb = f"kbv3 {args.verb}"
     try:
-        # The timed calls of a verb that times on a GPU run under MPS, started once for the verb.
-        with mps_daemon(mps_wanted(getattr(args, "no_mps", None), getattr(args, "device", None))):
+        # The timed calls of a verb that times on a GPU run under MPS, started once for the verb:
+        # before it, or (a verb that sets `overlaps_mps`: `eval`) beside its own start-up, which
+        # then waits for the daemon (`args.mps.ready()`) before its first CUDA context.
+        with mps_starting(mps_wanted(getattr(args, "no_mps", None), getattr(args, "device", None))) as mps:
+            args.mps = mps
+            if not getattr(args, "overlaps_mps", False):
+                mps.ready()
             code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit
         return code

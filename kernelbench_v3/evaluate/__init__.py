@@ -22,7 +22,8 @@ workers and the agent import only `kernelbench_v3.evaluate` (tests/test_imports.
 it). Beside `evaluate` it offers what they need, each named for its use: the record's display
 (`describe_record`, `speedup_text`), the machine's name (`device_name`), filling the baseline
 cache (`fill_baselines`), a long-lived worker's warm state (`keep_zygotes_warm`,
-`start_warm_zygote`, `keep_references_warm`), the MPS daemon (`mps_wanted`, `mps_daemon`,
+`start_warm_zygote`, `close_warm_zygotes`, `keep_references_warm`), a process's whole wall clock
+(`Wall`, `process_started`: `Record.wall_phase_s`) and the supervisor's import (`load_supervisor`), the MPS daemon (`mps_wanted`, `mps_daemon`, `mps_starting`,
 `cuda_context_lost`), the rules a prompt states (`V3_TOLERANCE`, `PRECISION_MARGIN`,
 `MAIN_WORK_SHARE`) and the frames the local service reuses (`Link`, `Deadline`, `PeerGone`,
 `ProtocolError`, `MAX_FRAME_BYTES`). Names that need torch load on first use (`__getattr__`), so
@@ -40,11 +41,13 @@ from .display import describe_record, speedup_text
 from .fingerprint import device_name
 from .mps import CudaContextLost, cuda_context_lost
 from .mps import daemon as mps_daemon
+from .mps import starting as mps_starting
 from .mps import wanted as mps_wanted
 from .options import EvalOptions
 from .protocol.frames import MAX_FRAME_BYTES, Deadline, Link, PeerGone, ProtocolError
 from .record import Record
 from .request import DEFAULT_SEEDS, DEFAULT_TIMING_SECONDS, EvalRequest
+from .wall import Wall, process_started
 
 __all__ = [
     "DEFAULT_SEEDS",
@@ -62,6 +65,8 @@ __all__ = [
     "PeerGone",
     "ProtocolError",
     "Record",
+    "Wall",
+    "close_warm_zygotes",
     "cuda_context_lost",
     "describe_record",
     "device_name",
@@ -69,8 +74,11 @@ __all__ = [
     "fill_baselines",
     "keep_references_warm",
     "keep_zygotes_warm",
+    "load_supervisor",
     "mps_daemon",
+    "mps_starting",
     "mps_wanted",
+    "process_started",
     "speedup_text",
     "start_warm_zygote",
 ]
@@ -86,11 +94,22 @@ def __getattr__(name: str) -> Any:
         from .supervisor import reference
 
         return getattr(reference, name)
-    if name in ("keep_zygotes_warm", "start_warm_zygote"):
+    if name in ("keep_zygotes_warm", "start_warm_zygote", "close_warm_zygotes"):
         from .supervisor import run
 
         return getattr(run, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def load_supervisor() -> None:
+    """Import the supervisor (torch, Triton, the evaluator) now, as the first `evaluate` would:
+    `kbv3 eval` does it in a named step, beside the MPS daemon's start and its zygote's import."""
+    from .supervisor.run import run_evaluation  # noqa: F401
+
+    try:  # the record's fingerprint names Triton's version: its import belongs here too
+        import triton  # noqa: F401
+    except Exception:  # noqa: BLE001 - a broken Triton is the record's to report
+        pass
 
 
 def evaluate(

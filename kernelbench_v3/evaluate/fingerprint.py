@@ -7,6 +7,8 @@ that tool exists.
 
 from __future__ import annotations
 
+import functools
+import os
 import platform
 import shutil
 import subprocess
@@ -36,6 +38,14 @@ def software() -> dict[str, Any]:
 
 
 def _nvidia_smi(query: str) -> str | None:
+    """The first GPU's `query` from nvidia-smi, asked once per process and GPU pinning: a GPU's
+    name and driver do not change under a running process, and each call of the tool costs a
+    few hundred milliseconds on a large host (an evaluation asked it three times)."""
+    return _nvidia_smi_once(query, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+@functools.lru_cache(maxsize=32)
+def _nvidia_smi_once(query: str, visible: str | None) -> str | None:
     exe = shutil.which("nvidia-smi")
     if not exe:
         return None

@@ -6,7 +6,8 @@ under about 0.15 ms are not resolved (docs/timing.md). Under an MPS daemon the p
 one server context, the echo's window falls to about 10 us and small kernels are timed.
 
 `daemon(ask)` owns the lifecycle, once per kbv3 process (eval, eval-batch, serve, baselines and
-demo all run inside one block):
+demo all run inside one block; `kbv3 eval` uses `starting(ask)`, the same start on a thread beside
+its own start-up, and waits for it with `Start.ready()` just before its first CUDA context):
 
 - **Used, not started**, when a daemon already serves this user: `CUDA_MPS_PIPE_DIRECTORY`
   names a folder with a control pipe, or the driver's default folder has one.
@@ -39,6 +40,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -174,47 +176,101 @@ def _spawn_reaper(root: Path) -> subprocess.Popen:
     )
 
 
+class Start:
+    """A daemon started beside the caller's own work (`starting`): the start and the client probe
+    run on a thread with an environment of their own, so nothing of this process changes until
+    `ready()`, which waits for them and only then points this process's contexts at the daemon.
+    Nothing may open a CUDA context before `ready()` (a context joins MPS only when it is made);
+    what is forked meanwhile gets the folders later (`solution.zygote` passes them per spawn)."""
+
+    def __init__(self, ask: bool, clock=time.monotonic):
+        self.clock = clock
+        self.started = False
+        self.daemon_done_at: float | None = None  # when the daemon answered (or was given up)
+        self.daemon_s: float | None = None  # the start, as it ran beside the caller
+        self.probe_s: float | None = None  # the client probe, likewise
+        self.env: dict[str, str] = {}
+        self.reaper: subprocess.Popen | None = None
+        self._saved: dict[str, str | None] = {}
+        self._waited = False
+        self._thread: threading.Thread | None = None
+        if ask and not in_use() and shutil.which(CONTROL) is not None:
+            self._thread = threading.Thread(target=self._run, name="kbv3-mps-start", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        began = self.clock()
+        try:
+            if not _default_compute_mode():
+                return
+            sweep_stale()
+            root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX))
+            (root / OWNER_FILE).write_text(str(os.getpid()))
+            env = {PIPE_ENV: str(root / "pipe"), LOG_ENV: str(root / "log")}
+            for folder in env.values():
+                Path(folder).mkdir(mode=0o700)
+            self.reaper = _spawn_reaper(root)  # first: a daemon that starts is always somebody's to end
+            (root / REAPER_FILE).write_text(str(self.reaper.pid))
+            started = _start(root, {**os.environ, **env})
+            self.daemon_done_at = self.clock()
+            self.daemon_s = self.daemon_done_at - began
+            if started and not _client_works({**os.environ, **env}):
+                # A daemon whose server cannot start (a container without the IPC it needs, say)
+                # would fail every CUDA context of this process: end it and run without.
+                started = False
+                end_daemon(root, grace_s=2.0)
+            self.probe_s = self.clock() - self.daemon_done_at
+            self.started, self.env = started, env
+        except Exception:  # noqa: BLE001 - a daemon that cannot start: the work runs without
+            self.started = False
+        finally:
+            if self.daemon_done_at is None:
+                self.daemon_done_at = self.clock()
+
+    def ready(self) -> bool:
+        """Wait for the start; whether this process's contexts now go through a daemon."""
+        if self._thread is not None:
+            self._thread.join()
+        if self.started and not self._waited:
+            self._saved = {k: os.environ.get(k) for k in self.env}
+            os.environ.update(self.env)
+        self._waited = True
+        return in_use()
+
+    def end(self) -> None:
+        """Let the reaper go once every process forked from this one has exited too (closing
+        this process's end of its pipe); nothing here waits for the daemon."""
+        if self._thread is not None:
+            self._thread.join()  # a start still under way is somebody's to end: wait for it
+        if self.reaper is not None and self.reaper.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.reaper.stdin.close()
+        for key, value in self._saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved = {}
+
+
+@contextlib.contextmanager
+def starting(ask: bool) -> Iterator[Start]:
+    """The daemon's start beside the block (`Start`); the block calls `ready()` before its first
+    CUDA context. Never raises for a missing or failing daemon."""
+    start = Start(ask)
+    try:
+        yield start
+    finally:
+        start.end()
+
+
 @contextlib.contextmanager
 def daemon(ask: bool) -> Iterator[bool]:
     """Run the block under MPS when asked and possible (module docstring); yields whether this
     process's contexts go through a daemon. Never raises for a missing or failing daemon: the
     evaluations then run without, and the records say so."""
-    if not ask or in_use() or shutil.which(CONTROL) is None or not _default_compute_mode():
-        yield in_use()
-        return
-    sweep_stale()
-    root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX))
-    (root / OWNER_FILE).write_text(str(os.getpid()))
-    env = {PIPE_ENV: str(root / "pipe"), LOG_ENV: str(root / "log")}
-    for folder in env.values():
-        Path(folder).mkdir(mode=0o700)
-    reaper = _spawn_reaper(root)  # first: a daemon that starts is always somebody's to end
-    (root / REAPER_FILE).write_text(str(reaper.pid))
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    started = _start(root, {**os.environ})
-    if started and not _client_works({**os.environ}):
-        # A daemon whose server cannot start (a container without the IPC it needs, say) would
-        # fail every CUDA context of this process: end it and run without.
-        started = False
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        end_daemon(root, grace_s=2.0)
-    try:
-        yield started and in_use()
-    finally:
-        # Closing our end lets the reaper go once every process forked from this one has exited
-        # too; nothing here waits for the daemon.
-        with contextlib.suppress(OSError):
-            reaper.stdin.close()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    with starting(ask) as start:
+        yield start.ready()
 
 
 class CudaContextLost(RuntimeError):
@@ -254,10 +310,12 @@ __all__ = [
     "cuda_context_lost",
     "LOG_ENV",
     "PIPE_ENV",
+    "Start",
     "daemon",
     "daemon_pids",
     "end_daemon",
     "in_use",
+    "starting",
     "sweep_stale",
     "wanted",
 ]

@@ -123,6 +123,13 @@ class Record:
     # Seconds per phase: setup, reference, baseline, candidate (with its solution_* steps),
     # verdict, cleanup, bookkeeping; the top-level ones add up to duration_s.
     phase_s: dict[str, float] = field(default_factory=dict)
+    # The whole process's wall (`kbv3 eval`; `evaluate.wall`): seconds from its start to the record,
+    # their ordered parts (the CLI's steps, the evaluation's phases with `candidate` split into its
+    # solution_* steps, `unattributed`; they add up to wall_s) and work that ran beside them.
+    # Empty where no CLI process measured them (eval-batch, serve, the API) and in older records.
+    wall_s: float | None = None
+    wall_phase_s: dict[str, float] = field(default_factory=dict)
+    wall_background_s: dict[str, float] = field(default_factory=dict)
     # The reference came from a cache: from disk its float64 runs and profile, from a batch
     # worker's memory all of it (None: the disk cache is off and nothing was kept in memory).
     reference_cached: bool | None = None

@@ -129,12 +129,12 @@ def test_every_verb_that_times_on_a_gpu_takes_no_mps_and_main_asks_for_mps_by_it
     asked = []
 
     @contextlib.contextmanager
-    def recording_daemon(ask):
+    def recording_start(ask):
         asked.append(ask)
         raise CliError("stop here", code=2)
         yield  # pragma: no cover
 
-    monkeypatch.setattr(cli_main, "mps_daemon", recording_daemon)  # the public API's name for mps.daemon
+    monkeypatch.setattr(cli_main, "mps_starting", recording_start)  # the public API's name for mps.starting
     monkeypatch.delenv(mps.ASK_ENV, raising=False)
     sol = str(EXAMPLES / "level1/23_Softmax.py")
     for argv, expected in (

@@ -27,10 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..mps_reaper import LOG_ENV, PIPE_ENV
+
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL")
 LOG_NAME = "output.log"  # the solution process's stdout and stderr, in its scratch folder
+# What a spawn request may set in the child's environment (None: unset): the MPS daemon's folders,
+# which the supervisor may learn after the zygote started.
+SPAWN_ENV = (PIPE_ENV, LOG_ENV)
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -153,6 +158,15 @@ def _child(msg: dict[str, Any], fds: list[int]) -> None:
         for name in list(os.environ):
             if name.startswith(("KBV3_", "HF_")) or any(w in name.upper() for w in SECRET_WORDS):
                 os.environ.pop(name, None)
+        # The supervisor's environment at the spawn, not at the zygote's start: a zygote started
+        # before the MPS daemon (beside it) gives its children the daemon's folders. CUDA reads
+        # them at its first use, which in this process is still to come.
+        for name, value in (msg.get("env") or {}).items():
+            if name in SPAWN_ENV:
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = str(value)
         os.environ.update(
             TRITON_CACHE_DIR=str(scratch / "triton"),
             TMPDIR=str(scratch / "tmp"),
@@ -205,7 +219,10 @@ def main(ctl_fd: int, device: str) -> None:
         pass
     settle_lazy_torch_patches()
     ctl = socket.socket(fileno=ctl_fd)
-    ctl.send(json.dumps({"kind": "zygote_ready", "pid": os.getpid(), "import_s": time.monotonic() - started}).encode())
+    # CLOCK_MONOTONIC is one clock for every process of the machine: the supervisor subtracts
+    # its launch time from `ready_at` to learn what the zygote's start cost (beside its own work).
+    ready = {"kind": "zygote_ready", "pid": os.getpid(), "import_s": time.monotonic() - started}
+    ctl.send(json.dumps({**ready, "ready_at": time.monotonic()}).encode())
     while True:
         data, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 4)
         if not data:
@@ -273,7 +290,14 @@ class Zygote:
         )
         log.close()
         theirs.close()
+        self.launched_at = time.monotonic()
         self.ready: dict[str, Any] | None = None
+
+    @property
+    def start_s(self) -> float | None:
+        """Seconds from the launch to the zygote's ready (None before it was read)."""
+        ready_at = (self.ready or {}).get("ready_at")
+        return None if ready_at is None else max(0.0, float(ready_at) - self.launched_at)
 
     def _receive(self, timeout_s: float) -> dict[str, Any]:
         self.ctl.settimeout(timeout_s)
@@ -291,9 +315,11 @@ class Zygote:
         return self.ready
 
     def spawn(self, *, scratch: Path, arena_fd: int, arena_size: int, limits: dict[str, Any]) -> Spawned:
+        """Fork a solution process; it gets this (the supervisor's) process's SPAWN_ENV as now."""
         self.wait_ready()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         msg = {"kind": "spawn", "scratch": str(scratch), "device": self.device, "arena_size": arena_size, **limits}
+        msg["env"] = {name: os.environ.get(name) for name in SPAWN_ENV}
         socket.send_fds(self.ctl, [json.dumps(msg).encode()], [theirs.fileno(), arena_fd])
         theirs.close()
         reply = self._receive(60.0)

@@ -5,10 +5,33 @@ phase, the verdict, the record), where its seconds go (`phases`), the candidate 
 the forked solution process driven step by step under limits derived from the problem) and the
 warm zygotes of long-lived supervisors (`zygote_pool`). It is the only room that uses all the
 others: the reference, the session, the timing room and the verdict.
+
+The warm zygotes load without torch, so a CLI can start its zygote before it imports torch
+itself (the zygote then imports it beside the CLI); the rest loads on first use (PEP 562).
 """
 
-from .candidate import StepLimits, step_limits
-from .evaluation import run_evaluation
-from .zygote_pool import keep_zygotes_warm, start_warm_zygote
+from typing import Any
 
-__all__ = ["StepLimits", "keep_zygotes_warm", "run_evaluation", "start_warm_zygote", "step_limits"]
+from .zygote_pool import close_warm_zygotes, keep_zygotes_warm, start_warm_zygote
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("StepLimits", "step_limits"):
+        from . import candidate
+
+        return getattr(candidate, name)
+    if name == "run_evaluation":
+        from .evaluation import run_evaluation
+
+        return run_evaluation
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "StepLimits",
+    "close_warm_zygotes",
+    "keep_zygotes_warm",
+    "run_evaluation",
+    "start_warm_zygote",
+    "step_limits",
+]

@@ -8,7 +8,8 @@ planned case, the check that would make timing wasted (`_already_incorrect`), ti
 
 It owns the `candidate` phase of `Record.phase_s` and splits it, with a lap timer
 (`phases.Laps`), into contiguous steps that add up to it: `solution_arena` (sizing and creating
-the arena), `solution_calibrate` (CUDA, timed: the idle device's flush), `solution_spawn`,
+the arena), `solution_calibrate` (CUDA, timed: the idle device's flush), `solution_zygote_wait`
+(what of the zygote's start the earlier phases did not hide), `solution_spawn` (the fork),
 `solution_start`, `solution_setup` (with writing the weights), per case `solution_inputs`
 (writing its inputs into the arena), `solution_cases` (the call) and `solution_outputs` (copying
 the output out), then `solution_precheck`, `solution_timing`, `solution_finish` and
@@ -148,7 +149,9 @@ def run_solution(
         )
 
     try:
-        laps.to("solution_spawn")  # waits for a zygote still importing torch
+        laps.to("solution_zygote_wait")  # a zygote still importing torch: its start not hidden
+        zygote.wait_ready()
+        laps.to("solution_spawn")  # the fork itself
         session = open_session(scratch)
         run = _Run(session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work, laps)
         run.cpu_region = (ALIGN + input_region + output_region, timing_region)

@@ -4,7 +4,8 @@ A batch worker or the service evaluates many solutions in one process. Each solu
 a fresh, sandboxed process forked from a zygote, and whatever a solution leaves behind is killed
 after its evaluation; what is saved is the zygote's own start (a Python process importing torch
 and Triton, about 5 s). Outside such processes the pool is off and every evaluation starts and
-closes a zygote of its own.
+closes a zygote of its own, except `kbv3 eval`, which starts its one zygote first thing (beside
+the MPS daemon's start and its own import of torch) and closes it before it prints the record.
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ class ZygotePool:
         """Forget `device`'s zygote (one that could not reap is not reused)."""
         self._zygotes.pop(device, None)
 
+    def close(self) -> None:
+        """Close every warm zygote now (they would die with this process anyway; a CLI that
+        started one ahead of its evaluation closes it in a named step, not at the exit)."""
+        zygotes, self._zygotes = list(self._zygotes.values()), {}
+        for zygote in zygotes:
+            zygote.close()
+
 
 POOL = ZygotePool()
 
@@ -46,7 +54,15 @@ def keep_zygotes_warm() -> None:
     POOL.enabled = True
 
 
-def start_warm_zygote(device: str) -> None:
-    """Start `device`'s warm zygote now rather than in the first evaluation (keeps it warm)."""
+def start_warm_zygote(device: str) -> Zygote:
+    """Start `device`'s warm zygote now rather than in the first evaluation (keeps it warm); its
+    torch import then runs beside whatever this process does next."""
     keep_zygotes_warm()
-    POOL.get(device)
+    zygote = POOL.get(device)
+    assert zygote is not None  # the pool is on
+    return zygote
+
+
+def close_warm_zygotes() -> None:
+    """Close the warm zygotes this process holds."""
+    POOL.close()
