@@ -53,8 +53,9 @@ def exit_when_orphaned(parent_pid: int) -> threading.Thread:
 def warm_up(start_on: str | None = None) -> None:
     """Keep the supervisor warm across this process's evaluations: one zygote per device (each
     solution still gets a fresh, sandboxed process forked from it) and the last problem's
-    reference. `start_on` (a device) pays the start-up here rather than in the first request
-    (the service does; a batch worker starts its zygote with its first item)."""
+    reference. `start_on` (a device) launches the zygote here rather than in the first request
+    (the service and the local batch workers do; a Ray task, whose device is the task's, starts
+    it with its first evaluation). Called again, it keeps what is warm."""
     from .evaluate import keep_references_warm, keep_zygotes_warm, start_warm_zygote
 
     keep_zygotes_warm()

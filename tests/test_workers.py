@@ -50,3 +50,46 @@ def test_a_lost_cuda_context_is_seen_and_a_healthy_or_absent_one_is_not(monkeypa
     assert workers.cuda_context_lost() is False
     monkeypatch.setitem(sys.modules, "torch", fake_torch(True, RuntimeError("an illegal memory access")))
     assert workers.cuda_context_lost() is True
+
+
+def test_a_local_batch_worker_launches_its_zygote_at_its_start(monkeypatch):
+    import os
+
+    warmed = []
+    monkeypatch.setattr(workers, "warm_up", lambda start_on=None: warmed.append(start_on))
+    monkeypatch.setattr(workers, "exit_when_orphaned", lambda pid: None)
+
+    class Done:
+        def recv(self):
+            return None  # told to stop at once
+
+    executors._worker_main(Done(), {}, lambda item, settings: {}, os.getpid(), "cpu")
+    assert warmed == ["cpu"]  # not with the first item: its torch import runs beside the worker's
+
+
+def test_a_ray_task_keeps_the_zygote_and_reference_warm_for_the_next_task_there(monkeypatch):
+    from kernelbench_v3.batch.queue import BatchItem, BatchSettings
+
+    warmed = []
+    monkeypatch.setattr(workers, "warm_up", lambda start_on=None: warmed.append(start_on))
+    item = BatchItem("m", "H100", "level1/23_Softmax", "/x/sol.py", "0")
+    record = executors.ray_evaluate(item, BatchSettings(split="h100", device="cpu"), b"x = 1\n", lambda i, s: {"ok": 1})
+    assert warmed == [None] and record["ok"] == 1
+
+
+def test_the_pool_closes_every_warm_zygote_it_holds():
+    from kernelbench_v3.evaluate.supervisor.run.zygote_pool import ZygotePool
+
+    closed = []
+
+    class Fake:
+        def __init__(self, name):
+            self.name = name
+
+        def close(self):
+            closed.append(self.name)
+
+    pool = ZygotePool()
+    pool._zygotes = {"cpu": Fake("cpu"), "cuda": Fake("cuda")}
+    pool.close()
+    assert sorted(closed) == ["cpu", "cuda"] and not pool.holds(Fake("cpu")) and pool._zygotes == {}

@@ -127,13 +127,14 @@ def _call(evaluate_fn: EvaluateFn, item: BatchItem, settings: BatchSettings) -> 
 # ----------------------------------------------------------------------------- local workers
 
 
-def _worker_main(conn, env: dict[str, str], evaluate_fn: EvaluateFn, parent_pid: int) -> None:
+def _worker_main(conn, env: dict[str, str], evaluate_fn: EvaluateFn, parent_pid: int, device: str | None) -> None:
     """A worker process: pin to its GPU, then evaluate items until told to stop."""
     os.environ.update(env)  # before anything in this process touches CUDA
     workers.exit_when_orphaned(parent_pid)  # the batch was SIGKILLed: do not keep evaluating
     # One zygote per worker (a fresh solution process per item) and the last problem's
-    # reference, started with the first item: a worker's start is its own allowance.
-    workers.warm_up()
+    # reference. The zygote is launched at once, so its torch import runs beside the worker's
+    # own and the first item does not wait for it; a worker's start is its own allowance.
+    workers.warm_up(start_on=device)
     while True:
         try:
             message = conn.recv()
@@ -154,8 +155,8 @@ def _worker_main(conn, env: dict[str, str], evaluate_fn: EvaluateFn, parent_pid:
 class _Worker:
     """One worker process and the item it is evaluating."""
 
-    def __init__(self, name: str, env: dict[str, str], evaluate_fn: EvaluateFn):
-        self.name, self.env, self.evaluate_fn = name, env, evaluate_fn
+    def __init__(self, name: str, env: dict[str, str], evaluate_fn: EvaluateFn, device: str | None = None):
+        self.name, self.env, self.evaluate_fn, self.device = name, env, evaluate_fn, device
         self.process = None
         self.conn = None
         self.item: BatchItem | None = None
@@ -173,7 +174,7 @@ class _Worker:
             target=_worker_main,
             name=f"kbv3-batch-{self.name}",
             daemon=True,
-            args=(child_end, self.env, self.evaluate_fn, os.getpid()),
+            args=(child_end, self.env, self.evaluate_fn, os.getpid(), self.device),
         )
         self.process.start()
         child_end.close()
@@ -241,7 +242,8 @@ class LocalExecutor:
         self.watchdog_s = workers.watchdog_s(settings.timeout_s)
 
     def run(self, queue: WorkQueue, on_record: OnRecord) -> None:
-        workers = [_Worker(name, env, self.evaluate_fn) for name, env in self.slots.items()]
+        device = self.settings.device
+        workers = [_Worker(name, env, self.evaluate_fn, device) for name, env in self.slots.items()]
         try:
             while not queue.finished():
                 for worker in workers:
@@ -287,7 +289,9 @@ def local_slots(device: str, gpus: list[int] | None, workers: int) -> dict[str, 
 
 
 def ray_evaluate(item: BatchItem, settings: BatchSettings, source: bytes, evaluate_fn: EvaluateFn) -> dict[str, Any]:
-    """The body of one Ray task: evaluate `source` (the solution's bytes) as `item`."""
+    """The body of one Ray task: evaluate `source` (the solution's bytes) as `item`. Ray reuses
+    its worker processes, so the zygote and the last reference are kept for the next task there."""
+    workers.warm_up()
     with tempfile.TemporaryDirectory(prefix="kbv3-ray-") as folder:
         local = Path(folder) / Path(item.solution_path).name.removesuffix(".txt")
         local.write_bytes(source)

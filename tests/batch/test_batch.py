@@ -169,6 +169,15 @@ def test_parquet_round_trip_and_last_record_per_key_wins(tmp_path):
     assert back["level1/23_Softmax"]["speedup"] is None
 
 
+def test_parquet_keeps_the_phases_in_the_order_they_ran(tmp_path):
+    phases = {"setup": 0.1, "reference": 1.0, "solution_zygote_wait": 0.5, "candidate": 0.5, "bookkeeping": 0.0}
+    wall = {"cli_import": 0.1, "zygote_launch": 0.0, "reference": 1.0, "unattributed": 0.0}
+    record = _record(_item("level1/23_Softmax"), "correct", phase_s=phases, wall_phase_s=wall)
+    write_parquet([record], tmp_path / "r.parquet")
+    (back,) = read_results(tmp_path / "r.parquet")
+    assert list(back["phase_s"]) == list(phases) and list(back["wall_phase_s"]) == list(wall)
+
+
 # ----------------------------------------------------------------------------- work order
 
 

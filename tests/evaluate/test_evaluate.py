@@ -185,6 +185,7 @@ def test_cpu_timing_is_the_supervisors_calls_and_marked(records):
     assert sum(top.values()) == pytest.approx(record.duration_s, abs=0.01)
     assert set(steps) == {
         "solution_arena",
+        "solution_zygote_wait",
         "solution_spawn",
         "solution_start",
         "solution_setup",

@@ -191,3 +191,24 @@ def test_a_daemon_no_client_can_use_is_ended_and_the_process_runs_without(fake_g
         assert used is False and mps.PIPE_ENV not in os.environ
     assert dict(os.environ) == before
     assert _wait_until(lambda: not _roots(fake_gpu_host))
+
+
+@pytest.mark.slow
+def test_a_start_beside_the_callers_work_changes_nothing_here_until_ready(fake_gpu_host):
+    with mps.starting(True) as start:
+        assert mps.PIPE_ENV not in os.environ  # the thread starts it with an environment of its own
+        assert start.ready() is True  # waits for the start: then this process's contexts go through it
+        (root,) = _roots(fake_gpu_host)
+        assert os.environ[mps.PIPE_ENV] == str(root / "pipe") and mps.daemon_pids(root / "pipe")
+        assert start.daemon_done_at is not None and start.daemon_s >= 0 and start.probe_s >= 0
+        assert start.ready() is True  # a second wait changes nothing
+    assert mps.PIPE_ENV not in os.environ
+    assert _wait_until(lambda: not _roots(fake_gpu_host))
+
+
+def test_a_start_that_is_not_possible_leaves_the_environment_and_says_no(fake_gpu_host, monkeypatch):
+    monkeypatch.setattr(mps, "_default_compute_mode", lambda: False)
+    before = dict(os.environ)
+    with mps.starting(True) as start:
+        assert start.ready() is False and start.daemon_done_at is not None
+    assert dict(os.environ) == before and not _roots(fake_gpu_host)

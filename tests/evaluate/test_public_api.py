@@ -20,6 +20,7 @@ def test_every_public_name_resolves_to_the_definition_inside():
     assert api.fill_baselines is reference.fill_baselines and api.BaselineResult is reference.BaselineResult
     assert api.keep_references_warm is reference.keep_references_warm
     assert api.keep_zygotes_warm is run.keep_zygotes_warm and api.start_warm_zygote is run.start_warm_zygote
+    assert api.close_warm_zygotes is run.close_warm_zygotes
     assert (api.V3_TOLERANCE, api.PRECISION_MARGIN) == (verdict.V3_TOLERANCE, verdict.PRECISION_MARGIN)
     assert api.MAIN_WORK_SHARE == verdict.MAIN_WORK_SHARE
     with pytest.raises(AttributeError, match="no attribute 'clock'"):
@@ -30,6 +31,8 @@ def test_the_light_names_load_without_torch():
     script = (
         "import sys\n"
         "from kernelbench_v3.evaluate import EvalRequest, Link, Record, describe_record, device_name, mps_wanted\n"
+        "from kernelbench_v3.evaluate import Wall, close_warm_zygotes, mps_starting, process_started\n"
+        "from kernelbench_v3.evaluate import start_warm_zygote  # so a CLI launches its zygote before torch\n"
         "assert 'torch' not in sys.modules, 'the public API imported torch'\n"
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)

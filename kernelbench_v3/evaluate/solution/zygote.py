@@ -148,6 +148,18 @@ def _confine(scratch: Path, msg: dict[str, Any]) -> dict[str, Any]:
     return sandbox.enter_sandbox([str(scratch)], allow_network=False).to_dict()
 
 
+def apply_spawn_env(env: dict[str, Any]) -> None:
+    """The supervisor's SPAWN_ENV at the spawn, not at the zygote's start: a zygote started before
+    the MPS daemon (beside it) still gives its children the daemon's folders. CUDA reads them at
+    its first use, which in a fresh solution process is still to come. Other names are ignored."""
+    for name, value in env.items():
+        if name in SPAWN_ENV:
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = str(value)
+
+
 def _child(msg: dict[str, Any], fds: list[int]) -> None:
     """In the forked solution process: isolate, then serve. Never returns."""
     code = 3
@@ -158,15 +170,7 @@ def _child(msg: dict[str, Any], fds: list[int]) -> None:
         for name in list(os.environ):
             if name.startswith(("KBV3_", "HF_")) or any(w in name.upper() for w in SECRET_WORDS):
                 os.environ.pop(name, None)
-        # The supervisor's environment at the spawn, not at the zygote's start: a zygote started
-        # before the MPS daemon (beside it) gives its children the daemon's folders. CUDA reads
-        # them at its first use, which in this process is still to come.
-        for name, value in (msg.get("env") or {}).items():
-            if name in SPAWN_ENV:
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = str(value)
+        apply_spawn_env(msg.get("env") or {})
         os.environ.update(
             TRITON_CACHE_DIR=str(scratch / "triton"),
             TMPDIR=str(scratch / "tmp"),
@@ -331,16 +335,23 @@ class Zygote:
         return str(self._receive(wait_s + 30.0)["status"])
 
     def reap(self) -> int:
-        """Kill every process the solution processes left (the zygote stays)."""
+        """Kill every process the solution processes left (the zygote stays). Before its ready
+        was read no spawn was asked (a spawn waits for it): nothing to kill, nothing to wait for."""
+        if self.ready is None:
+            return 0
         self.ctl.send(json.dumps({"kind": "reap"}).encode())
         return int(self._receive(60.0)["killed"])
 
     def close(self) -> None:
-        try:
-            self.ctl.send(json.dumps({"kind": "exit"}).encode())
-            self.proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+        """End the zygote and whatever it still holds. One that never said ready has forked
+        nothing (a spawn waits for ready), so it is killed at once rather than waited for
+        through the rest of its torch import."""
+        if self.ready is not None:
+            try:
+                self.ctl.send(json.dumps({"kind": "exit"}).encode())
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

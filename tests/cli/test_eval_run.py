@@ -1,0 +1,115 @@
+"""`kbv3 eval`'s own start-up (`cli.eval_run`): the zygote launched first, the supervisor's import
+beside the MPS daemon's start, the daemon waited for before any CUDA probe, the zygote closed in a
+named step, every second in the record's `wall_phase_s`; with fakes and a fake clock."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from kernelbench_v3.cli import eval_run
+from kernelbench_v3.cli.main import build_parser
+from kernelbench_v3.evaluate import Record, Wall
+from tests.paths import EXAMPLES
+
+SOFTMAX = str(EXAMPLES / "level1/23_Softmax.py")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    clock, calls = FakeClock(), []
+
+    def spend(name: str, seconds: float):
+        def act(*args, **kwargs):
+            calls.append(name)
+            clock.now += seconds
+
+        return act
+
+    zygote = types.SimpleNamespace(start_s=2.5)
+
+    def launch(device):
+        spend(f"launch {device}", 0.01)()
+        return zygote
+
+    def evaluate(request, **kwargs):
+        spend("evaluate", 5.0)()
+        return Record(
+            problem_id=request.problem_id,
+            device=request.device,
+            duration_s=5.0,
+            phase_s={"reference": 1.0, "solution_timing": 4.0, "candidate": 4.0},
+        )
+
+    class FakeStart:
+        daemon_done_at = None
+        daemon_s, probe_s = 1.5, 0.75
+
+        def ready(self):
+            spend("ready", 0.5)()
+            self.daemon_done_at = clock.now - 0.2  # the daemon answered; its probe took the rest
+            return True
+
+    monkeypatch.setattr("kernelbench_v3.evaluate.start_warm_zygote", launch)
+    monkeypatch.setattr("kernelbench_v3.evaluate.close_warm_zygotes", spend("close", 0.1))
+    monkeypatch.setattr("kernelbench_v3.evaluate.load_supervisor", spend("load", 1.0))
+    monkeypatch.setattr("kernelbench_v3.evaluate.evaluate", evaluate)
+    monkeypatch.setattr("kernelbench_v3.evaluate.device_name", lambda device: "GPU")
+    monkeypatch.setattr(eval_run, "check_cuda", spend("check_cuda", 0.3))
+    monkeypatch.setattr(eval_run, "default_device", spend("default_device", 0.0))
+    return types.SimpleNamespace(clock=clock, calls=calls, start=FakeStart())
+
+
+def _args(fakes, *extra: str):
+    args = build_parser().parse_args(["eval", "--problem", "level1/23_Softmax", "--solution", SOFTMAX, *extra])
+    args.wall, args.mps = Wall(clock=fakes.clock), fakes.start
+    return args
+
+
+def test_the_zygote_goes_first_and_the_daemon_is_ready_before_cuda_is_probed(fakes):
+    record = eval_run.evaluate_here(_args(fakes, "--device", "cuda"), {})
+    assert fakes.calls == ["launch cuda", "load", "ready", "check_cuda", "evaluate", "close"]
+    parts = record.wall_phase_s
+    assert list(parts) == [
+        "cli_import",
+        "zygote_launch",
+        "supervisor_import",
+        "mps_daemon",
+        "mps_probe",
+        "device_probe",
+        "cli_args",
+        "reference",
+        "solution_timing",
+        "teardown",
+        "unattributed",
+    ]
+    assert (parts["supervisor_import"], parts["mps_daemon"], parts["mps_probe"]) == (1.0, 0.3, 0.2)
+    assert (parts["device_probe"], parts["teardown"], parts["unattributed"]) == (0.3, 0.1, 0.0)
+    assert record.wall_s == pytest.approx(sum(parts.values())) and record.wall_s == 6.91
+    assert record.wall_background_s == {"zygote_start": 2.5, "mps_daemon_start": 1.5, "mps_probe": 0.75}
+
+
+def test_without_device_the_zygote_waits_for_the_default_device(fakes, monkeypatch):
+    monkeypatch.setattr(eval_run, "default_device", lambda: fakes.calls.append("default_device") or "cpu")
+    record = eval_run.evaluate_here(_args(fakes), {})
+    assert fakes.calls == ["load", "ready", "default_device", "launch cpu", "evaluate", "close"]
+    assert record.device == "cpu" and list(record.wall_phase_s).index("zygote_launch") > 2
+
+
+def test_a_failing_evaluation_still_closes_the_zygote(fakes, monkeypatch):
+    def broken(request, **kwargs):
+        raise ValueError("no such size")
+
+    monkeypatch.setattr("kernelbench_v3.evaluate.evaluate", broken)
+    with pytest.raises(ValueError):
+        eval_run.evaluate_here(_args(fakes, "--device", "cpu"), {})
+    assert fakes.calls[-1] == "close"
