@@ -92,6 +92,29 @@ def test_throughput_report_renders_targets(tmp_path):
     assert "| reference | 1.00 / 1.00 |" in text
 
 
+def test_throughput_report_gives_every_part_of_the_eval_process_its_median_and_p90(tmp_path):
+    bench = _throughput_module()
+    journal = bench.Journal(tmp_path / "throughput.jsonl")
+    for i, (wall, record_wall) in enumerate(((5.0, 4.5), (6.0, 5.2), (7.0, 6.1))):
+        parts = {"cli_import": 0.1, "supervisor_import": 1.0 + i, "solution_timing": 2.0, "unattributed": 0.0}
+        journal.add(
+            {"kind": "eval", "mode": "warm", "problem": f"p{i}", "solution": "honest", "wall_s": wall}
+            | {"status": "correct", "record_wall_s": record_wall, "wall_phase_s": parts}
+            | {"wall_background_s": {"zygote_start": 3.0}, "stopped": False}
+        )
+    journal.add({"kind": "eval", "mode": "cold", "problem": "old", "solution": "honest", "wall_s": 9.0})  # pre-42
+    order, parts, beside = bench.wall_parts(list(journal.evals("warm").values()))
+    assert order == ["cli_import", "supervisor_import", "solution_timing", "unattributed", "process_exit"]
+    assert parts["process_exit"] == [0.5, 0.8, 0.9] and beside == {"zygote_start": [3.0, 3.0, 3.0]}
+    text = bench.report(bench.Journal(journal.path), {"device": "cuda"}, "cmd")
+    section = text.split("## 5.")[1]
+    assert "| part | cold (n=1) | warm (n=3) |" in section
+    assert "| supervisor_import | - | 2.00 / 2.80 |" in section  # median and p90 of 1, 2, 3
+    assert "| process_exit | - | 0.80 / 0.88 |" in section
+    assert "| **wall (this script's clock)** | 9.00 / 9.00 | 6.00 / 6.80 |" in section
+    assert "| beside: zygote_start | - | 3.00 / 3.00 |" in section
+
+
 @pytest.mark.slow
 def test_throughput_bench_rehearses_on_cpu(tmp_path):
     """The issue-17 throughput benchmark end to end in its quickest CPU mode, with `datasets`
@@ -114,6 +137,7 @@ def test_throughput_bench_rehearses_on_cpu(tmp_path):
     assert text in proc.stdout  # the table is printed as written
     assert "CPU rehearsal" in text and "| cold | 1 | 1 correct |" in text and "| warm | 1 | 1 correct |" in text
     assert "| timed | 0 | 1/1 | 1 correct |" in text and "| solution_timing |" in text
+    assert "| supervisor_import |" in text.split("## 5.")[1] and "| process_exit |" in text
     rows = [json.loads(line) for line in (out / "throughput.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in rows] == ["run", "eval", "eval", "batch", "batch"]
 

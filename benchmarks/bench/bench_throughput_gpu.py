@@ -1,6 +1,6 @@
-"""Evaluation throughput on the H200 (issue 17): `kbv3 eval` wall time cold and warm, `kbv3
+"""Evaluation throughput on the H200 (issues 17, 42): `kbv3 eval` wall time cold and warm, `kbv3
 eval-batch` throughput on one GPU and on several, batch-vs-eval timing agreement, and where the
-time goes (`phase_s`).
+time goes (`phase_s`, and every second of a `kbv3 eval` process: `wall_phase_s`).
 
 Run from the repository root (no install needed, no `datasets`: only the `kbv3 eval` and
 `kbv3 eval-batch` code paths run, each as a fresh `python -m kernelbench_v3.cli` process):
@@ -29,8 +29,10 @@ sizes) with the evaluator's own defaults unless `--timing-seconds`, `--seeds` or
 Reported (`<out>/throughput.md`, also printed): median / p90 / max wall time per `kbv3 eval`
 cold and warm (targets: <= 20 s cold, <= 8 s warm), seconds per solution of each timed batch
 (target <= 4 s on one GPU) and the speedup (target >= 1.9x on two GPUs), the honest solutions'
-`sol_ms` in each timed batch against their warm `kbv3 eval` (target: within 1%), and each
-`phase_s` phase's median and p90 per pass.
+`sol_ms` in each timed batch against their warm `kbv3 eval` (target: within 1%), each
+`phase_s` phase's median and p90 per pass, and (section 5) the median and p90 of every named part
+of a `kbv3 eval` process's wall, from its start to its exit (`wall_phase_s`, then `process_exit`:
+this script's wall less the record's `wall_s`), with what ran beside them.
 
 Incremental and resumable: each evaluation and each batch pass appends one row to
 `<out>/throughput.jsonl` the moment it ends; a rerun with the same `--out` skips what is there
@@ -220,6 +222,10 @@ def one_eval(problem, mode: str, args, env: dict, deadline: float, journal: Jour
         "stopped": stopped,
         **{k: record.get(k) for k in ("status", "error", "sol_ms", "baseline_ms", "duration_s", "phase_s")},
         **{k: record.get(k) for k in ("baseline_cached", "reference_cached", "timing_flags")},
+        # The process's own account of its wall (issue 42): from its start to the record.
+        "record_wall_s": record.get("wall_s"),
+        "wall_phase_s": record.get("wall_phase_s"),
+        "wall_background_s": record.get("wall_background_s"),
     }
     journal.add(row)
     print(
@@ -480,10 +486,74 @@ def report(journal: Journal, info: dict, command: str) -> str:
             "moves that wait into `candidate`). The CLI wall time of section 1 adds the CLI's own "
             "start-up to the evaluator's `duration_s`.",
         ]
+    lines += wall_section(journal)
     return "\n".join(lines) + "\n"
 
 
-PHASES = ["reference", "baseline", "candidate", "solution_start", "solution_setup", "solution_cases"]
+EXIT_PART = "process_exit"  # this script's wall less the record's: printing it and the exit
+
+
+def wall_parts(rows: list[dict]) -> tuple[list[str], dict[str, list[float]], dict[str, list[float]]]:
+    """The named parts of `kbv3 eval` processes' wall, in the order they ran: each record's
+    `wall_phase_s`, then `process_exit` (what came after the record: this script's wall less the
+    record's `wall_s`); and what ran beside them (`wall_background_s`). Values per part, one per
+    row that has it."""
+    order: list[str] = []
+    parts: dict[str, list[float]] = {}
+    beside: dict[str, list[float]] = {}
+    for row in rows:
+        named = dict(row.get("wall_phase_s") or {})
+        if named and row.get("record_wall_s") is not None and row.get("wall_s") is not None:
+            named[EXIT_PART] = round(row["wall_s"] - row["record_wall_s"], 3)
+        for name, seconds in named.items():
+            if name not in parts:
+                order.append(name)
+                parts[name] = []
+            parts[name].append(seconds)
+        for name, seconds in (row.get("wall_background_s") or {}).items():
+            beside.setdefault(name, []).append(seconds)
+    return order, parts, beside
+
+
+def wall_section(journal: Journal) -> list[str]:
+    """Section 5: the median and p90 of every named part of a `kbv3 eval` process, per pass."""
+    passes = [(m, [r for r in journal.evals(m).values() if not r.get("stopped")]) for m in ("cold", "warm")]
+    passes = [(m, rows, wall_parts(rows)) for m, rows in passes if rows]
+    lines = ["", "## 5. Every second of a `kbv3 eval` process (`wall_phase_s`): median / p90 per part", ""]
+    order = []
+    for _, _, (names, _, _) in passes:
+        order += [n for n in names if n not in order]
+    if not order:
+        return lines + ["No record carries `wall_phase_s` (records of a kbv3 before issue 42)."]
+    lines += ["| part | " + " | ".join(f"{m} (n={len(rows)})" for m, rows, _ in passes) + " |"]
+    lines.append("|---|" + "---|" * len(passes))
+
+    def cells(pick) -> str:
+        out = []
+        for _, rows, parsed in passes:
+            values = pick(rows, parsed)
+            out.append(f"{fmt(quantile(values, 0.5))} / {fmt(quantile(values, 0.9))}" if values else "-")
+        return " | ".join(out)
+
+    for name in order:
+        lines.append(f"| {name} | " + cells(lambda rows, parsed, n=name: parsed[1].get(n, [])) + " |")
+    lines.append("| **wall (this script's clock)** | " + cells(lambda rows, parsed: [r["wall_s"] for r in rows]) + " |")
+    beside = sorted({n for _, _, parsed in passes for n in parsed[2]})
+    for name in beside:
+        lines.append(f"| beside: {name} | " + cells(lambda rows, parsed, n=name: parsed[2].get(n, [])) + " |")
+    lines += [
+        "",
+        "Each record's parts add up to its `wall_s` (`unattributed` is the remainder); `process_exit` is "
+        "this script's wall less the record's (printing it, the interpreter's exit). Medians of parts "
+        "do not add up to the median wall. `beside:` rows ran beside the named parts and are in none "
+        "of them: the zygote's start (hidden unless `solution_zygote_wait` shows it), the MPS daemon's "
+        "start and client probe (hidden behind `supervisor_import` unless `mps_daemon` / `mps_probe` show it).",
+    ]
+    return lines
+
+
+PHASES = ["reference", "baseline", "candidate", "solution_zygote_wait", "solution_spawn", "solution_start"]
+PHASES += ["solution_setup", "solution_cases"]
 PHASES += ["solution_timing", "cleanup"]
 
 

@@ -62,6 +62,9 @@ def describe_record(record: Record) -> str:
             )
     if record.phase_s:
         lines.append("phases: " + ", ".join(f"{name} {sec:.1f}s" for name, sec in record.phase_s.items()))
+    if record.wall_phase_s:  # the whole process, where a CLI measured it (`evaluate.wall`)
+        shown = ", ".join(f"{name} {sec:.1f}s" for name, sec in record.wall_phase_s.items() if abs(sec) >= 0.05)
+        lines.append(f"wall: {record.wall_s or 0:.1f}s from the process's start: {shown}")
     if record.baseline_ms is not None:
         lines.append(
             f"baseline: {_ms(record.baseline_ms)} ({record.baseline_type}); eager {_ms(record.eager_ms)}, "

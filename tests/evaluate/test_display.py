@@ -54,3 +54,12 @@ def test_a_missing_figure_reads_n_a_and_each_error_figure_says_what_it_compares(
         tolerance_mode="v3",
     )
     assert "error over every case: max |out - ref| 0.5, relative ||out - ref|| / ||ref|| 0.1" in describe_record(wrong)
+
+
+def test_the_readable_report_shows_the_whole_process_where_it_was_measured():
+    from kernelbench_v3.evaluate import describe_record
+
+    parts = {"cli_import": 0.1, "supervisor_import": 1.2, "mps_daemon": 0.0, "reference": 2.0, "unattributed": 0.01}
+    text = describe_record(Record(problem_id="x", wall_s=3.31, wall_phase_s=parts))
+    assert "wall: 3.3s from the process's start: cli_import 0.1s, supervisor_import 1.2s, reference 2.0s" in text
+    assert "mps_daemon" not in text and "wall:" not in describe_record(Record(problem_id="x"))
