@@ -77,7 +77,8 @@ def test_a_ray_task_keeps_the_zygote_and_reference_warm_for_the_next_task_there(
     assert warmed == [None] and record["ok"] == 1
 
 
-def test_the_pool_closes_every_warm_zygote_it_holds():
+def test_the_pool_closes_every_warm_zygote_it_holds_and_removes_its_log(tmp_path):
+    logs = tmp_path
     from kernelbench_v3.evaluate.supervisor.run.zygote_pool import ZygotePool
 
     closed = []
@@ -85,6 +86,8 @@ def test_the_pool_closes_every_warm_zygote_it_holds():
     class Fake:
         def __init__(self, name):
             self.name = name
+            self.log_path = logs / f"{name}.log"
+            self.log_path.write_text("zygote output")
 
         def close(self):
             closed.append(self.name)
@@ -92,4 +95,5 @@ def test_the_pool_closes_every_warm_zygote_it_holds():
     pool = ZygotePool()
     pool._zygotes = {"cpu": Fake("cpu"), "cuda": Fake("cuda")}
     pool.close()
-    assert sorted(closed) == ["cpu", "cuda"] and not pool.holds(Fake("cpu")) and pool._zygotes == {}
+    assert sorted(closed) == ["cpu", "cuda"] and pool._zygotes == {}
+    assert not (tmp_path / "cpu.log").exists() and not (tmp_path / "cuda.log").exists()

@@ -73,7 +73,8 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
         "--server", type=Path, metavar="SOCKET", help="send the evaluation to a running `kbv3 serve` on SOCKET"
     )
     # The MPS daemon starts beside eval's own start-up; `evaluate_here` waits for it (`cli.main`).
-    p.set_defaults(func=cmd_eval, overlaps_mps=True)
+    # As the program it leaves by `os._exit` once the record is out (`cli.main.leave_now`).
+    p.set_defaults(func=cmd_eval, overlaps_mps=True, leaves_at_once=True)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ named step, every second in the record's `wall_phase_s`; with fakes and a fake c
 
 from __future__ import annotations
 
+import json
 import types
 
 import pytest
@@ -113,3 +114,25 @@ def test_a_failing_evaluation_still_closes_the_zygote(fakes, monkeypatch):
     with pytest.raises(ValueError):
         eval_run.evaluate_here(_args(fakes, "--device", "cpu"), {})
     assert fakes.calls[-1] == "close"
+
+
+def test_as_the_program_eval_leaves_at_once_after_its_record_is_out(fakes, monkeypatch, capsys):
+    from kernelbench_v3.cli import main as cli_main
+
+    class Left(Exception):
+        pass
+
+    def leave(code):
+        raise Left(code)
+
+    monkeypatch.setattr("os._exit", leave)
+    argv = ["kbv3", "eval", "--problem", "level1/23_Softmax", "--solution", SOFTMAX, "--device", "cpu", "--json"]
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(Left) as left:
+        cli_main.main()
+    record = json.loads(capsys.readouterr().out)  # written and flushed before the exit
+    assert left.value.args == (1,) and record["problem_id"] == "level1/23_Softmax" and record["wall_phase_s"]
+    assert fakes.calls[-1] == "close"  # the zygote closed in its step, before the exit
+    assert cli_main.main(argv[1:]) == 1  # a caller's in-process run returns as before
+    monkeypatch.setattr("sys.argv", ["kbv3", "ls", "--split", "h100"])
+    assert cli_main.main() == 0  # other verbs leave through Python's shutdown

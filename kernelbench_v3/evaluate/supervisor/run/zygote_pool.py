@@ -44,6 +44,7 @@ class ZygotePool:
         zygotes, self._zygotes = list(self._zygotes.values()), {}
         for zygote in zygotes:
             zygote.close()
+            Path(zygote.log_path).unlink(missing_ok=True)  # as an evaluation's own zygote's log goes with its folder
 
 
 POOL = ZygotePool()
