@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         # The timed calls of a verb that times on a GPU run under MPS, started once for the verb:
         # before it, or (a verb that sets `overlaps_mps`: `eval`) beside its own start-up, which
         # then waits for the daemon (`args.mps.ready()`) before its first CUDA context.
-        with mps_starting(mps_wanted(getattr(args, "no_mps", None), getattr(args, "device", None))) as mps:
+        wanted = mps_wanted(getattr(args, "no_mps", None), getattr(args, "device", None))
+        wanted = wanted and getattr(args, "server", None) is None  # a service runs under its own daemon
+        with mps_starting(wanted) as mps:
             args.mps = mps
             if not getattr(args, "overlaps_mps", False):
                 mps.ready()

@@ -69,6 +69,7 @@ def eval_on_server(args: argparse.Namespace, sizes: dict) -> int:
     from .heartbeat import HEARTBEAT_S, heartbeat, say_on_stderr
     from .options import eval_options_from
 
+    wall = getattr(args, "wall", None)  # every second named, as a local `kbv3 eval` (`evaluate.wall`)
     options = dataclasses.asdict(eval_options_from(args))
     if args.device is not None:
         options["device"] = args.device
@@ -76,6 +77,8 @@ def eval_on_server(args: argparse.Namespace, sizes: dict) -> int:
     try:
         # Asked first, so a service that is not there or runs elsewhere is one line, as plain
         # `eval` checks before it says it starts.
+        if wall is not None:
+            wall.to("service_status")
         device = service.status().get("device", "?")
         if args.device is not None and args.device != device:
             print(
@@ -89,6 +92,8 @@ def eval_on_server(args: argparse.Namespace, sizes: dict) -> int:
             f"kbv3 eval: evaluating {args.problem} on {device} through the service at {args.server} "
             f"(a line every {HEARTBEAT_S:g} s) ..."
         )
+        if wall is not None:
+            wall.to("evaluation")  # the service's record brings its phases; the rest is evaluate_call
         with heartbeat(args.problem, say_on_stderr):
             record = service.evaluate(
                 args.problem,
@@ -107,6 +112,8 @@ def eval_on_server(args: argparse.Namespace, sizes: dict) -> int:
         return 2
     except ServiceError as exc:
         raise CliError(str(exc), code=1) from None
+    if wall is not None:
+        wall.finish(record)
     if args.json:
         print(record.to_json())
     else:

@@ -10,9 +10,10 @@ the device probe, closing the warm zygote. `Wall` is a lap timer from the proces
 - `wall_s`: seconds from the process's start to the record;
 - `wall_phase_s`: the CLI's steps before the evaluation, then the evaluation's own top-level
   phases with `candidate` replaced by its `solution_*` steps (so the solution's spawn, its
-  wait for the zygote and its timing are each a part), then the CLI's steps after it, then
-  `unattributed`: `wall_s` less every named part (their rounding, and the call around
-  `run_evaluation`), so the parts add up to `wall_s` exactly;
+  wait for the zygote and its timing are each a part) and `evaluate_call` (what the call took
+  beyond them: the call around `run_evaluation`, or a service's queue and frames), then the
+  CLI's steps after it, then `unattributed`: `wall_s` less every named part (their rounding),
+  so the parts add up to `wall_s` exactly;
 - `wall_background_s`: work that ran beside the named parts and is in none of them (the zygote's
   start, the MPS daemon's start and probe), for seeing whether an overlap worked.
 
@@ -33,6 +34,9 @@ from .record import Record
 Clock = Callable[[], float]
 
 EVALUATION = "evaluation"  # the lap that holds `evaluate`, replaced by the record's own phases
+# The `evaluation` lap less the record's own phases: for an evaluation in this process the call
+# around `run_evaluation`, through `kbv3 serve` the service's queue and the frames both ways.
+CALL = "evaluate_call"
 REMAINDER = "unattributed"
 CANDIDATE, STEP_PREFIX = "candidate", "solution_"
 
@@ -120,12 +124,14 @@ def breakdown(laps: Mapping[str, float], phase_s: Mapping[str, float], wall_s: f
     parts: dict[str, float] = {}
     for name, seconds in laps.items():
         if name == EVALUATION:
-            for phase, s in evaluation_parts(phase_s).items():
+            inside = evaluation_parts(phase_s)
+            for phase, s in inside.items():
                 parts[phase] = round(parts.get(phase, 0.0) + s, 3)
+            parts[CALL] = round(seconds - sum(inside.values()), 3)
         else:
             parts[name] = round(parts.get(name, 0.0) + seconds, 3)
     parts[REMAINDER] = round(wall_s - sum(parts.values()), 3)
     return parts
 
 
-__all__ = ["EVALUATION", "REMAINDER", "Wall", "breakdown", "evaluation_parts", "process_started"]
+__all__ = ["CALL", "EVALUATION", "REMAINDER", "Wall", "breakdown", "evaluation_parts", "process_started"]

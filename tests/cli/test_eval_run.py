@@ -90,6 +90,7 @@ def test_the_zygote_goes_first_and_the_daemon_is_ready_before_cuda_is_probed(fak
         "cli_args",
         "reference",
         "solution_timing",
+        "evaluate_call",
         "teardown",
         "unattributed",
     ]

@@ -65,6 +65,11 @@ def test_eval_server_prints_the_services_record(fake_service, capsys):
     code, out, _ = run([*EVAL, "--server", str(fake_service), "--json", "--model", "m2"], capsys)
     record = json.loads(out)
     assert code == 0 and record["model"] == "m2" and record["device"] == "cpu"
+    # Every second of this CLI named: the service's phases, and its queue and frames as the call.
+    parts = record["wall_phase_s"]
+    assert list(parts)[:2] == ["cli_import", "cli_args"] and "service_status" in parts
+    assert list(parts)[-2:] == ["evaluate_call", "unattributed"]
+    assert sum(parts.values()) == pytest.approx(record["wall_s"], abs=1e-6)
 
 
 def test_eval_server_refused_request_is_exit_2(fake_service, capsys):

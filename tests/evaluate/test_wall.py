@@ -63,13 +63,15 @@ def test_every_moment_is_in_one_part_and_the_evaluation_is_its_own_phases():
         "verdict",
         "cleanup",
         "bookkeeping",
+        "evaluate_call",
         "teardown",
         "unattributed",
     ]
     assert record.wall_phase_s["cli_import"] == 1.0 and record.wall_phase_s["cli_args"] == 0.3
     assert "candidate" not in record.wall_phase_s  # its steps stand in its place
     # The evaluation lap (10 s) less its phases (9.9 s) is the call around run_evaluation.
-    assert record.wall_phase_s["unattributed"] == pytest.approx(0.1)
+    assert record.wall_phase_s["evaluate_call"] == pytest.approx(0.1)
+    assert record.wall_phase_s["unattributed"] == 0.0
     assert sum(record.wall_phase_s.values()) == pytest.approx(record.wall_s, abs=1e-9)
     assert record.wall_background_s == {"zygote_start": 3.2}
 
@@ -93,6 +95,8 @@ def test_evaluation_parts_keep_steps_without_their_total_and_order():
     parts = wall.evaluation_parts({"reference": 1.0, "solution_cases": 2.0, "verdict": 0.5})
     assert list(parts) == ["reference", "verdict", "solution_cases"]
     assert wall.breakdown({"a": 1.0}, {}, 0.9) == {"a": 1.0, "unattributed": -0.1}  # an overlap shows, signed
+    # An evaluation whose record has no phases (a service's error record): all of it is the call.
+    assert wall.breakdown({"evaluation": 2.0}, {}, 2.0) == {"evaluate_call": 2.0, "unattributed": 0.0}
 
 
 def test_the_process_start_counts_what_ran_before_any_code_of_ours():
