@@ -36,6 +36,7 @@ FAST = {
 CLI_FAST = ["--sizes", "batch_size=4,dim=96", "--no-baseline", "--no-timing", "--seeds", "42,123", "--no-other-shape"]
 # Fields that differ between any two evaluations of the same solution (times, temp folders)
 VOLATILE = {"duration_s", "phase_s", "started_at", "reference_cached", "log_tail"}
+VOLATILE |= {"wall_s", "wall_phase_s", "wall_background_s"}  # the CLI process's own seconds
 VOLATILE_SANDBOX = {"writable", "device_open_s"}
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
