@@ -50,26 +50,36 @@ def exit_when_orphaned(parent_pid: int) -> threading.Thread:
     return thread
 
 
-def warm_up(start_on: str | None = None) -> None:
+def warm_up(start_on: str | None = None, wait: bool = False) -> None:
     """Keep the supervisor warm across this process's evaluations: one zygote per device (each
     solution still gets a fresh, sandboxed process forked from it) and the last problem's
-    reference. `start_on` (a device) launches the zygote here rather than in the first request
-    (the service and the local batch workers do; a Ray task, whose device is the task's, starts
-    it with its first evaluation). Called again, it keeps what is warm."""
-    from .evaluate import keep_references_warm, keep_zygotes_warm, start_warm_zygote
+    reference. `start_on` (a device) launches the zygote here rather than in the first request,
+    then imports the supervisor (torch, Triton) beside it and opens CUDA (the service and the
+    local batch workers do; a Ray task, whose device is the task's, starts it with its first
+    evaluation). `wait`: also wait for the zygote's ready, so the first request finds it warm
+    (the service, which says `ready` after this; a batch worker's first item overlaps it instead).
+    Called again, it keeps what is warm."""
+    from .evaluate import keep_references_warm, keep_zygotes_warm, load_supervisor, start_warm_zygote
 
     keep_zygotes_warm()
     keep_references_warm()
     if start_on is None:
         return
+    zygote = None
     try:
-        start_warm_zygote(start_on)
+        zygote = start_warm_zygote(start_on)
     except Exception:  # the first evaluation starts it again, and reports what goes wrong
         log.exception("could not start the warm zygote for %s ahead of the first request", start_on)
+    load_supervisor()
     if start_on == "cuda":
         import torch
 
         torch.cuda.init()
+    if wait and zygote is not None:
+        try:
+            zygote.wait_ready()
+        except Exception:  # a zygote that died: the first evaluation starts another and says why
+            log.exception("the warm zygote for %s did not become ready", start_on)
 
 
 def cuda_context_lost() -> bool:

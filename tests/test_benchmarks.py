@@ -118,8 +118,8 @@ def test_throughput_report_gives_every_part_of_the_eval_process_its_median_and_p
 @pytest.mark.slow
 def test_throughput_bench_rehearses_on_cpu(tmp_path):
     """The issue-17 throughput benchmark end to end in its quickest CPU mode, with `datasets`
-    made unimportable (the GPU hosts lack it): one cold and one warm `kbv3 eval`, a fill and a
-    timed `kbv3 eval-batch` of one solution."""
+    made unimportable (the GPU hosts lack it): one cold and one warm `kbv3 eval`, two requests to
+    a `kbv3 serve`, a fill and a timed `kbv3 eval-batch` of one solution."""
     poison = tmp_path / "poison" / "datasets"
     poison.mkdir(parents=True)
     (poison / "__init__.py").write_text("raise ImportError('datasets must not be imported here')\n")
@@ -139,7 +139,9 @@ def test_throughput_bench_rehearses_on_cpu(tmp_path):
     assert "| timed | 0 | 1/1 | 1 correct |" in text and "| solution_timing |" in text
     assert "| supervisor_import |" in text.split("## 5.")[1] and "| process_exit |" in text
     rows = [json.loads(line) for line in (out / "throughput.jsonl").read_text().splitlines()]
-    assert [r["kind"] for r in rows] == ["run", "eval", "eval", "batch", "batch"]
+    assert [r["kind"] for r in rows] == ["run", "eval", "eval", "eval", "eval", "batch", "batch"]
+    assert [r["mode"] for r in rows if r["kind"] == "eval"] == ["cold", "warm", "serve", "serve"]
+    assert "| serve | 2 | 2 correct |" in text and "| serve (n=2) |" in text  # two `kbv3 eval --server`
 
 
 def _small_kernels_module():

@@ -97,3 +97,25 @@ def test_the_pool_closes_every_warm_zygote_it_holds_and_removes_its_log(tmp_path
     pool.close()
     assert sorted(closed) == ["cpu", "cuda"] and pool._zygotes == {}
     assert not (tmp_path / "cpu.log").exists() and not (tmp_path / "cuda.log").exists()
+
+
+def test_the_service_waits_for_its_zygote_before_ready_a_batch_worker_does_not(monkeypatch):
+    import kernelbench_v3.evaluate as api
+
+    events = []
+
+    class Zygote:
+        def wait_ready(self):
+            events.append("zygote ready")
+
+    monkeypatch.setattr(api, "start_warm_zygote", lambda device: events.append(f"launch {device}") or Zygote())
+    monkeypatch.setattr(api, "load_supervisor", lambda: events.append("supervisor imported"))
+    monkeypatch.setattr(api, "keep_zygotes_warm", lambda: None)
+    monkeypatch.setattr(api, "keep_references_warm", lambda: None)
+    workers.warm_up(start_on="cpu", wait=True)
+    assert events == ["launch cpu", "supervisor imported", "zygote ready"]  # the import beside the zygote's
+    events.clear()
+    workers.warm_up(start_on="cpu")
+    assert events == ["launch cpu", "supervisor imported"]
+    source = inspect.getsource(worker.main)
+    assert "warm_up(start_on=args.device, wait=True)" in source

@@ -19,6 +19,9 @@ sizes) with the evaluator's own defaults unless `--timing-seconds`, `--seeds` or
    empty: KBV3_CACHE_DIR (baselines, references), TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR and
    KBV3_MODULE_DIR all point to fresh folders under `<out>/work/`.
 2. `eval-warm`: the same evaluations again, with the caches the cold pass left.
+2b. `serve`: `kbv3 serve` on the first GPU, then `--serve-requests` (default 20) fresh
+   `kbv3 eval --server` processes over the same problems in turn (target <= 3 s each), until
+   65% of the budget; the service is stopped after.
 3. `batch fill`: `kbv3 eval-batch` over one solution per problem of the split (54 on h100: the
    honest solution where there is one, else the problem file), on all of `--gpus`, to fill the
    baseline and reference caches.
@@ -75,6 +78,7 @@ HONEST = [
     "level1/1_Square_matrix_multiplication_",
 ]
 TARGET_COLD_S, TARGET_WARM_S, TARGET_BATCH_S, TARGET_SPEEDUP, TARGET_AGREE = 20.0, 8.0, 4.0, 1.9, 0.01
+TARGET_SERVE_S = 3.0  # per `kbv3 eval --server` request to a warm `kbv3 serve` (issue 42)
 BATCH_MODEL = "throughput"
 
 
@@ -198,10 +202,14 @@ def _kill(process: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def one_eval(problem, mode: str, args, env: dict, deadline: float, journal: Journal) -> None:
+def one_eval(
+    problem, mode: str, args, env: dict, deadline: float, journal: Journal, server: Path | None = None
+) -> None:
     kind, solution = solution_for(problem)
     command = [sys.executable, "-m", "kernelbench_v3.cli", "eval", "--problem", problem.problem_id]
     command += ["--solution", str(solution), "--device", args.device, "--json", *eval_options(args)]
+    if server is not None:
+        command += ["--server", str(server)]
     started = time.monotonic()
     rc, stdout, stopped = run_group(command, env, min(args.eval_timeout, deadline - time.monotonic()))
     wall = time.monotonic() - started
@@ -215,7 +223,7 @@ def one_eval(problem, mode: str, args, env: dict, deadline: float, journal: Jour
     row = {
         "kind": "eval",
         "mode": mode,
-        "problem": problem.problem_id,
+        "problem": problem.problem_id if server is None else f"{problem.problem_id}#{serve_index(journal)}",
         "solution": kind,
         "wall_s": round(wall, 3),
         "rc": rc,
@@ -233,6 +241,53 @@ def one_eval(problem, mode: str, args, env: dict, deadline: float, journal: Jour
         + (" (stopped)" if stopped else ""),
         flush=True,
     )
+
+
+def serve_index(journal: Journal) -> int:
+    """The next request's number in the serve pass (one row per request, problems repeat)."""
+    return len(journal.evals("serve"))
+
+
+def serve_pass(chosen: list, args, env: dict, work: Path, deadline: float, journal: Journal) -> None:
+    """`kbv3 serve` on the first GPU, then `--serve-requests` fresh `kbv3 eval --server`
+    processes over the chosen problems in turn, each a row of mode `serve`; the service is
+    stopped (SIGTERM) at the end, the budget or a signal."""
+    from kernelbench_v3.serve.client import Evaluator
+
+    done = len(journal.evals("serve"))
+    if done >= args.serve_requests or not chosen:
+        return
+    sock = work / "serve" / "serve.sock"
+    sock.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "kernelbench_v3.cli", "serve", "--socket", str(sock), "--device", args.device]
+    log = open(work / "serve" / "log.txt", "a")  # noqa: SIM115
+    started = time.monotonic()
+    server = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        while True:  # ready: the socket answers and every worker has said ready
+            try:
+                if all(w.get("ready") for w in Evaluator(sock).status().get("workers") or [{}]):
+                    break
+            except Exception:  # noqa: BLE001 - not listening yet
+                pass
+            if server.poll() is not None or time.monotonic() > min(deadline, started + 300):
+                print(f"[serve] the service did not become ready (rc {server.poll()}); see {log.name}", flush=True)
+                return
+            time.sleep(0.2)
+        print(f"[serve] ready in {time.monotonic() - started:.1f}s; {args.serve_requests - done} requests", flush=True)
+        for i in range(done, args.serve_requests):
+            if time.monotonic() > deadline:
+                print(f"[serve] budget share used: {args.serve_requests - i} requests left unsent", flush=True)
+                break
+            one_eval(chosen[i % len(chosen)], "serve", args, env, deadline, journal, server=sock)
+    finally:
+        _kill(server, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            _kill(server, signal.SIGKILL)
+            server.wait()
+        log.close()
 
 
 def batch_pass(name: str, gpus: str, solutions: Path, n: int, args, env, work: Path, deadline, journal) -> None:
@@ -363,7 +418,7 @@ def report(journal: Journal, info: dict, command: str) -> str:
         "| caches | evaluations | statuses | median s | p90 s | max s | median evaluator `duration_s` | target | met |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for mode, target in (("cold", TARGET_COLD_S), ("warm", TARGET_WARM_S)):
+    for mode, target in (("cold", TARGET_COLD_S), ("warm", TARGET_WARM_S), ("serve", TARGET_SERVE_S)):
         rows = [r for r in journal.evals(mode).values() if not r.get("stopped")]
         walls = [r["wall_s"] for r in rows]
         statuses = Counter(r.get("status") or "no record" for r in rows)
@@ -517,7 +572,7 @@ def wall_parts(rows: list[dict]) -> tuple[list[str], dict[str, list[float]], dic
 
 def wall_section(journal: Journal) -> list[str]:
     """Section 5: the median and p90 of every named part of a `kbv3 eval` process, per pass."""
-    passes = [(m, [r for r in journal.evals(m).values() if not r.get("stopped")]) for m in ("cold", "warm")]
+    passes = [(m, [r for r in journal.evals(m).values() if not r.get("stopped")]) for m in ("cold", "warm", "serve")]
     passes = [(m, rows, wall_parts(rows)) for m, rows in passes if rows]
     lines = ["", "## 5. Every second of a `kbv3 eval` process (`wall_phase_s`): median / p90 per part", ""]
     order = []
@@ -609,7 +664,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--timing-seconds", type=float, help="passed to eval/eval-batch (default: theirs)")
     parser.add_argument("--seeds", help="passed to eval/eval-batch (default: theirs)")
     parser.add_argument("--no-other-shape", action="store_true", help="passed to eval/eval-batch")
-    parser.add_argument("--parts", default="eval,batch", help="eval, batch or both (comma list)")
+    parser.add_argument("--parts", default="eval,serve,batch", help="eval, serve, batch (comma list; default all)")
+    parser.add_argument(
+        "--serve-requests", type=int, help="`kbv3 eval --server` requests to one `kbv3 serve` (default 20; --quick 2)"
+    )
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -620,12 +678,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.evals = 3 if args.evals is None else args.evals
+        args.serve_requests = 2 if args.serve_requests is None else args.serve_requests
         args.batch_limit = 3 if args.batch_limit is None else args.batch_limit
         args.timing_seconds = 0.5 if args.timing_seconds is None else args.timing_seconds
         args.seeds = args.seeds or "42"
         args.no_other_shape = True
         args.budget = 600.0 if args.budget is None else args.budget
     args.evals = 20 if args.evals is None else args.evals
+    args.serve_requests = 20 if args.serve_requests is None else args.serve_requests
     args.budget = 1200.0 if args.budget is None else args.budget
     return args
 
@@ -690,6 +750,9 @@ def run(args, journal: Journal, work: Path, sets: list[str], started: float, dea
                     print(f"[{mode}] budget share used: {len(todo) - i} left unstarted", flush=True)
                     break
                 one_eval(p, mode, args, gpu_env, deadline, journal)
+    if "serve" in parts:
+        gpu_env = dict(env, CUDA_VISIBLE_DEVICES=args.gpus.split(",")[0]) if args.device == "cuda" else env
+        serve_pass(chosen, args, gpu_env, work, min(deadline, started + 0.65 * args.budget), journal)
     if "batch" not in parts:
         return
     batch = build_batch(work / "solutions", problems, chosen, args.batch_limit)

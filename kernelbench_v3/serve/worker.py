@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workers.exit_when_orphaned(os.getppid())
     conn = Conn(socket.socket(fileno=args.fd))
-    workers.warm_up(start_on=args.device)  # pay torch, the zygote and CUDA before `ready`
+    workers.warm_up(start_on=args.device, wait=True)  # pay torch, the zygote and CUDA before `ready`
     try:
         conn.send({"kind": "ready", "pid": os.getpid(), "name": args.name})
         while True:
