@@ -78,9 +78,9 @@ def test_a_ray_task_keeps_the_zygote_and_reference_warm_for_the_next_task_there(
 
 
 def test_the_pool_closes_every_warm_zygote_it_holds_and_removes_its_log(tmp_path):
-    logs = tmp_path
     from kernelbench_v3.evaluate.supervisor.run.zygote_pool import ZygotePool
 
+    logs = tmp_path
     closed = []
 
     class Fake:
@@ -119,3 +119,18 @@ def test_the_service_waits_for_its_zygote_before_ready_a_batch_worker_does_not(m
     assert events == ["launch cpu", "supervisor imported"]
     source = inspect.getsource(worker.main)
     assert "warm_up(start_on=args.device, wait=True)" in source
+
+
+def test_a_cli_verbs_zygote_leaves_the_pool_as_it_found_it(monkeypatch):
+    from kernelbench_v3.evaluate.supervisor.run import zygote_pool
+
+    pool = zygote_pool.ZygotePool()
+    monkeypatch.setattr(zygote_pool, "POOL", pool)
+    monkeypatch.setattr(pool, "get", lambda device: f"zygote for {device}")
+    assert zygote_pool.start_warm_zygote("cpu") == "zygote for cpu" and pool.enabled
+    zygote_pool.close_warm_zygotes()
+    assert not pool.enabled  # `kbv3 eval` run in-process: the caller's evaluations start their own again
+    zygote_pool.keep_zygotes_warm()  # a long-lived worker
+    zygote_pool.start_warm_zygote("cpu")
+    zygote_pool.close_warm_zygotes()
+    assert pool.enabled and pool.kept

@@ -51,14 +51,31 @@ def run_demo(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
-    from ..catalog.materialize import instantiate as instantiate_file
-    from ..catalog.problem import get_problem
-    from ..dataset.hub import build, instantiate_row, load_problems
-    from ..evaluate import EvalRequest, evaluate, speedup_text
+    from ..evaluate import close_warm_zygotes, start_warm_zygote
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    # One zygote for every example, launched now: its torch import runs beside the build and the
+    # load, and each evaluation forks from it warm instead of starting (and waiting for) its own.
+    try:
+        start_warm_zygote(device)
+    except Exception:  # noqa: BLE001 - each evaluation then starts its own and reports what fails
+        pass
+    try:
+        return _steps(out_dir, split, device, say)
+    finally:
+        close_warm_zygotes()
+
+
+def _steps(out_dir: Path, split: str, device: str, say: Callable[[str], None]) -> list[dict]:
+    """The demo's three steps (`run_demo`)."""
+    import torch
+
+    from ..catalog.materialize import instantiate as instantiate_file
+    from ..catalog.problem import get_problem
+    from ..dataset.hub import build, instantiate_row, load_problems
+    from ..evaluate import EvalRequest, evaluate, speedup_text
 
     say("[1/3] building the Hub dataset folder from problems/ ...")
     started = time.perf_counter()

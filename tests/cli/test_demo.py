@@ -31,8 +31,12 @@ def test_demo_evaluates_every_example_on_cpu_and_is_never_silent(tmp_path, monke
 
     monkeypatch.setattr("kernelbench_v3.evaluate.evaluate", fake_evaluate)
     monkeypatch.setattr(demo, "HEARTBEAT_S", 0.1)
+    zygotes: list[str] = []  # one warm zygote for all six, launched before the build, closed after
+    monkeypatch.setattr("kernelbench_v3.evaluate.start_warm_zygote", lambda d: zygotes.append(f"{d} at {len(seen)}"))
+    monkeypatch.setattr("kernelbench_v3.evaluate.close_warm_zygotes", lambda: zygotes.append(f"closed at {len(seen)}"))
     lines: list[str] = []
     records = demo.run_demo(tmp_path / "out", device="cpu", say=lines.append)
+    assert zygotes == ["cpu at 0", "closed at 6"]
     expected = list(demo.example_solutions())  # all six are in the h100 split
     assert [r.problem_id for r in seen] == expected and len(seen) == 6
     assert all(not r.baseline and r.device == "cpu" for r in seen)  # no baseline to score on CPU

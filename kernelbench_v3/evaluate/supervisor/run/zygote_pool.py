@@ -19,6 +19,7 @@ from ...solution.zygote import Zygote
 class ZygotePool:
     def __init__(self) -> None:
         self.enabled = False
+        self.kept = False  # on for the process's life (keep_zygotes_warm), not until close_warm_zygotes
         self._zygotes: dict[str, Zygote] = {}
 
     def get(self, device: str) -> Zygote | None:
@@ -52,18 +53,22 @@ POOL = ZygotePool()
 
 def keep_zygotes_warm() -> None:
     """Reuse one zygote per device for every later evaluation in this process."""
-    POOL.enabled = True
+    POOL.enabled = POOL.kept = True
 
 
 def start_warm_zygote(device: str) -> Zygote:
-    """Start `device`'s warm zygote now rather than in the first evaluation (keeps it warm); its
-    torch import then runs beside whatever this process does next."""
-    keep_zygotes_warm()
+    """Start `device`'s warm zygote now rather than in the first evaluation; its torch import
+    then runs beside whatever this process does next. The evaluations use it until
+    `close_warm_zygotes` (for the process's life after `keep_zygotes_warm`)."""
+    POOL.enabled = True
     zygote = POOL.get(device)
     assert zygote is not None  # the pool is on
     return zygote
 
 
 def close_warm_zygotes() -> None:
-    """Close the warm zygotes this process holds."""
+    """Close the warm zygotes this process holds; unless `keep_zygotes_warm` kept the pool on,
+    later evaluations start and close a zygote of their own again (a CLI verb run in-process
+    leaves its caller's evaluations as they were)."""
     POOL.close()
+    POOL.enabled = POOL.kept
