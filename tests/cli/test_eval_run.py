@@ -127,6 +127,7 @@ def test_as_the_program_eval_leaves_at_once_after_its_record_is_out(fakes, monke
         raise Left(code)
 
     monkeypatch.setattr("os._exit", leave)
+    monkeypatch.setattr(cli_main, "_observed", lambda: False)  # as the program runs unwatched (not under coverage)
     argv = ["kbv3", "eval", "--problem", "level1/23_Softmax", "--solution", SOFTMAX, "--device", "cpu", "--json"]
     monkeypatch.setattr("sys.argv", argv)
     with pytest.raises(Left) as left:
@@ -137,3 +138,21 @@ def test_as_the_program_eval_leaves_at_once_after_its_record_is_out(fakes, monke
     assert cli_main.main(argv[1:]) == 1  # a caller's in-process run returns as before
     monkeypatch.setattr("sys.argv", ["kbv3", "ls", "--split", "h100"])
     assert cli_main.main() == 0  # other verbs leave through Python's shutdown
+
+
+def test_a_profiled_eval_leaves_normally_so_the_profile_is_written(fakes, monkeypatch, capsys):
+    import sys
+
+    from kernelbench_v3.cli import main as cli_main
+
+    monkeypatch.setattr("os._exit", lambda code: pytest.fail("left by os._exit under a profiler"))
+    argv = ["kbv3", "eval", "--problem", "level1/23_Softmax", "--solution", SOFTMAX, "--device", "cpu", "--json"]
+    monkeypatch.setattr("sys.argv", argv)
+    previous = sys.getprofile()
+    sys.setprofile(lambda frame, event, arg: None)  # as cProfile does
+    try:
+        assert cli_main._observed()
+        code = cli_main.main()
+    finally:
+        sys.setprofile(previous)
+    assert code == 1 and json.loads(capsys.readouterr().out)["problem_id"] == "level1/23_Softmax"
