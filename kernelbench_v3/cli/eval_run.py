@@ -75,6 +75,8 @@ def evaluate_here(args: argparse.Namespace, sizes: dict[str, Any]) -> Any:
         request = eval_options_from(args).request(
             args.problem, args.solution, gpu=args.gpu, device=device, sizes=sizes, model=args.model
         )
+        # Said once every usage check has passed (CUDA asked where none is, say): a refused
+        # command is one line on stderr, nothing before it.
         say_on_stderr(f"kbv3 eval: evaluating {args.problem} on {device} (a line every {HEARTBEAT_S:g} s) ...")
         wall.to("evaluation")
         with heartbeat(args.problem, say_on_stderr):
