@@ -26,6 +26,9 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[int(q * (len(ordered) - 1))]
 
 
+MODE_TITLES = {"mps": "MPS (the default)", "plain": "--no-mps", "mps-gate-wait": "MPS, the stream's wait at GO"}
+
+
 def _echo_modes(r: dict) -> str:
     """The echo's windows of one evaluation, p10 / p50 / p90 us, and the share of them more than
     4 us above the fastest (the slow mode seen on the H200 under MPS, about 7 us above the fast)."""
@@ -40,7 +43,7 @@ def _echo_modes(r: dict) -> str:
 
 def _honest_table(mode: str, rows: list, outside: dict, refs: dict) -> list[str]:
     lines = [
-        f"## Honest solutions, {'MPS (the default)' if mode == 'mps' else '--no-mps'}",
+        f"## Honest solutions, {MODE_TITLES.get(mode, mode)}",
         "",
         "| problem | solution | outside µs | scored µs (runs) | median / outside | bound | "
         "speedup scored / outside | echo windows µs, p10 / p50 / p90 | verdicts and flags |",
@@ -111,7 +114,7 @@ def report(journal: Path) -> str:
     probe = next((e for e in entries if e.get("part") == "probe"), None)
     if probe:
         lines += [f"GPU: {probe.get('smi')}; torch {probe.get('torch')}", ""]
-    for mode in ("mps", "plain"):
+    for mode in sorted({k[0] for k in evals}, key=lambda m: (m != "mps", m)):
         rows = [(k, v) for k, v in evals.items() if k[0] == mode and k[1] == "honest"]
         if rows:
             lines += _honest_table(mode, rows, outside, refs)

@@ -15,6 +15,11 @@ Variants, each CALLS windows:
   flush   between windows the timer clears the L2 with its own kernel and synchronizes (the prep)
   both    copy and flush, as the evaluator does
   two     two clients, their windows alternating (the echo's, then the solution's), with both
+  idle    before each window the timer waits 1.5 ms (as long as the prep), nothing else
+  spin, spin_both, spin_two, spin_idle
+          the same, the clients holding each call at GO with the gate's spin kernel
+          (`protocol.gate.SPIN_PTX`) instead of the stream's wait (under MPS only, but spin and
+          spin_idle: without MPS a spinning client starves the timer's flush)
 Each under a private MPS daemon (as kbv3 starts one) and without. One JSON line per mode and
 variant: the window's p10 / p50 / p90 in us and the share of windows over the fastest + 4 us.
 
@@ -41,14 +46,16 @@ from kernelbench_v3.evaluate.protocol.gate import GATE_BYTES, Driver, GateWords 
 
 BATCH = 200  # calls a client enqueues before it sleeps (a stream's queue holds about a thousand)
 SLOW_US = 4.0
-VARIANTS = ("alone", "copy", "flush", "both", "two")
+VARIANTS = ("alone", "copy", "flush", "both", "two", "idle", "spin", "spin_both", "spin_two", "spin_idle")
+PLAIN_VARIANTS = ("alone", "copy", "flush", "both", "two", "idle", "spin", "spin_idle")
+IDLE_S = 1.5e-3
 
 
 def _address(buf: memoryview) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(buf))
 
 
-def client(block_name: str, index: int, calls: int, pipe) -> None:  # noqa: ANN001
+def client(block_name: str, index: int, calls: int, pipe, spin: bool) -> None:  # noqa: ANN001
     """Enqueue gated calls a batch at a time; sleep on the pipe between batches."""
     import torch
 
@@ -61,7 +68,7 @@ def client(block_name: str, index: int, calls: int, pipe) -> None:  # noqa: ANN0
     seq = 1
     while seq <= calls:
         for s in range(seq, min(seq + BATCH, calls + 1)):
-            gate.enqueue(driver, stream, s, lambda: tiny.add_(1))
+            gate.enqueue(driver, stream, s, lambda: tiny.add_(1), spin=spin)
         seq += BATCH
         pipe.send(seq - 1)  # enqueued up to here
         if pipe.recv() == "stop":
@@ -81,7 +88,9 @@ def _ring(gate: GateWords, seq: int, clock=time.perf_counter) -> float:  # noqa:
 def run_variant(variant: str, calls: int) -> dict:
     import torch
 
-    clients = 2 if variant == "two" else 1
+    spin = variant.startswith("spin")
+    base = variant.removeprefix("spin").removeprefix("_") or "alone"
+    clients = 2 if base == "two" else 1
     block = shared_memory.SharedMemory(create=True, size=4096 * clients)
     gates = [GateWords(block.buf[i * 4096 : i * 4096 + GATE_BYTES]) for i in range(clients)]
     for gate in gates:
@@ -90,12 +99,13 @@ def run_variant(variant: str, calls: int) -> dict:
     pipes, procs = [], []
     for i in range(clients):
         ours, theirs = ctx.Pipe()
-        proc = ctx.Process(target=client, args=(block.name, i, calls, theirs))
+        proc = ctx.Process(target=client, args=(block.name, i, calls, theirs, spin))
         proc.start()
         pipes.append(ours)
         procs.append(proc)
-    copy = variant in ("copy", "both", "two")
-    flush = variant in ("flush", "both", "two")
+    copy = base in ("copy", "both", "two")
+    flush = base in ("flush", "both", "two")
+    idle = base == "idle"
     driver = Driver()
     side = torch.cuda.Stream()
     src, dst = torch.ones(16384, device="cuda"), torch.empty(16384, device="cuda")
@@ -116,6 +126,10 @@ def run_variant(variant: str, calls: int) -> dict:
                 with torch.cuda.stream(side):
                     driver.wait_geq(side, gate.done_device, seq)
                     dst.copy_(src)
+            if idle:
+                until = time.perf_counter() + IDLE_S
+                while time.perf_counter() < until:
+                    pass
             windows[i].append(_ring(gate, seq))
             if copy:
                 side.synchronize()
@@ -142,7 +156,7 @@ def one_mode(mode: str, out: Path, calls: int) -> None:
     from kernelbench_v3.evaluate import mps
 
     with mps.daemon(mode == "mps") as under_mps:
-        for variant in VARIANTS:
+        for variant in VARIANTS if under_mps else PLAIN_VARIANTS:
             try:
                 entry = run_variant(variant, calls)
             except Exception as exc:  # noqa: BLE001 - one broken variant must not end the run
