@@ -561,7 +561,7 @@ def main() -> int:
                     args.runs,
                     mode,
                     baseline=not args.no_baseline,
-                    attacks=not args.no_attacks,
+                    attacks=not (args.no_attacks or args.only_ladder),
                 )
             elif part == "cli":
                 cli(journal, args.runs)

@@ -26,7 +26,12 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[int(q * (len(ordered) - 1))]
 
 
-MODE_TITLES = {"mps": "MPS (the default)", "plain": "--no-mps", "mps-gate-wait": "MPS, the stream's wait at GO"}
+MODE_TITLES = {
+    "mps": "MPS (the default)",
+    "plain": "--no-mps",
+    "mps-gate-wait": "MPS, the stream's wait at GO",
+    "mps-gate-spin": "MPS, the gate's spin kernel at GO",
+}
 
 
 def _echo_modes(r: dict) -> str:

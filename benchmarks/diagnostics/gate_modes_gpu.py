@@ -49,6 +49,9 @@ SLOW_US = 4.0
 VARIANTS = ("alone", "copy", "flush", "both", "two", "idle", "spin", "spin_both", "spin_two", "spin_idle")
 PLAIN_VARIANTS = ("alone", "copy", "flush", "both", "two", "idle", "spin", "spin_idle")
 IDLE_S = 1.5e-3
+RING_LIMIT_S = 5.0  # a window that never closes ends the variant, not the run
+CLIENT_LIMIT_S = 90.0  # a client's start (CUDA, the registration) or its next batch
+MODE_LIMIT_S = 600.0
 
 
 def _address(buf: memoryview) -> int:
@@ -56,32 +59,49 @@ def _address(buf: memoryview) -> int:
 
 
 def client(block_name: str, index: int, calls: int, pipe, spin: bool) -> None:  # noqa: ANN001
-    """Enqueue gated calls a batch at a time; sleep on the pipe between batches."""
-    import torch
+    """Enqueue gated calls a batch at a time; sleep on the pipe between batches. Any failure is
+    sent as ("error", text), so the timer says where a variant broke instead of waiting."""
+    try:
+        import torch
 
-    block = shared_memory.SharedMemory(name=block_name)
-    view = block.buf[index * 4096 : index * 4096 + GATE_BYTES]
-    driver, stream = Driver(), torch.cuda.Stream()
-    gate = GateWords(view)
-    gate.register(driver, _address(view))
-    tiny = torch.zeros(1, device="cuda")
-    seq = 1
-    while seq <= calls:
-        for s in range(seq, min(seq + BATCH, calls + 1)):
-            gate.enqueue(driver, stream, s, lambda: tiny.add_(1), spin=spin)
-        seq += BATCH
-        pipe.send(seq - 1)  # enqueued up to here
-        if pipe.recv() == "stop":
-            break
-    stream.synchronize()
-    pipe.send("done")
+        block = shared_memory.SharedMemory(name=block_name)
+        view = block.buf[index * 4096 : index * 4096 + GATE_BYTES]
+        driver, stream = Driver(), torch.cuda.Stream()
+        gate = GateWords(view)
+        gate.register(driver, _address(view))
+        tiny = torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
+        seq = 1
+        while seq <= calls:
+            for s in range(seq, min(seq + BATCH, calls + 1)):
+                gate.enqueue(driver, stream, s, lambda: tiny.add_(1), spin=spin)
+            seq += BATCH
+            pipe.send(seq - 1)  # enqueued up to here
+            if pipe.recv() == "stop":
+                break
+        stream.synchronize()
+        pipe.send("done")
+    except BaseException as exc:  # noqa: BLE001 - reported to the timer, which ends the variant
+        pipe.send(("error", f"client {index}: {type(exc).__name__}: {exc}"[:400]))
+
+
+def _receive(pipe, index: int) -> int:  # noqa: ANN001
+    if not pipe.poll(CLIENT_LIMIT_S):
+        raise TimeoutError(f"client {index} said nothing within {CLIENT_LIMIT_S:.0f} s")
+    said = pipe.recv()
+    if isinstance(said, tuple):
+        raise RuntimeError(said[1])
+    return said
 
 
 def _ring(gate: GateWords, seq: int, clock=time.perf_counter) -> float:  # noqa: ANN001
     started = clock()
     gate.go = seq
+    spins = 0
     while gate.done < seq:
-        pass
+        spins += 1
+        if spins % 65536 == 0 and clock() - started > RING_LIMIT_S:
+            raise TimeoutError(f"call {seq}: DONE read {gate.done} {RING_LIMIT_S:.0f} s after GO = {seq}")
     return clock() - started
 
 
@@ -110,15 +130,43 @@ def run_variant(variant: str, calls: int) -> dict:
     side = torch.cuda.Stream()
     src, dst = torch.ones(16384, device="cuda"), torch.empty(16384, device="cuda")
     l2 = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")  # 64 MB: more than the H200's L2
-    for i, gate in enumerate(gates):  # the timer's own registration, as the snapshot's
+    for i, gate in enumerate(gates if copy else []):  # the timer's own registration, as the snapshot's
+        # Only where the copy needs it: the first lease of this script hung in its first variant
+        # (alone, under MPS) with no line written; a variant that then hangs only with the
+        # registration points at it.
         gate.register(driver, _address(block.buf[i * 4096 : i * 4096 + GATE_BYTES]), fresh=True)
     windows: list[list[float]] = [[] for _ in gates]
-    enqueued = [p.recv() for p in pipes]
+    try:
+        _ring_all(gates, pipes, windows, calls, copy, flush, idle, (driver, side, src, dst, l2))
+    finally:
+        for proc in procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+        block.close()
+        block.unlink()
+    out = {"variant": variant, "calls": calls}
+    for i, w in enumerate(windows):
+        us = sorted(x * 1e6 for x in w[50:])  # the first replays page in and warm up
+        out[f"client{i}"] = {
+            "p10_us": round(us[len(us) // 10], 2),
+            "p50_us": round(statistics.median(us), 2),
+            "p90_us": round(us[9 * len(us) // 10], 2),
+            "slow_share": round(sum(1 for x in us if x > us[0] + SLOW_US) / len(us), 3),
+        }
+    return out
+
+
+def _ring_all(gates, pipes, windows, calls, copy, flush, idle, timer) -> None:  # noqa: ANN001
+    import torch
+
+    driver, side, src, dst, l2 = timer
+    enqueued = [_receive(p, i) for i, p in enumerate(pipes)]
     for seq in range(1, calls + 1):
         for i, gate in enumerate(gates):
             if seq > enqueued[i]:
                 pipes[i].send("more")
-                enqueued[i] = pipes[i].recv()
+                enqueued[i] = _receive(pipes[i], i)
             if flush:
                 l2.zero_()
                 torch.cuda.synchronize()
@@ -133,23 +181,9 @@ def run_variant(variant: str, calls: int) -> dict:
             windows[i].append(_ring(gate, seq))
             if copy:
                 side.synchronize()
-    for p in pipes:
+    for i, p in enumerate(pipes):
         p.send("stop")
-        p.recv()
-    for proc in procs:
-        proc.join(30)
-    block.close()
-    block.unlink()
-    out = {"variant": variant, "calls": calls}
-    for i, w in enumerate(windows):
-        us = sorted(x * 1e6 for x in w[50:])  # the first replays page in and warm up
-        out[f"client{i}"] = {
-            "p10_us": round(us[len(us) // 10], 2),
-            "p50_us": round(statistics.median(us), 2),
-            "p90_us": round(us[9 * len(us) // 10], 2),
-            "slow_share": round(sum(1 for x in us if x > us[0] + SLOW_US) / len(us), 3),
-        }
-    return out
+        _receive(p, i)
 
 
 def one_mode(mode: str, out: Path, calls: int) -> None:
@@ -177,9 +211,15 @@ def main() -> int:
         one_mode(args.mode, args.out, args.calls)
         return 0
     for mode in ("mps", "plain"):  # each in a process of its own: a context cannot change its daemon
-        subprocess.run(
-            [sys.executable, __file__, str(args.out), "--calls", str(args.calls), "--mode", mode], check=False
-        )
+        try:
+            subprocess.run(
+                [sys.executable, __file__, str(args.out), "--calls", str(args.calls), "--mode", mode],
+                check=False,
+                timeout=MODE_LIMIT_S,
+            )
+        except subprocess.TimeoutExpired:
+            with open(args.out, "a") as f:
+                f.write(json.dumps({"mode": mode, "error": f"the mode ran past {MODE_LIMIT_S:.0f} s"}) + "\n")
     return 0
 
 

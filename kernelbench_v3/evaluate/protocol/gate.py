@@ -8,14 +8,16 @@ the GPU's own work (and, between two processes' contexts, a context switch the e
 measures). Both words live in host memory the caller registered with `cuMemHostRegister`, so
 the GPU polls and writes it directly; the timer needs no CUDA at all to ring the gate.
 
-Two ways to hold the stream at GO. `wait`: the stream's own wait on the word
-(`cuStreamWaitValue32`), which holds no SM. `spin`: a one-thread kernel that reads the word until
-it reaches `seq` (`SPIN_PTX`), then exits. Under MPS the first wakes a call either about 9 or
-about 16 us after GO, call by call (benchmarks/results/small_kernels_gpu.md), which no estimator
-removes; a running kernel sees the word on its next read. A spin holds one SM only until GO,
-while the timer prepares the call, and is bounded (`SPIN_LIMIT_NS`) so a gate never rung cannot
-hold the GPU. Without MPS the spin would hold the solution's context on the GPU and starve the
-timer's own flush, so there it is the wait.
+Two ways to hold the stream at GO. `wait` (the default): the stream's own wait on the word
+(`cuStreamWaitValue32`), which holds no SM. `spin` (KBV3_GATE=spin, for measurement): a
+one-thread kernel that reads the word until it reaches `seq` (`SPIN_PTX`), then exits; it holds
+one SM until GO, while the timer prepares the call, and is bounded (`SPIN_LIMIT_NS`) so a gate
+never rung cannot hold the GPU. On the H200 under MPS the spin made the solution's windows
+steady (the slow mode of the wait, windows about 7 us longer, all but gone) but scored every
+kernel 4.5 us short, the echo's window being that much longer than the fixed part of the
+solution's; until that is understood the wait stays the default (docs/timing.md, "the gate's
+spin"). Without MPS a spin would hold the solution's context on the GPU and starve the timer's
+flush.
 
 This module holds the driver calls torch does not expose (`Driver`) and `GateWords`, the two
 words as a host-side view and as device addresses. It is used by the solution process and the
@@ -73,11 +75,12 @@ OPEN:
 
 
 def gate_kind(under_mps: bool) -> str:
-    """How gated calls hold at GO: "spin" under MPS, "wait" without, unless KBV3_GATE names one."""
+    """How gated calls hold at GO: "wait", unless KBV3_GATE names one; "spin" only under MPS
+    (without it a spinning client would starve the timer's flush: the wait is used instead)."""
     choice = os.environ.get(GATE_ENV, "").strip().lower()
     if choice not in ("", "spin", "wait"):
         raise ValueError(f"{GATE_ENV}={choice!r}: expected 'spin' or 'wait'")
-    return choice or ("spin" if under_mps else "wait")
+    return "spin" if choice == "spin" and under_mps else "wait"
 
 
 class GateUnavailable(Exception):

@@ -38,8 +38,8 @@ from ..timing import time_reference
 # stopping rule, at least 8 rounds on CUDA; 6: one call per window, its inputs written and the
 # L2 cleared just before it, the median of the per-call times; 7: the gated call, the compiled
 # reference called as a user calls it, its input copy included; 8: MPS by default, the mode in
-# the key, figures under the gate's floor unresolved; 9: under MPS the gate holds at GO with a
-# spin kernel, the gate's kind in the key).
+# the key, figures under the gate's floor unresolved; 9: the gate's kind, wait or spin, in the
+# key).
 TIMING_VERSION = 9
 RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
 CPU_MAX_AGE_S = 24 * 3600.0  # a cached CPU baseline older than this is timed again
