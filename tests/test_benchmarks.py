@@ -255,3 +255,26 @@ def test_the_report_orders_rungs_by_size_and_names_a_rejections_check(tmp_path):
     assert [row.split(" | ")[1] for row in rows] == ["ladder 5 us", "ladder 20 us", "ladder 100 us"]
     assert "## Honest solutions, MPS, the gate's spin kernel at GO" in text
     assert "incorrect (impossible_time); no flags" in text
+
+
+def test_the_gate_modes_diagnostic_ends_a_variant_that_hangs_instead_of_waiting(monkeypatch):
+    import multiprocessing as mp
+
+    from kernelbench_v3.evaluate.protocol.gate import GateWords, private_block
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS / "diagnostics"))
+    import gate_modes_gpu as diag
+
+    monkeypatch.setattr(diag, "RING_LIMIT_S", 0.05)
+    monkeypatch.setattr(diag, "CLIENT_LIMIT_S", 0.05)
+    _, view, _ = private_block()
+    with pytest.raises(TimeoutError, match="DONE read 0"):
+        diag._ring(GateWords(view), 1)  # a call that never writes DONE
+    ours, theirs = mp.Pipe()
+    with pytest.raises(TimeoutError, match="client 0 said nothing"):
+        diag._receive(ours, 0)
+    theirs.send(("error", "client 0: RuntimeError: no CUDA"))
+    with pytest.raises(RuntimeError, match="no CUDA"):
+        diag._receive(ours, 0)
+    theirs.send(200)
+    assert diag._receive(ours, 0) == 200
