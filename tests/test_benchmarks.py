@@ -243,3 +243,64 @@ def test_the_ladder_table_judges_every_run_and_shows_the_echos_slow_mode(tmp_pat
     text = report(journal.path)
     assert "| mps | ladder 5 us | 6 | +0.20 ✓, +1.10 ✗ |" in text
     assert "9.0 / 9.0 / 9.0 (25% slow)" in text
+
+
+def test_the_report_orders_rungs_by_size_and_names_a_rejections_check(tmp_path):
+    bench = _small_kernels_module()
+    journal = bench.Journal(tmp_path)
+    for us in (100, 5, 20):
+        rung = {"problem": bench.LADDER_PROBLEM, "solution": f"ladder_{us}us.py", "label": f"ladder {us} us"}
+        journal.write(f"outside|ladder{us}", {"part": "outside", **rung, "rotating_ms": us * 1e-3})
+        journal.write(
+            f"evaluator|mps-gate-spin|ladder{us}|0",
+            {"part": "evaluator", "mode": "mps-gate-spin", "kind": "ladder", **rung, "run": 0, "status": "correct"}
+            | {"sol_ms": us * 1e-3},
+        )
+    sol = "examples/solutions/level1/26_GELU_.py"
+    journal.write(
+        f"evaluator|mps-gate-spin|level1/26_GELU_|{sol}|0",
+        {"part": "evaluator", "mode": "mps-gate-spin", "kind": "honest", "problem": "level1/26_GELU_"}
+        | {"solution": sol, "label": "example", "run": 0, "status": "incorrect", "failed_check": "impossible_time"},
+    )
+    two = "benchmarks/solutions/level1/23_Softmax_two_streams.py"
+    journal.write(
+        "outside|two",
+        {"part": "outside", "problem": "level1/23_Softmax", "solution": two, "label": "two streams"}
+        | {"rotating_ms": 0.0140, "gated_in_process_ms": 0.0070},
+    )
+    journal.write(
+        f"evaluator|mps-gate-spin|level1/23_Softmax|{two}|0",
+        {"part": "evaluator", "mode": "mps-gate-spin", "kind": "honest", "problem": "level1/23_Softmax"}
+        | {"solution": two, "label": "two streams", "run": 0, "status": "correct", "sol_ms": 0.0072},
+    )
+    from small_kernels_report import report
+
+    text = report(journal.path)
+    assert "| level1/23_Softmax | two streams | 14 | 7.2 (1) | -48.6% ✗ | 8% | 7 | +2.9% ✓ |" in text
+    rows = [line for line in text.splitlines() if line.startswith("| mps-gate-spin | ladder")]
+    assert [row.split(" | ")[1] for row in rows] == ["ladder 5 us", "ladder 20 us", "ladder 100 us"]
+    assert "## Honest solutions, MPS, the gate's spin kernel at GO" in text
+    assert "incorrect (impossible_time); no flags" in text
+
+
+def test_the_gate_modes_diagnostic_ends_a_variant_that_hangs_instead_of_waiting(monkeypatch):
+    import multiprocessing as mp
+
+    from kernelbench_v3.evaluate.protocol.gate import GateWords, private_block
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS / "diagnostics"))
+    import gate_modes_gpu as diag
+
+    monkeypatch.setattr(diag, "RING_LIMIT_S", 0.05)
+    monkeypatch.setattr(diag, "CLIENT_LIMIT_S", 0.05)
+    _, view, _ = private_block()
+    with pytest.raises(TimeoutError, match="DONE read 0"):
+        diag._ring(GateWords(view), 1)  # a call that never writes DONE
+    ours, theirs = mp.Pipe()
+    with pytest.raises(TimeoutError, match="client 0 said nothing"):
+        diag._receive(ours, 0)
+    theirs.send(("error", "client 0: RuntimeError: no CUDA"))
+    with pytest.raises(RuntimeError, match="no CUDA"):
+        diag._receive(ours, 0)
+    theirs.send(200)
+    assert diag._receive(ours, 0) == 200

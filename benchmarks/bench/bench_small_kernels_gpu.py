@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import signal
@@ -523,6 +524,8 @@ def main() -> int:
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--only-small", action="store_true", help="only solutions outside under SMALL_US")
     parser.add_argument("--no-attacks", action="store_true", help="leave out the done-early attacks")
+    parser.add_argument("--only-ladder", action="store_true", help="the evaluator part: only the ladder")
+    parser.add_argument("--gate", choices=("spin", "wait"), help="the gate's kind (KBV3_GATE); else the default")
     parser.add_argument("--report", type=Path)
     args = parser.parse_args()
     if args.report:
@@ -534,7 +537,9 @@ def main() -> int:
 
     journal = Journal(args.out)
     ladder = ladder_solutions(args.out / "ladder")
-    solutions = SOLUTIONS
+    solutions = [] if args.only_ladder else SOLUTIONS
+    if args.gate:
+        os.environ["KBV3_GATE"] = args.gate  # read by the evaluator's timing in this process
     if args.only_small:
         sizes = _outside_us(journal.path)
         solutions = [s for s in SOLUTIONS if sizes.get((s[0], _rel(s[1])), 1e9) < SMALL_US]
@@ -548,7 +553,7 @@ def main() -> int:
             elif part == "outside":
                 outside(journal, solutions + ladder)
             elif part == "evaluator":
-                mode = "mps" if under_mps else "plain"
+                mode = ("mps" if under_mps else "plain") + (f"-gate-{args.gate}" if args.gate else "")
                 evaluator(
                     journal,
                     solutions,
@@ -556,7 +561,7 @@ def main() -> int:
                     args.runs,
                     mode,
                     baseline=not args.no_baseline,
-                    attacks=not args.no_attacks,
+                    attacks=not (args.no_attacks or args.only_ladder),
                 )
             elif part == "cli":
                 cli(journal, args.runs)

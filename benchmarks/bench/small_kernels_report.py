@@ -3,12 +3,17 @@
 Bounds (the issue's): the scored time within 3% of outside at 50 us and up, within 8% at 10-50
 us; the speedup within the same bound of the outside speedup (the faster of the eager reference
 over rotating sets and the compiled reference by events behind a sleep, over the solution's
-rotating figure); the ladder within 0.5 us of the rung's own duration by events.
+rotating figure); the ladder within 0.5 us of the rung's own duration by events. Beside the
+back-to-back figure, each solution's single gated call outside (`gated_in_process_ms`, one
+process, no MPS) and the scored median against it under the same bound: the gate times one call
+per window, and a forward whose branches run together is faster alone than back to back
+(docs/timing.md, "The gate's spin").
 """
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -26,6 +31,14 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[int(q * (len(ordered) - 1))]
 
 
+MODE_TITLES = {
+    "mps": "MPS (the default)",
+    "plain": "--no-mps",
+    "mps-gate-wait": "MPS, the stream's wait at GO",
+    "mps-gate-spin": "MPS, the gate's spin kernel at GO",
+}
+
+
 def _echo_modes(r: dict) -> str:
     """The echo's windows of one evaluation, p10 / p50 / p90 us, and the share of them more than
     4 us above the fastest (the slow mode seen on the H200 under MPS, about 7 us above the fast)."""
@@ -38,15 +51,23 @@ def _echo_modes(r: dict) -> str:
     return f"{low:.1f} / {statistics.median(echo):.1f} / {_quantile(echo, 0.9):.1f} ({slow:.0%} slow)"
 
 
+def _verdict(r: dict) -> str:
+    """The status, and for a rejection the check that failed (impossible_time, timed_outputs...)."""
+    status = r.get("status") or "error"
+    return status if status == "correct" or not r.get("failed_check") else f"{status} ({r['failed_check']})"
+
+
 def _honest_table(mode: str, rows: list, outside: dict, refs: dict) -> list[str]:
     lines = [
-        f"## Honest solutions, {'MPS (the default)' if mode == 'mps' else '--no-mps'}",
+        f"## Honest solutions, {MODE_TITLES.get(mode, mode)}",
         "",
         "| problem | solution | outside µs | scored µs (runs) | median / outside | bound | "
+        "one call outside µs | median / one call | "
         "speedup scored / outside | echo windows µs, p10 / p50 / p90 | verdicts and flags |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (_, _, problem, solution), runs in rows:
+        one = ((outside.get((problem, solution)) or {}).get("gated_in_process_ms") or 0) * 1e3 or None
         rot = ((outside.get((problem, solution)) or {}).get("rotating_ms") or 0) * 1e3 or None
         scored = [r["sol_ms"] * 1e3 for r in runs if r.get("sol_ms")]
         med = statistics.median(scored) if scored else None
@@ -55,16 +76,20 @@ def _honest_table(mode: str, rows: list, outside: dict, refs: dict) -> list[str]
         out_speed = ref_best * 1e3 / rot if rot and ref_best < 1e9 else None
         speeds = [r["speedup"] for r in runs if r.get("speedup")]
         speed = statistics.median(speeds) if speeds else None
-        verdicts = sorted({r.get("status") or "error" for r in runs})
+        verdicts = sorted({_verdict(r) for r in runs})
         flags = sorted({f for r in runs for f in (r.get("timing_flags") or [])})
         notes = sorted({r["timing_note"][:40] for r in runs if r.get("timing_note")})
         ratio = "n/a"
         if med and rot:
             ratio = f"{(med / rot - 1) * 100:+.1f}%" + (" ✓" if abs(med / rot - 1) <= _bound(rot) else " ✗")
+        one_ratio = "n/a"
+        if med and one:
+            one_ratio = f"{(med / one - 1) * 100:+.1f}%" + (" ✓" if abs(med / one - 1) <= _bound(rot or one) else " ✗")
         lines.append(
             f"| {problem} | {runs[0]['label']} | {_fmt(rot)} | "
             f"{', '.join(f'{s:.4g}' for s in scored) or 'n/a'} ({len(runs)}) | {ratio} | "
-            f"{_bound(rot or 0) * 100:.0f}% | {_fmt(speed, '.3g')} / {_fmt(out_speed, '.3g')} | "
+            f"{_bound(rot or 0) * 100:.0f}% | {_fmt(one)} | {one_ratio} | "
+            f"{_fmt(speed, '.3g')} / {_fmt(out_speed, '.3g')} | "
             f"{'; '.join(_echo_modes(r) for r in runs)} | "
             f"{'/'.join(verdicts)}; {', '.join(flags) or 'no flags'}{'; ' + ' '.join(notes) if notes else ''} |"
         )
@@ -72,6 +97,12 @@ def _honest_table(mode: str, rows: list, outside: dict, refs: dict) -> list[str]
     rejected = sum(1 for r in honest if r.get("status") != "correct")
     flagged = sum(1 for r in honest if r.get("timing_flags"))
     return lines + ["", f"{len(honest)} honest evaluations: {rejected} not correct, {flagged} with a timing flag.", ""]
+
+
+def _rung_us(solution: str) -> int:
+    """The rung's microseconds from its file name (ladder_20us.py -> 20), so rungs sort by size."""
+    found = re.search(r"(\d+)us", solution)
+    return int(found.group(1)) if found else 0
 
 
 def _ladder_table(ladder: list, outside: dict) -> list[str]:
@@ -111,7 +142,7 @@ def report(journal: Path) -> str:
     probe = next((e for e in entries if e.get("part") == "probe"), None)
     if probe:
         lines += [f"GPU: {probe.get('smi')}; torch {probe.get('torch')}", ""]
-    for mode in ("mps", "plain"):
+    for mode in sorted({k[0] for k in evals}, key=lambda m: (m != "mps", m)):
         rows = [(k, v) for k, v in evals.items() if k[0] == mode and k[1] == "honest"]
         if rows:
             lines += _honest_table(mode, rows, outside, refs)
@@ -132,7 +163,9 @@ def report(journal: Path) -> str:
             ),
             "",
         ]
-    ladder = sorted(((k, v) for k, v in evals.items() if k[1] == "ladder"), key=lambda kv: (kv[0][0], kv[0][3]))
+    ladder = sorted(
+        ((k, v) for k, v in evals.items() if k[1] == "ladder"), key=lambda kv: (kv[0][0], _rung_us(kv[0][3]))
+    )
     if ladder:
         lines += _ladder_table(ladder, outside)
     attacks = [(k, v) for k, v in evals.items() if k[1] == "attack"]

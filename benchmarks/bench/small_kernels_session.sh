@@ -4,11 +4,15 @@
 #
 #   bash benchmarks/bench/small_kernels_session.sh start [RUNS]   # all steps, in order
 #   ATTACKS=0 bash ... start 2                                  # without the done-early attacks
+#   STEPS="outside gate-modes ladder-mps" bash ... start 2      # some steps only, in this order
 #   bash benchmarks/bench/small_kernels_session.sh poll SECONDS   # wait until done or SECONDS pass
 #
 # Within one lease a second `start` resumes the journal in $KB.
-# Steps: outside timing (no MPS); the gate's modes (benchmarks/diagnostics/gate_modes_gpu.py); the evaluator under MPS (the default); `kbv3 eval` as a user runs
-# it, a SIGKILL mid-evaluation and a faulting solution; the small kernels with --no-mps; the report.
+# Steps: outside timing (no MPS); the gate's modes (benchmarks/diagnostics/gate_modes_gpu.py);
+# the evaluator under MPS (the default; EVAL_ARGS adds bench options, e.g. --only-small); the
+# ladder alone (ladder-mps) and with the gate's spin kernel at GO (ladder-spin); `kbv3 eval` as a user
+# runs it, a SIGKILL mid-evaluation and a faulting solution; the small kernels with --no-mps; the
+# report.
 set -u
 KB=${KB:-/tmp/kbv3-small}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -22,14 +26,24 @@ case "${1:-}" in
     B="python3 benchmarks/bench/bench_small_kernels_gpu.py --out $KB/out --runs ${2:-2}"
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
-    setsid nohup bash -c "cd $REPO; \
-        $B --parts probe,outside --no-mps >> $KB/log 2>&1; echo outside \$? >> $KB/steps; \
-        python3 benchmarks/diagnostics/gate_modes_gpu.py $KB/out/gate_modes.jsonl >> $KB/log 2>&1; echo gate-modes \$? >> $KB/steps; \
-        $B --parts evaluator $NO_ATTACKS >> $KB/log 2>&1; echo evaluator-mps \$? >> $KB/steps; \
-        $B --parts cli >> $KB/log 2>&1; echo cli \$? >> $KB/steps; \
-        $B --parts evaluator --no-mps --only-small --no-baseline --runs 1 >> $KB/log 2>&1; echo plain \$? >> $KB/steps; \
-        python3 benchmarks/bench/bench_small_kernels_gpu.py --report $J > $KB/out/small_kernels_gpu.md 2>&1; \
-        touch $KB/done" > /dev/null 2>&1 &
+    # STEPS picks and orders the steps (default: all, in this order).
+    STEPS=${STEPS:-outside gate-modes evaluator-mps ladder-spin cli plain}
+    declare -A CMD=(
+      [outside]="$B --parts probe,outside --no-mps"
+      [gate-modes]="python3 benchmarks/diagnostics/gate_modes_gpu.py $KB/out/gate_modes.jsonl --calls ${GATE_CALLS:-2000}"
+      [evaluator-mps]="$B --parts evaluator $NO_ATTACKS ${EVAL_ARGS:-}"
+      [ladder-mps]="$B --parts evaluator --only-ladder"
+      [ladder-spin]="$B --parts evaluator --only-ladder --gate spin"
+      [cli]="$B --parts cli"
+      [plain]="$B --parts evaluator --no-mps --only-small --no-baseline --runs 1"
+    )
+    SCRIPT="cd $REPO"
+    for step in $STEPS; do
+      [ -n "${CMD[$step]:-}" ] || { echo "unknown step $step" >&2; exit 2; }
+      SCRIPT="$SCRIPT; ${CMD[$step]} >> $KB/log 2>&1; echo $step \$? >> $KB/steps"
+    done
+    SCRIPT="$SCRIPT; python3 benchmarks/bench/bench_small_kernels_gpu.py --report $J > $KB/out/small_kernels_gpu.md 2>&1; touch $KB/done"
+    setsid nohup bash -c "$SCRIPT" > /dev/null 2>&1 &
     echo "started in $KB";;
   poll)
     end=$((SECONDS + ${2:-60}))

@@ -15,6 +15,15 @@ Variants, each CALLS windows:
   flush   between windows the timer clears the L2 with its own kernel and synchronizes (the prep)
   both    copy and flush, as the evaluator does
   two     two clients, their windows alternating (the echo's, then the solution's), with both
+  idle    before each window the timer waits 1.5 ms (as long as the prep), nothing else
+  mixed   as two, but the second client's call is a one-program Triton kernel (as most
+          solutions' are) where the first's is torch's add (as the echo's is): under the spin the
+          evaluator scored every kernel 4.5 us short, the echo's window that much longer than the
+          solution's fixed part (docs/timing.md, "The gate's spin")
+  spin, spin_both, spin_two, spin_idle, spin_mixed
+          the same, the clients holding each call at GO with the gate's spin kernel
+          (`protocol.gate.SPIN_PTX`) instead of the stream's wait (under MPS only, but spin and
+          spin_idle: without MPS a spinning client starves the timer's flush)
 Each under a private MPS daemon (as kbv3 starts one) and without. One JSON line per mode and
 variant: the window's p10 / p50 / p90 in us and the share of windows over the fastest + 4 us.
 
@@ -41,47 +50,106 @@ from kernelbench_v3.evaluate.protocol.gate import GATE_BYTES, Driver, GateWords 
 
 BATCH = 200  # calls a client enqueues before it sleeps (a stream's queue holds about a thousand)
 SLOW_US = 4.0
-VARIANTS = ("alone", "copy", "flush", "both", "two")
+VARIANTS = (
+    "spin",
+    "spin_mixed",
+    "spin_two",
+    "alone",
+    "mixed",
+    "two",
+    "copy",
+    "flush",
+    "both",
+    "idle",
+    "spin_both",
+    "spin_idle",
+)  # the spin's first: the last lease's questions
+PLAIN_VARIANTS = ("alone", "copy", "flush", "both", "two", "idle", "spin", "spin_idle")
+IDLE_S = 1.5e-3
+RING_LIMIT_S = 5.0  # a window that never closes ends the variant, not the run
+CLIENT_LIMIT_S = 90.0  # a client's start (CUDA, the registration) or its next batch
+MODE_LIMIT_S = 600.0
 
 
 def _address(buf: memoryview) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(buf))
 
 
-def client(block_name: str, index: int, calls: int, pipe) -> None:  # noqa: ANN001
-    """Enqueue gated calls a batch at a time; sleep on the pipe between batches."""
-    import torch
+def _triton_bump():  # noqa: ANN202 - a one-program Triton kernel adding 1 to one float
+    import triton
+    import triton.language as tl
 
-    block = shared_memory.SharedMemory(name=block_name)
-    view = block.buf[index * 4096 : index * 4096 + GATE_BYTES]
-    driver, stream = Driver(), torch.cuda.Stream()
-    gate = GateWords(view)
-    gate.register(driver, _address(view))
-    tiny = torch.zeros(1, device="cuda")
-    seq = 1
-    while seq <= calls:
-        for s in range(seq, min(seq + BATCH, calls + 1)):
-            gate.enqueue(driver, stream, s, lambda: tiny.add_(1))
-        seq += BATCH
-        pipe.send(seq - 1)  # enqueued up to here
-        if pipe.recv() == "stop":
-            break
-    stream.synchronize()
-    pipe.send("done")
+    @triton.jit
+    def bump(x_ptr):
+        tl.store(x_ptr, tl.load(x_ptr) + 1.0)
+
+    return bump
+
+
+def client(block_name: str, index: int, calls: int, pipe, spin: bool, triton_call: bool) -> None:  # noqa: ANN001
+    """Enqueue gated calls a batch at a time; sleep on the pipe between batches. Any failure is
+    sent as ("error", text), so the timer says where a variant broke instead of waiting."""
+    try:
+        import torch
+
+        block = shared_memory.SharedMemory(name=block_name)
+        view = block.buf[index * 4096 : index * 4096 + GATE_BYTES]
+        driver, stream = Driver(), torch.cuda.Stream()
+        gate = GateWords(view)
+        gate.register(driver, _address(view))
+        tiny = torch.zeros(1, device="cuda")
+        if triton_call:
+            bump = _triton_bump()
+            bump[(1,)](tiny)  # compiled before any call is armed
+
+            def call():  # noqa: ANN202
+                bump[(1,)](tiny)
+        else:
+
+            def call():  # noqa: ANN202
+                tiny.add_(1)
+
+        torch.cuda.synchronize()
+        seq = 1
+        while seq <= calls:
+            for s in range(seq, min(seq + BATCH, calls + 1)):
+                gate.enqueue(driver, stream, s, call, spin=spin)
+            seq += BATCH
+            pipe.send(seq - 1)  # enqueued up to here
+            if pipe.recv() == "stop":
+                break
+        stream.synchronize()
+        pipe.send("done")
+    except BaseException as exc:  # noqa: BLE001 - reported to the timer, which ends the variant
+        pipe.send(("error", f"client {index}: {type(exc).__name__}: {exc}"[:400]))
+
+
+def _receive(pipe, index: int) -> int:  # noqa: ANN001
+    if not pipe.poll(CLIENT_LIMIT_S):
+        raise TimeoutError(f"client {index} said nothing within {CLIENT_LIMIT_S:.0f} s")
+    said = pipe.recv()
+    if isinstance(said, tuple):
+        raise RuntimeError(said[1])
+    return said
 
 
 def _ring(gate: GateWords, seq: int, clock=time.perf_counter) -> float:  # noqa: ANN001
     started = clock()
     gate.go = seq
+    spins = 0
     while gate.done < seq:
-        pass
+        spins += 1
+        if spins % 65536 == 0 and clock() - started > RING_LIMIT_S:
+            raise TimeoutError(f"call {seq}: DONE read {gate.done} {RING_LIMIT_S:.0f} s after GO = {seq}")
     return clock() - started
 
 
 def run_variant(variant: str, calls: int) -> dict:
     import torch
 
-    clients = 2 if variant == "two" else 1
+    spin = variant.startswith("spin")
+    base = variant.removeprefix("spin").removeprefix("_") or "alone"
+    clients = 2 if base in ("two", "mixed") else 1
     block = shared_memory.SharedMemory(create=True, size=4096 * clients)
     gates = [GateWords(block.buf[i * 4096 : i * 4096 + GATE_BYTES]) for i in range(clients)]
     for gate in gates:
@@ -90,42 +158,32 @@ def run_variant(variant: str, calls: int) -> dict:
     pipes, procs = [], []
     for i in range(clients):
         ours, theirs = ctx.Pipe()
-        proc = ctx.Process(target=client, args=(block.name, i, calls, theirs))
+        proc = ctx.Process(target=client, args=(block.name, i, calls, theirs, spin, base == "mixed" and i == 1))
         proc.start()
         pipes.append(ours)
         procs.append(proc)
-    copy = variant in ("copy", "both", "two")
-    flush = variant in ("flush", "both", "two")
+    copy = base in ("copy", "both", "two", "mixed")
+    flush = base in ("flush", "both", "two", "mixed")
+    idle = base == "idle"
     driver = Driver()
     side = torch.cuda.Stream()
     src, dst = torch.ones(16384, device="cuda"), torch.empty(16384, device="cuda")
     l2 = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")  # 64 MB: more than the H200's L2
-    for i, gate in enumerate(gates):  # the timer's own registration, as the snapshot's
+    for i, gate in enumerate(gates if copy else []):  # the timer's own registration, as the snapshot's
+        # Only where the copy needs it: the first lease of this script hung in its first variant
+        # (alone, under MPS) with no line written; a variant that then hangs only with the
+        # registration points at it.
         gate.register(driver, _address(block.buf[i * 4096 : i * 4096 + GATE_BYTES]), fresh=True)
     windows: list[list[float]] = [[] for _ in gates]
-    enqueued = [p.recv() for p in pipes]
-    for seq in range(1, calls + 1):
-        for i, gate in enumerate(gates):
-            if seq > enqueued[i]:
-                pipes[i].send("more")
-                enqueued[i] = pipes[i].recv()
-            if flush:
-                l2.zero_()
-                torch.cuda.synchronize()
-            if copy:
-                with torch.cuda.stream(side):
-                    driver.wait_geq(side, gate.done_device, seq)
-                    dst.copy_(src)
-            windows[i].append(_ring(gate, seq))
-            if copy:
-                side.synchronize()
-    for p in pipes:
-        p.send("stop")
-        p.recv()
-    for proc in procs:
-        proc.join(30)
-    block.close()
-    block.unlink()
+    try:
+        _ring_all(gates, pipes, windows, calls, copy, flush, idle, (driver, side, src, dst, l2))
+    finally:
+        for proc in procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+        block.close()
+        block.unlink()
     out = {"variant": variant, "calls": calls}
     for i, w in enumerate(windows):
         us = sorted(x * 1e6 for x in w[50:])  # the first replays page in and warm up
@@ -138,11 +196,40 @@ def run_variant(variant: str, calls: int) -> dict:
     return out
 
 
+def _ring_all(gates, pipes, windows, calls, copy, flush, idle, timer) -> None:  # noqa: ANN001
+    import torch
+
+    driver, side, src, dst, l2 = timer
+    enqueued = [_receive(p, i) for i, p in enumerate(pipes)]
+    for seq in range(1, calls + 1):
+        for i, gate in enumerate(gates):
+            if seq > enqueued[i]:
+                pipes[i].send("more")
+                enqueued[i] = _receive(pipes[i], i)
+            if flush:
+                l2.zero_()
+                torch.cuda.synchronize()
+            if copy:
+                with torch.cuda.stream(side):
+                    driver.wait_geq(side, gate.done_device, seq)
+                    dst.copy_(src)
+            if idle:
+                until = time.perf_counter() + IDLE_S
+                while time.perf_counter() < until:
+                    pass
+            windows[i].append(_ring(gate, seq))
+            if copy:
+                side.synchronize()
+    for i, p in enumerate(pipes):
+        p.send("stop")
+        _receive(p, i)
+
+
 def one_mode(mode: str, out: Path, calls: int) -> None:
     from kernelbench_v3.evaluate import mps
 
     with mps.daemon(mode == "mps") as under_mps:
-        for variant in VARIANTS:
+        for variant in VARIANTS if under_mps else PLAIN_VARIANTS:
             try:
                 entry = run_variant(variant, calls)
             except Exception as exc:  # noqa: BLE001 - one broken variant must not end the run
@@ -163,9 +250,15 @@ def main() -> int:
         one_mode(args.mode, args.out, args.calls)
         return 0
     for mode in ("mps", "plain"):  # each in a process of its own: a context cannot change its daemon
-        subprocess.run(
-            [sys.executable, __file__, str(args.out), "--calls", str(args.calls), "--mode", mode], check=False
-        )
+        try:
+            subprocess.run(
+                [sys.executable, __file__, str(args.out), "--calls", str(args.calls), "--mode", mode],
+                check=False,
+                timeout=MODE_LIMIT_S,
+            )
+        except subprocess.TimeoutExpired:
+            with open(args.out, "a") as f:
+                f.write(json.dumps({"mode": mode, "error": f"the mode ran past {MODE_LIMIT_S:.0f} s"}) + "\n")
     return 0
 
 

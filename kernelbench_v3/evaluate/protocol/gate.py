@@ -8,6 +8,17 @@ the GPU's own work (and, between two processes' contexts, a context switch the e
 measures). Both words live in host memory the caller registered with `cuMemHostRegister`, so
 the GPU polls and writes it directly; the timer needs no CUDA at all to ring the gate.
 
+Two ways to hold the stream at GO. `wait` (the default): the stream's own wait on the word
+(`cuStreamWaitValue32`), which holds no SM. `spin` (KBV3_GATE=spin, for measurement): a
+one-thread kernel that reads the word until it reaches `seq` (`SPIN_PTX`), then exits; it holds
+one SM until GO, while the timer prepares the call, and is bounded (`SPIN_LIMIT_NS`) so a gate
+never rung cannot hold the GPU. On the H200 under MPS the spin made the solution's windows
+steady (the slow mode of the wait, windows about 7 us longer, all but gone) but scored every
+kernel 4.5 us short, the echo's window being that much longer than the fixed part of the
+solution's; until that is understood the wait stays the default (docs/timing.md, "the gate's
+spin"). Without MPS a spin would hold the solution's context on the GPU and starve the timer's
+flush.
+
 This module holds the driver calls torch does not expose (`Driver`) and `GateWords`, the two
 words as a host-side view and as device addresses. It is used by the solution process and the
 echo (their doorbell block in the arena) and by the trusted baseline child (a private page).
@@ -17,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 from typing import Any
 
 GATE_DONE_OFFSET = 48  # bytes into the doorbell block: a cache line apart from GO
@@ -27,6 +39,48 @@ CU_STREAM_WRITE_VALUE_DEFAULT = 0x0
 CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP = 0x1 | 0x2
 CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
 CU_STREAM_NON_BLOCKING = 0x1
+GATE_ENV = "KBV3_GATE"  # "spin" or "wait" overrides `gate_kind`'s choice (the bench compares the two)
+SPIN_LIMIT_NS = 10 * 10**9  # a spin never rung ends after this; the arm-to-ring of a call is ms
+
+# kbv3_gate_spin(word, seq, limit_ns): one thread reads the 32-bit word until (int)(word - seq)
+# >= 0 (cuStreamWaitValue32's GEQ, wrap-aware) or limit_ns of %globaltimer have passed.
+SPIN_PTX = b"""
+.version 6.0
+.target sm_70
+.address_size 64
+
+.visible .entry kbv3_gate_spin(.param .u64 word, .param .u32 seq, .param .u64 limit_ns)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<6>;
+
+    ld.param.u64 %rd1, [word];
+    ld.param.u32 %r1, [seq];
+    ld.param.u64 %rd2, [limit_ns];
+    mov.u64 %rd3, %globaltimer;
+SPIN:
+    ld.volatile.u32 %r2, [%rd1];
+    sub.s32 %r3, %r2, %r1;
+    setp.ge.s32 %p1, %r3, 0;
+    @%p1 bra OPEN;
+    mov.u64 %rd4, %globaltimer;
+    sub.s64 %rd5, %rd4, %rd3;
+    setp.lt.u64 %p2, %rd5, %rd2;
+    @%p2 bra SPIN;
+OPEN:
+    ret;
+}
+\0"""
+
+
+def gate_kind(under_mps: bool) -> str:
+    """How gated calls hold at GO: "wait", unless KBV3_GATE names one; "spin" only under MPS
+    (without it a spinning client would starve the timer's flush: the wait is used instead)."""
+    choice = os.environ.get(GATE_ENV, "").strip().lower()
+    if choice not in ("", "spin", "wait"):
+        raise ValueError(f"{GATE_ENV}={choice!r}: expected 'spin' or 'wait'")
+    return "spin" if choice == "spin" and under_mps else "wait"
 
 
 class GateUnavailable(Exception):
@@ -58,6 +112,16 @@ class Driver:
         self._unregister = self._fn("cuMemHostUnregister")
         self._unregister.argtypes = [ctypes.c_void_p]
         self._unregister.restype = ctypes.c_int
+        self._module_load = self._fn("cuModuleLoadData")
+        self._module_load.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
+        self._module_load.restype = ctypes.c_int
+        self._get_function = self._fn("cuModuleGetFunction")
+        self._get_function.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p]
+        self._get_function.restype = ctypes.c_int
+        self._launch = self._fn("cuLaunchKernel")
+        self._launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        self._launch.restype = ctypes.c_int
+        self._spin: ctypes.c_void_p | None = None  # kbv3_gate_spin, loaded into the context on first use
 
     def _fn(self, *names: str) -> Any:
         for name in names:
@@ -106,6 +170,22 @@ class Driver:
         rc = self._wait(ctypes.c_void_p(stream.cuda_stream), address, value, CU_STREAM_WAIT_VALUE_GEQ)
         self._check(rc, "cuStreamWaitValue32")
 
+    def spin_geq(self, stream: Any, address: int, value: int, limit_ns: int = SPIN_LIMIT_NS) -> None:
+        """Enqueue `kbv3_gate_spin` on `stream`: one thread reading the word until it is >= value."""
+        if self._spin is None:
+            module, function = ctypes.c_void_p(0), ctypes.c_void_p(0)
+            self._check(self._module_load(ctypes.byref(module), SPIN_PTX), "cuModuleLoadData (the gate's spin)")
+            self._check(self._get_function(ctypes.byref(function), module, b"kbv3_gate_spin"), "cuModuleGetFunction")
+            self._spin = function
+        word, seq, limit = ctypes.c_uint64(address), ctypes.c_uint32(value), ctypes.c_uint64(limit_ns)
+        params = (ctypes.c_void_p * 3)(
+            ctypes.cast(ctypes.byref(word), ctypes.c_void_p),
+            ctypes.cast(ctypes.byref(seq), ctypes.c_void_p),
+            ctypes.cast(ctypes.byref(limit), ctypes.c_void_p),
+        )
+        rc = self._launch(self._spin, 1, 1, 1, 1, 1, 1, 0, ctypes.c_void_p(stream.cuda_stream), params, None)
+        self._check(rc, "cuLaunchKernel (the gate's spin)")
+
     def write(self, stream: Any, address: int, value: int) -> None:
         rc = self._write(ctypes.c_void_p(stream.cuda_stream), address, value, CU_STREAM_WRITE_VALUE_DEFAULT)
         self._check(rc, "cuStreamWriteValue32")
@@ -142,13 +222,17 @@ class GateWords:
         base = driver.register(address, GATE_BYTES, fresh)
         self.go_device, self.done_device = base + GATE_GO_OFFSET, base + GATE_DONE_OFFSET
 
-    def enqueue(self, driver: Driver, stream: Any, seq: int, work: Any) -> None:
-        """On `stream`: wait until GO >= seq, `work()` (which enqueues on the current stream),
-        then DONE = seq. Nothing here waits for the device."""
+    def enqueue(self, driver: Driver, stream: Any, seq: int, work: Any, spin: bool = False) -> None:
+        """On `stream`: hold until GO >= seq (a spin kernel if `spin`, else the stream's wait),
+        `work()` (which enqueues on the current stream), then DONE = seq. Nothing here waits for
+        the device."""
         import torch
 
         with torch.cuda.stream(stream):
-            driver.wait_geq(stream, self.go_device, seq)
+            if spin:
+                driver.spin_geq(stream, self.go_device, seq)
+            else:
+                driver.wait_geq(stream, self.go_device, seq)
             work()
             driver.write(stream, self.done_device, seq)
 

@@ -84,6 +84,7 @@ class Calls:
     first: int
     evidence: bool = False  # collect kernel evidence over these calls (not scored)
     gated: bool = False  # arm each captured call behind the gate (`gate`) instead of polling GO
+    spin: bool = False  # hold each gated call at GO with the gate's spin kernel, not the stream's wait
     kind: str = "calls"
 
 

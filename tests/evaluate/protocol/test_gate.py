@@ -74,3 +74,98 @@ def test_the_baseline_childs_host_callers_go_through_the_one_measure():
     )
     assert len(result.nets) == 5 and len(calls) == 8  # three warm calls, then five scored
     assert result.nets == [1.0] * 5  # one tick of its clock per call, the echo not subtracted
+
+
+def test_the_gate_waits_unless_told_to_spin_under_mps(monkeypatch):
+    monkeypatch.delenv(gate.GATE_ENV, raising=False)
+    assert gate.gate_kind(True) == "wait" and gate.gate_kind(False) == "wait"
+    monkeypatch.setenv(gate.GATE_ENV, " Spin ")
+    assert gate.gate_kind(True) == "spin"
+    assert gate.gate_kind(False) == "wait"  # a spin without MPS would starve the timer's flush
+    monkeypatch.setenv(gate.GATE_ENV, "wait")
+    assert gate.gate_kind(True) == "wait"
+    monkeypatch.setenv(gate.GATE_ENV, "busy")
+    with pytest.raises(ValueError, match="KBV3_GATE='busy'"):
+        gate.gate_kind(True)
+
+
+def _ptxas():
+    import shutil
+    from pathlib import Path
+
+    import triton
+
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    return str(bundled) if bundled.exists() else shutil.which("ptxas")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_90"])  # A100, the RTX 3090, H100/H200
+def test_the_spin_kernel_is_valid_ptx_for_every_gpu_of_the_benchmark(arch, tmp_path):
+    import subprocess
+
+    ptxas = _ptxas()
+    if ptxas is None:
+        pytest.skip("no ptxas on this machine")
+    source = tmp_path / "spin.ptx"
+    source.write_bytes(gate.SPIN_PTX.rstrip(b"\0"))
+    done = subprocess.run(
+        [ptxas, f"-arch={arch}", str(source), "-o", str(tmp_path / "spin.cubin")], capture_output=True
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert gate.SPIN_PTX.endswith(b"\0") and b".entry kbv3_gate_spin(" in gate.SPIN_PTX
+
+
+class _FakeCu:
+    """The three driver calls `spin_geq` makes, recorded (no GPU here)."""
+
+    def __init__(self):
+        self.loads, self.launches = 0, []
+
+    def load(self, module, image):
+        self.loads += 1
+        module._obj.value = 11
+        return 0
+
+    def get_function(self, function, module, name):
+        assert name == b"kbv3_gate_spin"
+        function._obj.value = 22
+        return 0
+
+    def launch(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        import ctypes
+
+        word = ctypes.cast(params[0], ctypes.POINTER(ctypes.c_uint64)).contents.value
+        seq = ctypes.cast(params[1], ctypes.POINTER(ctypes.c_uint32)).contents.value
+        limit = ctypes.cast(params[2], ctypes.POINTER(ctypes.c_uint64)).contents.value
+        self.launches.append((f.value, (gx, gy, gz, bx, by, bz, shared), stream.value, word, seq, limit, extra))
+        return 0
+
+
+def test_spin_geq_loads_the_kernel_once_and_passes_word_seq_and_limit():
+    fake = _FakeCu()
+    driver = gate.Driver.__new__(gate.Driver)  # no libcuda here: the three calls are the fake's
+    driver._module_load, driver._get_function, driver._launch = fake.load, fake.get_function, fake.launch
+    driver._spin = None
+
+    class Stream:
+        cuda_stream = 0x5000
+
+    driver.spin_geq(Stream(), 0x7F00_0000_1040, 9)
+    driver.spin_geq(Stream(), 0x7F00_0000_1040, 2**32 - 1, limit_ns=5)
+    assert fake.loads == 1  # loaded into the context once
+    first, second = fake.launches
+    assert first == (22, (1, 1, 1, 1, 1, 1, 0), 0x5000, 0x7F00_0000_1040, 9, gate.SPIN_LIMIT_NS, None)
+    assert second[4:6] == (2**32 - 1, 5)
+
+
+def test_a_driver_error_in_the_spin_is_gate_unavailable():
+    fake = _FakeCu()
+    driver = gate.Driver.__new__(gate.Driver)
+    driver._module_load, driver._get_function = (lambda module, image: 218), fake.get_function
+    driver._launch, driver._spin = fake.launch, None
+
+    class Stream:
+        cuda_stream = 1
+
+    with pytest.raises(gate.GateUnavailable, match="cuModuleLoadData"):
+        driver.spin_geq(Stream(), 64, 1)

@@ -29,6 +29,7 @@ from typing import Any
 
 from ....paths import cache_root, write_atomically
 from ... import fingerprint, mps
+from ...protocol.gate import gate_kind
 from ...request import DEFAULT_TIMEOUT_S, DEFAULT_TIMING_SECONDS, EvalRequest
 from ..timing import time_reference
 
@@ -37,8 +38,9 @@ from ..timing import time_reference
 # stopping rule, at least 8 rounds on CUDA; 6: one call per window, its inputs written and the
 # L2 cleared just before it, the median of the per-call times; 7: the gated call, the compiled
 # reference called as a user calls it, its input copy included; 8: MPS by default, the mode in
-# the key, figures under the gate's floor unresolved).
-TIMING_VERSION = 8
+# the key, figures under the gate's floor unresolved; 9: the gate's kind, wait or spin, in the
+# key).
+TIMING_VERSION = 9
 RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
 CPU_MAX_AGE_S = 24 * 3600.0  # a cached CPU baseline older than this is timed again
 
@@ -59,6 +61,12 @@ def cpu_environment() -> str:
 
 def default_cache_dir() -> Path:
     return cache_root()
+
+
+def _gpu_mode() -> str:
+    """The part of a GPU baseline's key that its timing mode decides: MPS or not, and the gate."""
+    under_mps = mps.in_use()
+    return ("|mps" if under_mps else "") + f"|gate-{gate_kind(under_mps)}"
 
 
 def cache_key(problem_sha256: str, sizes: Mapping[str, Any], device_name: str, torch_version: str) -> str:
@@ -196,7 +204,7 @@ def get_baseline(
         device_name
         + ("" if spec.get("compile", True) else ":eager-only")
         + (f"|{cpu_environment()}" if on_cpu else "")
-        + ("|mps" if not on_cpu and mps.in_use() else ""),  # each mode's figures apart
+        + ("" if on_cpu else _gpu_mode()),  # each mode's figures apart
         torch.__version__,
     )
     hit = load_cached(cache, key)

@@ -62,8 +62,14 @@ def gateable(call: Callable[[int], Any]) -> bool:
 
 
 class GatedLocal:
-    def __init__(self, call: Callable[[int], Any], driver: Driver, clock: Callable[[], float] = time.perf_counter):
-        self.call, self.driver, self.clock = call, driver, clock
+    def __init__(
+        self,
+        call: Callable[[int], Any],
+        driver: Driver,
+        clock: Callable[[], float] = time.perf_counter,
+        spin: bool = False,
+    ):
+        self.call, self.driver, self.clock, self.spin = call, driver, clock, spin
         self._page, view, address = private_block()
         self.gate = GateWords(view)
         self.gate.register(driver, address)
@@ -76,7 +82,7 @@ class GatedLocal:
         started = self.clock()
         watchdog.start()
         try:
-            gate.enqueue(self.driver, self.stream, seq, lambda: self.call(set_index))
+            gate.enqueue(self.driver, self.stream, seq, lambda: self.call(set_index), spin=self.spin)
         finally:
             watchdog.cancel()
         if gate.go >= seq:
@@ -166,18 +172,20 @@ def time_reference(
             if not gateable(call):
                 raise GateUnavailable("the reference synchronises the host (torch's sync debug mode)")
             driver = Driver()
-            calls = rig.measure(GatedLocal(call, driver), GatedLocal(echo, driver))
+            spin = rig.gate == "spin"
+            calls = rig.measure(GatedLocal(call, driver, spin=spin), GatedLocal(echo, driver, spin=spin))
         except GateUnavailable as exc:
             torch.cuda.synchronize()
             method, why = "events", str(exc)
             calls = rig.measure(EventLocal(call), EventLocal(echo))
-    figures = Figures.of(calls, rig.work, method)
+    figures = Figures.of(calls, rig.work, method, rig.gate if method == "gated" else "")
     return {
         "method": figures.method,
         "median_ms": figures.median_ms,
         "calls": figures.calls.to_dict(),
         "not_gated_because": why,
         "mps": figures.mps,
+        "gate": figures.gate,
         "echo_window_ms": figures.echo_window_ms,
         "echo_call_ms": figures.echo_call_ms,
         "calls_s": round(time.perf_counter() - started, 3),

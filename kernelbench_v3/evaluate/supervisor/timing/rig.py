@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from ... import mps
+from ...protocol.gate import gate_kind
 from .device_work import DeviceWork
 from .measure import Caller, CallTimes, Feed, measure
 from .memory import TimedMemory, fresh_inputs, set_bytes
@@ -39,9 +40,10 @@ class Figures:
     echo_window_ms: float  # the median echo window (subtracted on CUDA)
     echo_call_ms: float  # one replay of the echo's graph by events (kept as evidence)
     mps: bool
+    gate: str = ""  # how the gated calls held at GO: "spin" or "wait" (`protocol.gate`); "" ungated
 
     @classmethod
-    def of(cls, calls: CallTimes, work: DeviceWork, method: str) -> Figures:
+    def of(cls, calls: CallTimes, work: DeviceWork, method: str, gate: str = "") -> Figures:
         """The figures of `calls` (ValueError when no call was scored)."""
         return cls(
             method=method,
@@ -49,6 +51,7 @@ class Figures:
             echo_window_ms=summarize(calls.echo_windows).median_s * 1e3,
             echo_call_ms=work.echo_call_s * 1e3,
             mps=work.cuda and mps.in_use(),
+            gate=gate,
         )
 
     @property
@@ -64,6 +67,7 @@ class Rig:
         device = "cuda" if memory.region.is_cuda else "cpu"
         self.memory, self.device, self.rng = memory, device, rng
         self.work = DeviceWork(device, memory.out_nbytes)
+        self.gate = gate_kind(mps.in_use()) if device == "cuda" else ""  # one choice per timing
         nbytes = set_bytes(memory.template, memory.out_nbytes)
         region = torch.empty(nbytes, dtype=torch.uint8, device=memory.region.device)
         self.decoy = TimedMemory(region, memory.template, memory.out_shape, memory.out_dtype, 1)

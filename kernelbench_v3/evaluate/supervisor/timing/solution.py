@@ -139,8 +139,9 @@ def _time(
     judging = Judging(ctx.verifier, outputs, rng, echo_output=rig.decoy.slots[0], snapshots=snapshots)
     done = None
     try:
-        solution.start(gated=graphs)
-        echo.start(gated=graphs)
+        spin = graphs and rig.gate == "spin"
+        solution.start(gated=graphs, spin_gate=spin)
+        echo.start(gated=graphs, spin_gate=spin)
         try:
             calls = rig.measure(solution, echo, judge=judging, subtract_echo=cuda, clock=clock)
         except GateTampered as exc:
@@ -159,7 +160,7 @@ def _time(
     if calls is None:
         outcome.failures, outcome.verified = judging.failures, judging.verified
         return outcome
-    _finish(outcome, calls, judging, memory, rig.work, device, graphs, done.own_ms)
+    _finish(outcome, calls, judging, memory, rig, device, graphs, done.own_ms)
     return outcome
 
 
@@ -194,11 +195,12 @@ def _finish(
     calls: CallTimes,
     judging: Judging,
     memory: TimedMemory,
-    work: DeviceWork,
+    rig: Rig,
     device: str,
     graphs: bool,
     own_ms: list[float],
 ) -> None:
+    work = rig.work
     if calls.busy:
         outcome.flag(GPU_BUSY, calls.busy)
     outcome.failures, outcome.verified = judging.failures, judging.verified
@@ -207,7 +209,7 @@ def _finish(
             return
         raise TimingUnavailable("no timed call completed")
     method = METHOD["cpu"] if device == "cpu" else METHOD["gated" if graphs else "eager"]
-    figures = Figures.of(calls, work, method)
+    figures = Figures.of(calls, work, method, rig.gate if graphs else "")
     summary = figures.calls
     own = summarize([ms * 1e-3 for ms in own_ms]).median_s * 1e3 if own_ms else None
 
@@ -219,6 +221,7 @@ def _finish(
         cuda_graphs=graphs,
         gated=graphs and device == "cuda",
         mps=figures.mps,
+        gate=figures.gate,
         timed_sets=memory.count,
         calls=summary.to_dict(),
         arm_ms={"solution": ms(calls.arms), "echo": ms(calls.echo_arms)},

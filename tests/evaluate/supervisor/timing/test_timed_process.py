@@ -71,3 +71,21 @@ def test_finish_lets_the_echo_go_even_when_it_is_gone():
     session = _Session(SessionLost("the echo exited"))
     TimedProcess.of(session, 5.0, cuda=False).finish()  # no exception: the echo's end is best effort
     assert session.asked == [(Finish(), FINISH_LIMIT_S, ("finished",))]
+
+
+def test_start_asks_for_the_spin_gate_only_for_gated_calls():
+    from kernelbench_v3.evaluate.protocol.messages import Calls
+
+    class _Sent(_Session):
+        def resume(self):
+            pass
+
+        def send(self, message):
+            self.asked.append(message)
+
+    session = _Sent()
+    process = TimedProcess.of(session, 5.0, cuda=True)
+    process.start(gated=True, spin_gate=True)
+    process.start(gated=False, spin_gate=True)  # rung by the host: nothing to hold at GO
+    process.start(gated=True)
+    assert session.asked == [Calls(1, False, True, True), Calls(1, False, False, False), Calls(1, False, True, False)]
