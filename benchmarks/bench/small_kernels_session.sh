@@ -30,7 +30,7 @@ case "${1:-}" in
     STEPS=${STEPS:-outside gate-modes evaluator-mps ladder-spin cli plain}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
-      [gate-modes]="python3 benchmarks/diagnostics/gate_modes_gpu.py $KB/out/gate_modes.jsonl --calls ${GATE_CALLS:-2000}"
+      [gate-modes]="python3 benchmarks/diagnostics/gate_modes_gpu.py $KB/out/gate_modes.jsonl --calls ${GATE_CALLS:-1000}"
       [evaluator-mps]="$B --parts evaluator $NO_ATTACKS ${EVAL_ARGS:-}"
       [ladder-mps]="$B --parts evaluator --only-ladder"
       [ladder-spin]="$B --parts evaluator --only-ladder --gate spin"
