@@ -14,15 +14,8 @@ import pytest
 from kernelbench_v3.batch.progress import Progress, Throughput
 from kernelbench_v3.batch.queue import BatchItem, BatchSettings, WorkQueue
 from kernelbench_v3.evaluate.options import EvalOptions
+from tests.fakes import FakeClock
 from tests.paths import PROBLEMS
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _record(status: str = "correct", duration_s: float = 10.0) -> dict:
@@ -42,7 +35,7 @@ def test_throughput_is_evaluations_over_wall_hours():
 
 
 def test_plain_lines_every_n_records_with_eta_and_per_worker_rates():
-    clock, out = FakeClock(), io.StringIO()
+    clock, out = FakeClock(1000.0), io.StringIO()
     progress = Progress(8, stream=out, every_n=2, every_s=0, tty=False, clock=clock)
     for i in range(4):
         clock.now += 900.0  # 15 minutes per evaluation

@@ -12,17 +12,10 @@ import pytest
 from kernelbench_v3.cli import eval_run
 from kernelbench_v3.cli.main import build_parser
 from kernelbench_v3.evaluate import Record, Wall
+from tests.fakes import FakeClock
 from tests.paths import EXAMPLES
 
 SOFTMAX = str(EXAMPLES / "level1/23_Softmax.py")
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -10,19 +10,12 @@ import sys
 import pytest
 
 from kernelbench_v3.evaluate import Record, wall
+from tests.fakes import FakeClock
 from tests.paths import REPO
 
 
-class FakeClock:
-    def __init__(self, now: float = 100.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_every_moment_is_in_one_part_and_the_evaluation_is_its_own_phases():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     w = wall.Wall(clock=clock, started=99.0)  # 1 s before the timer was made: the import
     w.to("cli_args")
     clock.now += 0.25
@@ -77,7 +70,7 @@ def test_every_moment_is_in_one_part_and_the_evaluation_is_its_own_phases():
 
 
 def test_a_split_gives_the_wait_to_what_another_thread_was_still_doing():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     w = wall.Wall("mps_daemon", clock=clock)
     clock.now += 2.0
     w.split(100.5, "mps_probe")  # the daemon answered 0.5 s into the wait, the probe took the rest

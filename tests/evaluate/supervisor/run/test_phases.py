@@ -7,19 +7,12 @@ import pytest
 
 from kernelbench_v3.evaluate.record import Record
 from kernelbench_v3.evaluate.supervisor.run import phases
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fakes import FakeClock
 
 
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
-    fake = FakeClock()
+    fake = FakeClock(100.0)
     monkeypatch.setattr(phases.time, "monotonic", fake)
     return fake
 
