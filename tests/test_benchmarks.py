@@ -304,3 +304,55 @@ def test_the_gate_modes_diagnostic_ends_a_variant_that_hangs_instead_of_waiting(
         diag._receive(ours, 0)
     theirs.send(200)
     assert diag._receive(ours, 0) == 200
+
+
+def test_the_gate_modes_paths_name_each_step_of_a_call_and_enqueue_it_so(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS / "diagnostics"))
+    import gate_modes_gpu as diag
+
+    from kernelbench_v3.evaluate.protocol.gate import GATE_BYTES, GateWords
+
+    assert diag.path_of("path_fused") == ("both", ("fused", "none", "kernel"), ["path"])
+    assert diag.path_of("path_spin_graph_kernel") == ("both", ("spin", "graph", "kernel"), ["path"])
+    assert diag.path_of("spin_mixed") == ("mixed", ("spin", "torch", "write"), ["torch", "triton"])
+    assert diag.path_of("two") == ("two", ("wait", "torch", "write"), ["torch", "torch"])
+    with pytest.raises(ValueError, match="path_<hold>"):
+        diag.path_of("path_spin_graph")
+    for variant in diag.VARIANTS:  # every listed variant parses
+        if variant != "edges":
+            diag.path_of(variant)
+
+    steps = []
+
+    class Driver:
+        def spin_geq(self, stream, address, seq):
+            steps.append(("spin", address, seq))
+
+        def wait_geq(self, stream, address, seq):
+            steps.append(("wait", address, seq))
+
+        def write(self, stream, address, seq):
+            steps.append(("write", address, seq))
+
+        def echo_call(self, stream, go, done, seq):
+            steps.append(("kernel", go, done, seq))
+
+    class Stream:  # torch.cuda.stream(None-like) needs a real stream: patch it out
+        pass
+
+    import contextlib
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    gate = GateWords(memoryview(bytearray(GATE_BYTES)))
+    gate.go_device, gate.done_device = 64, 48
+    work = lambda: steps.append(("work",))  # noqa: E731
+    diag._enqueue(("spin", "graph", "kernel"), gate, Driver(), Stream(), 5, work)
+    assert steps == [("spin", 64, 5), ("work",), ("kernel", 64, 48, 5)]
+    steps.clear()
+    diag._enqueue(("wait", "none", "write"), gate, Driver(), Stream(), 6, work)
+    assert steps == [("wait", 64, 6), ("work",), ("write", 48, 6)]
+    steps.clear()
+    diag._enqueue(("fused", "none", "kernel"), gate, Driver(), Stream(), 7, work)
+    assert steps == [("kernel", 64, 48, 7)]  # the fused echo: nothing else

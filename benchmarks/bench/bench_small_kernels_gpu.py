@@ -56,6 +56,7 @@ DONE_EARLY = (
     "gate_done_mid_graph_softmax_half",
     "gate_done_early_softmax",
     "gate_spin_where_echo_waits_softmax",  # not done early: held by a spin where the echo waits
+    "gate_in_kernel_softmax",  # not done early: GO read and DONE written by its own kernel
 )
 EXTRA = [
     ("level1/23_Softmax", HONEST / "level1/23_Softmax_two_streams.py", "honest two-stream softmax"),
@@ -527,6 +528,7 @@ def main() -> int:
     parser.add_argument("--no-attacks", action="store_true", help="leave out the done-early attacks")
     parser.add_argument("--only-ladder", action="store_true", help="the evaluator part: only the ladder")
     parser.add_argument("--gate", choices=("spin", "wait"), help="the gate's kind (KBV3_GATE); else the default")
+    parser.add_argument("--echo", choices=("fused", "graph"), help="the echo's call (KBV3_ECHO); else the default")
     parser.add_argument("--report", type=Path)
     args = parser.parse_args()
     if args.report:
@@ -541,6 +543,8 @@ def main() -> int:
     solutions = [] if args.only_ladder else SOLUTIONS
     if args.gate:
         os.environ["KBV3_GATE"] = args.gate  # read by the evaluator's timing in this process
+    if args.echo:
+        os.environ["KBV3_ECHO"] = args.echo
     if args.only_small:
         sizes = _outside_us(journal.path)
         solutions = [s for s in SOLUTIONS if sizes.get((s[0], _rel(s[1])), 1e9) < SMALL_US]
@@ -555,6 +559,7 @@ def main() -> int:
                 outside(journal, solutions + ladder)
             elif part == "evaluator":
                 mode = ("mps" if under_mps else "plain") + (f"-gate-{args.gate}" if args.gate else "")
+                mode += f"-echo-{args.echo}" if args.echo else ""
                 evaluator(
                     journal,
                     solutions,

@@ -36,6 +36,9 @@ MODE_TITLES = {
     "plain": "--no-mps",
     "mps-gate-wait": "MPS, the stream's wait at GO",
     "mps-gate-spin": "MPS, the gate's spin kernel at GO",
+    "mps-gate-wait-echo-graph": "MPS, the stream's wait at GO, the echo a graph behind it (TIMING_VERSION 9's default)",
+    "mps-echo-graph": "MPS, the spin at GO, the echo a graph behind the spin (TIMING_VERSION 9's spin)",
+    "mps-gate-wait-echo-fused": "MPS, the stream's wait at GO, the fused echo",
 }
 
 
@@ -170,7 +173,12 @@ def report(journal: Path) -> str:
         lines += _ladder_table(ladder, outside)
     attacks = [(k, v) for k, v in evals.items() if k[1] == "attack"]
     if attacks:
-        lines += ["## Done-early attacks (MPS)", "", "| attack | status | failed check | sol_ms |", "|---|---|---|---|"]
+        lines += [
+            "## Attacks on the gate (MPS)",
+            "",
+            "| attack | status | failed check | sol_ms |",
+            "|---|---|---|---|",
+        ]
         for _key, runs in attacks:
             r = runs[0]
             lines.append(f"| {r['label']} | {r.get('status')} | {r.get('failed_check')} | {_fmt(r.get('sol_ms'))} |")

@@ -24,6 +24,18 @@ Variants, each CALLS windows:
           the same, the clients holding each call at GO with the gate's spin kernel
           (`protocol.gate.SPIN_PTX`) instead of the stream's wait (under MPS only, but spin and
           spin_idle: without MPS a spinning client starves the timer's flush)
+  path_<hold>_<work>_<done>
+          one client, the timer flushing and copying at DONE as the evaluator does (as `both`),
+          each call held and closed its own way, to price every step of a call's way from GO to
+          DONE against the fastest there is. hold: `wait` or `spin`; work: `none`, `torch` (one
+          add), `triton` (one program), `graph` (a CUDA graph of the one add, as the evaluator's
+          echo and solutions are replayed); done: `write` (the stream's cuStreamWriteValue32) or
+          `kernel` (the fused echo's kernel, `protocol.gate.ECHO_PTX`, enqueued after the work:
+          GO is open by then, so it writes DONE at once). `path_fused` is the fused echo alone:
+          GO read and DONE written by one resident kernel, nothing else (under MPS only)
+  edges   no gate: CUDA events around one replay of a graph of 100 of the one add (torch) and of
+          100 one-program Triton kernels, per kernel: what a graph over rotating sets pays
+          between two calls
 Each under a private MPS daemon (as kbv3 starts one) and without. One JSON line per mode and
 variant: the window's p10 / p50 / p90 in us and the share of windows over the fastest + 4 us.
 
@@ -50,7 +62,20 @@ from kernelbench_v3.evaluate.protocol.gate import GATE_BYTES, Driver, GateWords 
 
 BATCH = 200  # calls a client enqueues before it sleeps (a stream's queue holds about a thousand)
 SLOW_US = 4.0
-VARIANTS = (
+PATHS = (
+    "path_fused",
+    "path_spin_none_write",
+    "path_spin_torch_write",
+    "path_spin_triton_write",
+    "path_spin_graph_write",
+    "path_spin_graph_kernel",
+    "path_spin_triton_kernel",
+    "path_wait_none_write",
+    "path_wait_graph_write",
+    "path_wait_graph_kernel",
+)  # the fused echo's question (docs/timing.md, "the fastest release"): first
+VARIANTS = PATHS + (
+    "edges",
     "spin",
     "spin_mixed",
     "spin_two",
@@ -86,7 +111,47 @@ def _triton_bump():  # noqa: ANN202 - a one-program Triton kernel adding 1 to on
     return bump
 
 
-def client(block_name: str, index: int, calls: int, pipe, spin: bool, triton_call: bool) -> None:  # noqa: ANN001
+def _work(kind: str, tiny):  # noqa: ANN001, ANN202 - the call's work, enqueued on the current stream
+    import torch
+
+    if kind == "triton":
+        bump = _triton_bump()
+        bump[(1,)](tiny)  # compiled before any call is armed
+        return lambda: bump[(1,)](tiny)
+    if kind == "graph":
+        graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            tiny.add_(1)
+            side.synchronize()
+            with torch.cuda.graph(graph, stream=side):
+                tiny.add_(1)
+        return graph.replay
+    if kind == "none":
+        return lambda: None
+    return lambda: tiny.add_(1)
+
+
+def _enqueue(how: tuple[str, str, str], gate: GateWords, driver: Driver, stream, seq: int, work) -> None:  # noqa: ANN001
+    """One call held, worked and closed as `how` = (hold, work, done) says (module docstring)."""
+    import torch
+
+    hold, _, done = how
+    if hold == "fused":
+        gate.enqueue_echo(driver, stream, seq)
+        return
+    with torch.cuda.stream(stream):
+        if hold == "spin":
+            driver.spin_geq(stream, gate.go_device, seq)
+        else:
+            driver.wait_geq(stream, gate.go_device, seq)
+        work()
+        if done == "kernel":
+            driver.echo_call(stream, gate.go_device, gate.done_device, seq)
+        else:
+            driver.write(stream, gate.done_device, seq)
+
+
+def client(block_name: str, index: int, calls: int, pipe, how: tuple[str, str, str]) -> None:  # noqa: ANN001
     """Enqueue gated calls a batch at a time; sleep on the pipe between batches. Any failure is
     sent as ("error", text), so the timer says where a variant broke instead of waiting."""
     try:
@@ -98,22 +163,12 @@ def client(block_name: str, index: int, calls: int, pipe, spin: bool, triton_cal
         gate = GateWords(view)
         gate.register(driver, _address(view))
         tiny = torch.zeros(1, device="cuda")
-        if triton_call:
-            bump = _triton_bump()
-            bump[(1,)](tiny)  # compiled before any call is armed
-
-            def call():  # noqa: ANN202
-                bump[(1,)](tiny)
-        else:
-
-            def call():  # noqa: ANN202
-                tiny.add_(1)
-
+        call = _work(how[1], tiny)
         torch.cuda.synchronize()
         seq = 1
         while seq <= calls:
             for s in range(seq, min(seq + BATCH, calls + 1)):
-                gate.enqueue(driver, stream, s, call, spin=spin)
+                _enqueue(how, gate, driver, stream, s, call)
             seq += BATCH
             pipe.send(seq - 1)  # enqueued up to here
             if pipe.recv() == "stop":
@@ -144,12 +199,54 @@ def _ring(gate: GateWords, seq: int, clock=time.perf_counter) -> float:  # noqa:
     return clock() - started
 
 
+def path_of(variant: str) -> tuple[str, tuple[str, str, str], list[str]]:
+    """(the timer's part as in VARIANTS' bases, each client's (hold, work, done))."""
+    if variant.startswith("path_"):
+        parts = variant.removeprefix("path_").split("_")
+        how = ("fused", "none", "kernel") if parts == ["fused"] else tuple(parts)
+        if len(how) != 3:
+            raise ValueError(f"{variant}: expected path_<hold>_<work>_<done> or path_fused")
+        return "both", how, ["path"]
+    hold = "spin" if variant.startswith("spin") else "wait"
+    base = variant.removeprefix("spin").removeprefix("_") or "alone"
+    works = ["torch", "triton"] if base == "mixed" else ["torch"] * (2 if base == "two" else 1)
+    return base, (hold, "torch", "write"), works
+
+
+def edges() -> dict:
+    """CUDA events around one replay of 100 tiny kernels in one graph, per kernel (no gate)."""
+    import torch
+
+    tiny = torch.zeros(1, device="cuda")
+    bump = _triton_bump()
+    out = {"variant": "edges"}
+    for name, call in (("torch", lambda: tiny.add_(1)), ("triton", lambda: bump[(1,)](tiny))):
+        graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            call()
+            side.synchronize()
+            with torch.cuda.graph(graph, stream=side):
+                for _ in range(100):
+                    call()
+        per = []
+        for _ in range(30):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            per.append(start.elapsed_time(end) * 1e3 / 100)
+        out[f"{name}_us_per_kernel"] = round(statistics.median(per[5:]), 3)
+    return out
+
+
 def run_variant(variant: str, calls: int) -> dict:
     import torch
 
-    spin = variant.startswith("spin")
-    base = variant.removeprefix("spin").removeprefix("_") or "alone"
-    clients = 2 if base in ("two", "mixed") else 1
+    if variant == "edges":
+        return edges()
+    base, how, works = path_of(variant)
+    clients = len(works)
     block = shared_memory.SharedMemory(create=True, size=4096 * clients)
     gates = [GateWords(block.buf[i * 4096 : i * 4096 + GATE_BYTES]) for i in range(clients)]
     for gate in gates:
@@ -158,7 +255,8 @@ def run_variant(variant: str, calls: int) -> dict:
     pipes, procs = [], []
     for i in range(clients):
         ours, theirs = ctx.Pipe()
-        proc = ctx.Process(target=client, args=(block.name, i, calls, theirs, spin, base == "mixed" and i == 1))
+        client_how = how if works[i] == "path" else (how[0], works[i], how[2])
+        proc = ctx.Process(target=client, args=(block.name, i, calls, theirs, client_how))
         proc.start()
         pipes.append(ours)
         procs.append(proc)

@@ -8,16 +8,21 @@ the GPU's own work (and, between two processes' contexts, a context switch the e
 measures). Both words live in host memory the caller registered with `cuMemHostRegister`, so
 the GPU polls and writes it directly; the timer needs no CUDA at all to ring the gate.
 
-Two ways to hold the stream at GO. `wait` (the default): the stream's own wait on the word
-(`cuStreamWaitValue32`), which holds no SM. `spin` (KBV3_GATE=spin, for measurement): a
-one-thread kernel that reads the word until it reaches `seq` (`SPIN_PTX`), then exits; it holds
-one SM until GO, while the timer prepares the call, and is bounded (`SPIN_LIMIT_NS`) so a gate
-never rung cannot hold the GPU. On the H200 under MPS the spin made the solution's windows
-steady (the slow mode of the wait, windows about 7 us longer, all but gone) but scored every
-kernel 4.5 us short, the echo's window being that much longer than the fixed part of the
-solution's; until that is understood the wait stays the default (docs/timing.md, "the gate's
-spin"). Without MPS a spin would hold the solution's context on the GPU and starve the timer's
-flush.
+Two ways to hold the stream at GO. `spin` (the default under MPS): a one-thread kernel that
+reads the word until it reaches `seq` (`SPIN_PTX`), then exits; it holds one SM until GO, while
+the timer prepares the call, and is bounded (`SPIN_LIMIT_NS`) so a gate never rung cannot hold
+the GPU. `wait` (KBV3_GATE=wait, and always without MPS, where a spin would hold the caller's
+context on the GPU and starve the timer's flush): the stream's own wait on the word
+(`cuStreamWaitValue32`), which holds no SM but wakes a call about 9 or about 16 us after GO on
+the H200 under MPS, call by call (docs/timing.md).
+
+The echo's call is the fused echo under MPS (`ECHO_PTX`, `echo_kind`): GO read and DONE written
+by one resident kernel, nothing between them. How a call is held and closed is the choice of the
+process that enqueues it, and a solution's process is adversarial: with an echo held the way an
+honest call is, a solution holding its call a faster way (a spin where the echo waits, the gate
+inside its own kernel) would be scored short by the difference. No window of any work can be
+shorter than the fused echo's, so the window less the echo's is never less than the work's own
+time (docs/threat-model.md).
 
 This module holds the driver calls torch does not expose (`Driver`) and `GateWords`, the two
 words as a host-side view and as device addresses. It is used by the solution process and the
@@ -39,6 +44,7 @@ CU_STREAM_WRITE_VALUE_DEFAULT = 0x0
 CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP = 0x1 | 0x2
 CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
 CU_STREAM_NON_BLOCKING = 0x1
+ECHO_ENV = "KBV3_ECHO"  # "fused" or "graph" overrides `echo_kind`'s choice (the bench compares them)
 GATE_ENV = "KBV3_GATE"  # "spin" or "wait" overrides `gate_kind`'s choice (the bench compares the two)
 SPIN_LIMIT_NS = 10 * 10**9  # a spin never rung ends after this; the arm-to-ring of a call is ms
 
@@ -74,13 +80,64 @@ OPEN:
 \0"""
 
 
+# kbv3_gate_echo(go, done, seq, limit_ns): the echo's whole call, the fastest release there is.
+# One thread reads GO as kbv3_gate_spin does and, once it opens, writes DONE = seq itself, behind
+# a system-wide fence: no stream wait, no launch and no stream write sit between GO and DONE, so
+# no call of a solution's can open its window sooner or close it faster. Never opened within
+# limit_ns, it writes nothing (the timer's own bound reports the stuck call).
+ECHO_PTX = b"""
+.version 6.0
+.target sm_70
+.address_size 64
+
+.visible .entry kbv3_gate_echo(.param .u64 go, .param .u64 done, .param .u32 seq, .param .u64 limit_ns)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<7>;
+
+    ld.param.u64 %rd1, [go];
+    ld.param.u64 %rd2, [done];
+    ld.param.u32 %r1, [seq];
+    ld.param.u64 %rd3, [limit_ns];
+    mov.u64 %rd4, %globaltimer;
+SPIN:
+    ld.volatile.u32 %r2, [%rd1];
+    sub.s32 %r3, %r2, %r1;
+    setp.ge.s32 %p1, %r3, 0;
+    @%p1 bra OPEN;
+    mov.u64 %rd5, %globaltimer;
+    sub.s64 %rd6, %rd5, %rd4;
+    setp.lt.u64 %p2, %rd6, %rd3;
+    @%p2 bra SPIN;
+    ret;
+OPEN:
+    membar.sys;
+    st.volatile.u32 [%rd2], %r1;
+    membar.sys;
+    ret;
+}
+\0"""
+
+
 def gate_kind(under_mps: bool) -> str:
-    """How gated calls hold at GO: "wait", unless KBV3_GATE names one; "spin" only under MPS
-    (without it a spinning client would starve the timer's flush: the wait is used instead)."""
+    """How gated calls hold at GO: "spin" under MPS, unless KBV3_GATE names "wait"; without MPS
+    always "wait" (a spinning client would starve the timer's flush)."""
     choice = os.environ.get(GATE_ENV, "").strip().lower()
     if choice not in ("", "spin", "wait"):
         raise ValueError(f"{GATE_ENV}={choice!r}: expected 'spin' or 'wait'")
-    return "spin" if choice == "spin" and under_mps else "wait"
+    return "spin" if under_mps and choice != "wait" else "wait"
+
+
+def echo_kind(under_mps: bool) -> str:
+    """What the echo's gated call is: "fused" (`ECHO_PTX`, GO to DONE in one resident kernel)
+    under MPS, unless KBV3_ECHO names "graph" (the stream's gate around a graph of one tiny
+    kernel, as a solution's call is held). Without MPS always "graph": a resident kernel would
+    hold the echo's context on the GPU and starve the timer's flush."""
+    choice = os.environ.get(ECHO_ENV, "").strip().lower()
+    if choice not in ("", "fused", "graph"):
+        raise ValueError(f"{ECHO_ENV}={choice!r}: expected 'fused' or 'graph'")
+    return "fused" if under_mps and choice != "graph" else "graph"
 
 
 class GateUnavailable(Exception):
@@ -121,7 +178,7 @@ class Driver:
         self._launch = self._fn("cuLaunchKernel")
         self._launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
         self._launch.restype = ctypes.c_int
-        self._spin: ctypes.c_void_p | None = None  # kbv3_gate_spin, loaded into the context on first use
+        self._kernels: dict[bytes, ctypes.c_void_p] = {}  # the gate's kernels, loaded into the context on first use
 
     def _fn(self, *names: str) -> Any:
         for name in names:
@@ -170,21 +227,31 @@ class Driver:
         rc = self._wait(ctypes.c_void_p(stream.cuda_stream), address, value, CU_STREAM_WAIT_VALUE_GEQ)
         self._check(rc, "cuStreamWaitValue32")
 
+    def _kernel(self, ptx: bytes, name: bytes) -> ctypes.c_void_p:
+        if name not in self._kernels:
+            module, function = ctypes.c_void_p(0), ctypes.c_void_p(0)
+            self._check(self._module_load(ctypes.byref(module), ptx), f"cuModuleLoadData ({name.decode()})")
+            self._check(self._get_function(ctypes.byref(function), module, name), "cuModuleGetFunction")
+            self._kernels[name] = function
+        return self._kernels[name]
+
+    def _launch_one_thread(self, function: ctypes.c_void_p, stream: Any, *args: Any) -> None:
+        params = (ctypes.c_void_p * len(args))(*(ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args))
+        rc = self._launch(function, 1, 1, 1, 1, 1, 1, 0, ctypes.c_void_p(stream.cuda_stream), params, None)
+        self._check(rc, "cuLaunchKernel (the gate's kernel)")
+
     def spin_geq(self, stream: Any, address: int, value: int, limit_ns: int = SPIN_LIMIT_NS) -> None:
         """Enqueue `kbv3_gate_spin` on `stream`: one thread reading the word until it is >= value."""
-        if self._spin is None:
-            module, function = ctypes.c_void_p(0), ctypes.c_void_p(0)
-            self._check(self._module_load(ctypes.byref(module), SPIN_PTX), "cuModuleLoadData (the gate's spin)")
-            self._check(self._get_function(ctypes.byref(function), module, b"kbv3_gate_spin"), "cuModuleGetFunction")
-            self._spin = function
-        word, seq, limit = ctypes.c_uint64(address), ctypes.c_uint32(value), ctypes.c_uint64(limit_ns)
-        params = (ctypes.c_void_p * 3)(
-            ctypes.cast(ctypes.byref(word), ctypes.c_void_p),
-            ctypes.cast(ctypes.byref(seq), ctypes.c_void_p),
-            ctypes.cast(ctypes.byref(limit), ctypes.c_void_p),
+        function = self._kernel(SPIN_PTX, b"kbv3_gate_spin")
+        self._launch_one_thread(
+            function, stream, ctypes.c_uint64(address), ctypes.c_uint32(value), ctypes.c_uint64(limit_ns)
         )
-        rc = self._launch(self._spin, 1, 1, 1, 1, 1, 1, 0, ctypes.c_void_p(stream.cuda_stream), params, None)
-        self._check(rc, "cuLaunchKernel (the gate's spin)")
+
+    def echo_call(self, stream: Any, go: int, done: int, value: int, limit_ns: int = SPIN_LIMIT_NS) -> None:
+        """Enqueue `kbv3_gate_echo` on `stream`: GO >= value read, then DONE = value written, in one kernel."""
+        function = self._kernel(ECHO_PTX, b"kbv3_gate_echo")
+        args = (ctypes.c_uint64(go), ctypes.c_uint64(done), ctypes.c_uint32(value), ctypes.c_uint64(limit_ns))
+        self._launch_one_thread(function, stream, *args)
 
     def write(self, stream: Any, address: int, value: int) -> None:
         rc = self._write(ctypes.c_void_p(stream.cuda_stream), address, value, CU_STREAM_WRITE_VALUE_DEFAULT)
@@ -235,6 +302,10 @@ class GateWords:
                 driver.wait_geq(stream, self.go_device, seq)
             work()
             driver.write(stream, self.done_device, seq)
+
+    def enqueue_echo(self, driver: Driver, stream: Any, seq: int) -> None:
+        """On `stream`: the fused echo call (`ECHO_PTX`), GO >= seq to DONE = seq in one kernel."""
+        driver.echo_call(stream, self.go_device, self.done_device, seq)
 
 
 def private_block() -> tuple[mmap.mmap, memoryview, int]:

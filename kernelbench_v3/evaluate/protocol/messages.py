@@ -85,6 +85,7 @@ class Calls:
     evidence: bool = False  # collect kernel evidence over these calls (not scored)
     gated: bool = False  # arm each captured call behind the gate (`gate`) instead of polling GO
     spin: bool = False  # hold each gated call at GO with the gate's spin kernel, not the stream's wait
+    fused_echo: bool = False  # the echo only: each gated call is the fused echo kernel (`gate.ECHO_PTX`)
     kind: str = "calls"
 
 

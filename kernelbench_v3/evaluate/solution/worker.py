@@ -200,12 +200,14 @@ class Worker:
 
         Gated (a captured graph, `msg["gated"]`): arming enqueues wait(GO >= seq) (the spin kernel
         if `msg["spin"]`) -> the set's graph -> write(DONE = seq) on one stream and says ARMED; the GPU runs the call when the
-        supervisor opens the gate, and this process is stopped meanwhile. Rung: arming says
+        supervisor opens the gate, and this process is stopped meanwhile. The echo asked for
+        `msg["fused_echo"]` arms the fused echo kernel alone (GO read, DONE written, no graph). Rung: arming says
         ARMED, then the call runs on the host's GO, is synchronised and answers DONE."""
         assert self.calls is not None and self.bell is not None, "prepare_timing comes first"
         bell, calls, cuda = self.bell, self.calls, self.device == "cuda"
         gated = bool(msg.get("gated")) and cuda and bool(calls.graphs)
         spin_gate = gated and bool(msg.get("spin"))
+        fused_echo = gated and bool(msg.get("fused_echo"))
         if gated:
             self._open_gate()
         observe = not gated and (bool(msg.get("evidence")) or not calls.graphs)  # eager calls: observed
@@ -219,8 +221,11 @@ class Worker:
                     break
                 if not 0 <= s < len(calls.sets):
                     raise SolutionFailed("timing", f"the supervisor named input set {s}")  # never: trusted
-                if gated:
+                if fused_echo:
+                    self.gate.enqueue_echo(self.driver, self.stream, seq)
+                elif gated:
                     self.gate.enqueue(self.driver, self.stream, seq, calls.graphs[s].replay, spin=spin_gate)
+                if gated:
                     bell.write(ARMED, seq)
                     seq += 1
                     continue

@@ -76,9 +76,9 @@ def test_the_baseline_childs_host_callers_go_through_the_one_measure():
     assert result.nets == [1.0] * 5  # one tick of its clock per call, the echo not subtracted
 
 
-def test_the_gate_waits_unless_told_to_spin_under_mps(monkeypatch):
+def test_the_gate_spins_under_mps_unless_told_to_wait(monkeypatch):
     monkeypatch.delenv(gate.GATE_ENV, raising=False)
-    assert gate.gate_kind(True) == "wait" and gate.gate_kind(False) == "wait"
+    assert gate.gate_kind(True) == "spin" and gate.gate_kind(False) == "wait"
     monkeypatch.setenv(gate.GATE_ENV, " Spin ")
     assert gate.gate_kind(True) == "spin"
     assert gate.gate_kind(False) == "wait"  # a spin without MPS would starve the timer's flush
@@ -87,6 +87,18 @@ def test_the_gate_waits_unless_told_to_spin_under_mps(monkeypatch):
     monkeypatch.setenv(gate.GATE_ENV, "busy")
     with pytest.raises(ValueError, match="KBV3_GATE='busy'"):
         gate.gate_kind(True)
+
+
+def test_the_echo_is_fused_under_mps_unless_told_otherwise_and_never_without(monkeypatch):
+    monkeypatch.delenv(gate.ECHO_ENV, raising=False)
+    assert gate.echo_kind(True) == "fused" and gate.echo_kind(False) == "graph"
+    monkeypatch.setenv(gate.ECHO_ENV, "Graph")
+    assert gate.echo_kind(True) == "graph"
+    monkeypatch.setenv(gate.ECHO_ENV, "fused")
+    assert gate.echo_kind(False) == "graph"  # a resident kernel would starve the timer's flush
+    monkeypatch.setenv(gate.ECHO_ENV, "fast")
+    with pytest.raises(ValueError, match="KBV3_ECHO='fast'"):
+        gate.echo_kind(True)
 
 
 def _ptxas():
@@ -100,26 +112,36 @@ def _ptxas():
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_90"])  # A100, the RTX 3090, H100/H200
-def test_the_spin_kernel_is_valid_ptx_for_every_gpu_of_the_benchmark(arch, tmp_path):
+@pytest.mark.parametrize("ptx, entry", [(gate.SPIN_PTX, b"kbv3_gate_spin"), (gate.ECHO_PTX, b"kbv3_gate_echo")])
+def test_the_gate_kernels_are_valid_ptx_for_every_gpu_of_the_benchmark(arch, ptx, entry, tmp_path):
     import subprocess
 
     ptxas = _ptxas()
     if ptxas is None:
         pytest.skip("no ptxas on this machine")
-    source = tmp_path / "spin.ptx"
-    source.write_bytes(gate.SPIN_PTX.rstrip(b"\0"))
+    source = tmp_path / "gate.ptx"
+    source.write_bytes(ptx.rstrip(b"\0"))
     done = subprocess.run(
-        [ptxas, f"-arch={arch}", str(source), "-o", str(tmp_path / "spin.cubin")], capture_output=True
+        [ptxas, f"-arch={arch}", str(source), "-o", str(tmp_path / "gate.cubin")], capture_output=True
     )
     assert done.returncode == 0, done.stderr.decode()
-    assert gate.SPIN_PTX.endswith(b"\0") and b".entry kbv3_gate_spin(" in gate.SPIN_PTX
+    assert ptx.endswith(b"\0") and b".entry " + entry + b"(" in ptx
+
+
+def test_the_fused_echo_writes_done_only_after_go_opened_and_behind_a_system_fence():
+    body = gate.ECHO_PTX.decode()
+    opened = body.index("OPEN:")
+    store = body.index("st.volatile.u32 [%rd2], %r1")  # DONE = seq
+    assert opened < store  # never opened within the limit: the kernel returns without DONE
+    assert body.index("membar.sys", opened) < store < body.rindex("membar.sys")
+    assert body.count("st.") == 1  # DONE is the only word it writes
 
 
 class _FakeCu:
-    """The three driver calls `spin_geq` makes, recorded (no GPU here)."""
+    """The three driver calls `spin_geq` and `echo_call` make, recorded (no GPU here)."""
 
     def __init__(self):
-        self.loads, self.launches = 0, []
+        self.loads, self.launches, self.names = 0, [], []
 
     def load(self, module, image):
         self.loads += 1
@@ -127,45 +149,64 @@ class _FakeCu:
         return 0
 
     def get_function(self, function, module, name):
-        assert name == b"kbv3_gate_spin"
-        function._obj.value = 22
+        self.names.append(name)
+        function._obj.value = 22 if name == b"kbv3_gate_spin" else 33
         return 0
 
     def launch(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         import ctypes
 
-        word = ctypes.cast(params[0], ctypes.POINTER(ctypes.c_uint64)).contents.value
-        seq = ctypes.cast(params[1], ctypes.POINTER(ctypes.c_uint32)).contents.value
-        limit = ctypes.cast(params[2], ctypes.POINTER(ctypes.c_uint64)).contents.value
-        self.launches.append((f.value, (gx, gy, gz, bx, by, bz, shared), stream.value, word, seq, limit, extra))
+        kinds = (ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint64)
+        if f.value == 33:  # kbv3_gate_echo(go, done, seq, limit_ns)
+            kinds = (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint64)
+        args = tuple(ctypes.cast(params[i], ctypes.POINTER(k)).contents.value for i, k in enumerate(kinds))
+        self.launches.append((f.value, (gx, gy, gz, bx, by, bz, shared), stream.value, *args, extra))
         return 0
+
+
+def _fake_driver(fake):
+    driver = gate.Driver.__new__(gate.Driver)  # no libcuda here: the three calls are the fake's
+    driver._module_load, driver._get_function, driver._launch = fake.load, fake.get_function, fake.launch
+    driver._kernels = {}
+    return driver
+
+
+class _Stream:
+    cuda_stream = 0x5000
 
 
 def test_spin_geq_loads_the_kernel_once_and_passes_word_seq_and_limit():
     fake = _FakeCu()
-    driver = gate.Driver.__new__(gate.Driver)  # no libcuda here: the three calls are the fake's
-    driver._module_load, driver._get_function, driver._launch = fake.load, fake.get_function, fake.launch
-    driver._spin = None
-
-    class Stream:
-        cuda_stream = 0x5000
-
-    driver.spin_geq(Stream(), 0x7F00_0000_1040, 9)
-    driver.spin_geq(Stream(), 0x7F00_0000_1040, 2**32 - 1, limit_ns=5)
+    driver = _fake_driver(fake)
+    driver.spin_geq(_Stream(), 0x7F00_0000_1040, 9)
+    driver.spin_geq(_Stream(), 0x7F00_0000_1040, 2**32 - 1, limit_ns=5)
     assert fake.loads == 1  # loaded into the context once
     first, second = fake.launches
     assert first == (22, (1, 1, 1, 1, 1, 1, 0), 0x5000, 0x7F00_0000_1040, 9, gate.SPIN_LIMIT_NS, None)
     assert second[4:6] == (2**32 - 1, 5)
 
 
+def test_the_fused_echo_is_its_own_kernel_given_go_done_seq_and_limit():
+    fake = _FakeCu()
+    driver = _fake_driver(fake)
+    words = gate.GateWords(memoryview(bytearray(gate.GATE_BYTES)))
+    words.go_device, words.done_device = 0x7F00_0000_1040, 0x7F00_0000_1030
+    words.enqueue_echo(driver, _Stream(), 7)
+    driver.spin_geq(_Stream(), 0x40, 1)
+    words.enqueue_echo(driver, _Stream(), 8)
+    assert fake.names == [b"kbv3_gate_echo", b"kbv3_gate_spin"]  # each loaded once
+    echo = fake.launches[0]
+    assert echo == (33, (1, 1, 1, 1, 1, 1, 0), 0x5000, 0x7F00_0000_1040, 0x7F00_0000_1030, 7, gate.SPIN_LIMIT_NS, None)
+    assert fake.launches[2][5] == 8
+
+
 def test_a_driver_error_in_the_spin_is_gate_unavailable():
     fake = _FakeCu()
-    driver = gate.Driver.__new__(gate.Driver)
-    driver._module_load, driver._get_function = (lambda module, image: 218), fake.get_function
-    driver._launch, driver._spin = fake.launch, None
-
-    class Stream:
-        cuda_stream = 1
-
+    driver = _fake_driver(fake)
+    driver._module_load = lambda module, image: 218
     with pytest.raises(gate.GateUnavailable, match="cuModuleLoadData"):
-        driver.spin_geq(Stream(), 64, 1)
+        driver.spin_geq(_Stream(), 64, 1)
+    driver._launch = lambda *args: 700
+    driver._module_load = fake.load
+    with pytest.raises(gate.GateUnavailable, match="cuLaunchKernel"):
+        driver.echo_call(_Stream(), 64, 48, 1)

@@ -29,7 +29,7 @@ from typing import Any
 
 from ....paths import cache_root, write_atomically
 from ... import fingerprint, mps
-from ...protocol.gate import gate_kind
+from ...protocol.gate import echo_kind, gate_kind
 from ...request import DEFAULT_TIMEOUT_S, DEFAULT_TIMING_SECONDS, EvalRequest
 from ..timing import time_reference
 
@@ -39,8 +39,8 @@ from ..timing import time_reference
 # L2 cleared just before it, the median of the per-call times; 7: the gated call, the compiled
 # reference called as a user calls it, its input copy included; 8: MPS by default, the mode in
 # the key, figures under the gate's floor unresolved; 9: the gate's kind, wait or spin, in the
-# key).
-TIMING_VERSION = 9
+# key; 10: the fused echo under MPS, the spin by default, the echo's kind in the key).
+TIMING_VERSION = 10
 RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
 CPU_MAX_AGE_S = 24 * 3600.0  # a cached CPU baseline older than this is timed again
 
@@ -64,9 +64,9 @@ def default_cache_dir() -> Path:
 
 
 def _gpu_mode() -> str:
-    """The part of a GPU baseline's key that its timing mode decides: MPS or not, and the gate."""
+    """The part of a GPU baseline's key that its timing mode decides: MPS or not, the gate, the echo."""
     under_mps = mps.in_use()
-    return ("|mps" if under_mps else "") + f"|gate-{gate_kind(under_mps)}"
+    return ("|mps" if under_mps else "") + f"|gate-{gate_kind(under_mps)}|echo-{echo_kind(under_mps)}"
 
 
 def cache_key(problem_sha256: str, sizes: Mapping[str, Any], device_name: str, torch_version: str) -> str:

@@ -11,7 +11,7 @@ that hides its host work (`EventLocal`): its GPU work alone again, the record sa
 (`method`).
 
 - `GatedLocal`: arming enqueues, on a stream of its own, wait(GO >= seq) -> the call -> write
-  (DONE = seq) (`protocol.gate`); the call's host work (Python, the compiled module's copy of new
+  (DONE = seq) (`protocol.gate`; the echo's, under MPS, the fused echo kernel alone); the call's host work (Python, the compiled module's copy of new
   inputs into its static buffers, its graph launch) all happens while arming, so the window holds
   only its GPU work, copy included. A call that synchronises the host cannot sit behind a gate
   (it would wait for a GO that only comes after it returns): `gateable` finds that out first
@@ -68,8 +68,9 @@ class GatedLocal:
         driver: Driver,
         clock: Callable[[], float] = time.perf_counter,
         spin: bool = False,
+        fused_echo: bool = False,
     ):
-        self.call, self.driver, self.clock, self.spin = call, driver, clock, spin
+        self.call, self.driver, self.clock, self.spin, self.fused_echo = call, driver, clock, spin, fused_echo
         self._page, view, address = private_block()
         self.gate = GateWords(view)
         self.gate.register(driver, address)
@@ -82,7 +83,10 @@ class GatedLocal:
         started = self.clock()
         watchdog.start()
         try:
-            gate.enqueue(self.driver, self.stream, seq, lambda: self.call(set_index), spin=self.spin)
+            if self.fused_echo:  # the echo's call: GO to DONE in one resident kernel, no work of its own
+                gate.enqueue_echo(self.driver, self.stream, seq)
+            else:
+                gate.enqueue(self.driver, self.stream, seq, lambda: self.call(set_index), spin=self.spin)
         finally:
             watchdog.cancel()
         if gate.go >= seq:
@@ -172,13 +176,15 @@ def time_reference(
             if not gateable(call):
                 raise GateUnavailable("the reference synchronises the host (torch's sync debug mode)")
             driver = Driver()
-            spin = rig.gate == "spin"
-            calls = rig.measure(GatedLocal(call, driver, spin=spin), GatedLocal(echo, driver, spin=spin))
+            spin, fused = rig.gate == "spin", rig.echo == "fused"
+            echo_caller = GatedLocal(echo, driver, spin=spin, fused_echo=fused)
+            calls = rig.measure(GatedLocal(call, driver, spin=spin), echo_caller)
         except GateUnavailable as exc:
             torch.cuda.synchronize()
             method, why = "events", str(exc)
             calls = rig.measure(EventLocal(call), EventLocal(echo))
-    figures = Figures.of(calls, rig.work, method, rig.gate if method == "gated" else "")
+    gated = method == "gated"
+    figures = Figures.of(calls, rig.work, method, rig.gate if gated else "", rig.echo if gated else "")
     return {
         "method": figures.method,
         "median_ms": figures.median_ms,
@@ -186,6 +192,7 @@ def time_reference(
         "not_gated_because": why,
         "mps": figures.mps,
         "gate": figures.gate,
+        "echo": figures.echo,
         "echo_window_ms": figures.echo_window_ms,
         "echo_call_ms": figures.echo_call_ms,
         "calls_s": round(time.perf_counter() - started, 3),

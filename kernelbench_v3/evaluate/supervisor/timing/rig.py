@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ... import mps
-from ...protocol.gate import gate_kind
+from ...protocol.gate import echo_kind, gate_kind
 from .device_work import DeviceWork
 from .measure import Caller, CallTimes, Feed, measure
 from .memory import TimedMemory, fresh_inputs, set_bytes
@@ -41,9 +41,10 @@ class Figures:
     echo_call_ms: float  # one replay of the echo's graph by events (kept as evidence)
     mps: bool
     gate: str = ""  # how the gated calls held at GO: "spin" or "wait" (`protocol.gate`); "" ungated
+    echo: str = ""  # what the echo's gated call was: "fused" or "graph" (`protocol.gate.echo_kind`)
 
     @classmethod
-    def of(cls, calls: CallTimes, work: DeviceWork, method: str, gate: str = "") -> Figures:
+    def of(cls, calls: CallTimes, work: DeviceWork, method: str, gate: str = "", echo: str = "") -> Figures:
         """The figures of `calls` (ValueError when no call was scored)."""
         return cls(
             method=method,
@@ -52,6 +53,7 @@ class Figures:
             echo_call_ms=work.echo_call_s * 1e3,
             mps=work.cuda and mps.in_use(),
             gate=gate,
+            echo=echo,
         )
 
     @property
@@ -68,6 +70,7 @@ class Rig:
         self.memory, self.device, self.rng = memory, device, rng
         self.work = DeviceWork(device, memory.out_nbytes)
         self.gate = gate_kind(mps.in_use()) if device == "cuda" else ""  # one choice per timing
+        self.echo = echo_kind(mps.in_use()) if device == "cuda" else ""
         nbytes = set_bytes(memory.template, memory.out_nbytes)
         region = torch.empty(nbytes, dtype=torch.uint8, device=memory.region.device)
         self.decoy = TimedMemory(region, memory.template, memory.out_shape, memory.out_dtype, 1)

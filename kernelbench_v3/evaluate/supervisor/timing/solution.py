@@ -141,7 +141,7 @@ def _time(
     try:
         spin = graphs and rig.gate == "spin"
         solution.start(gated=graphs, spin_gate=spin)
-        echo.start(gated=graphs, spin_gate=spin)
+        echo.start(gated=graphs, spin_gate=spin, fused_echo=graphs and rig.echo == "fused")
         try:
             calls = rig.measure(solution, echo, judge=judging, subtract_echo=cuda, clock=clock)
         except GateTampered as exc:
@@ -209,7 +209,7 @@ def _finish(
             return
         raise TimingUnavailable("no timed call completed")
     method = METHOD["cpu"] if device == "cpu" else METHOD["gated" if graphs else "eager"]
-    figures = Figures.of(calls, work, method, rig.gate if graphs else "")
+    figures = Figures.of(calls, work, method, rig.gate if graphs else "", rig.echo if graphs else "")
     summary = figures.calls
     own = summarize([ms * 1e-3 for ms in own_ms]).median_s * 1e3 if own_ms else None
 
@@ -222,6 +222,7 @@ def _finish(
         gated=graphs and device == "cuda",
         mps=figures.mps,
         gate=figures.gate,
+        echo=figures.echo,
         timed_sets=memory.count,
         calls=summary.to_dict(),
         arm_ms={"solution": ms(calls.arms), "echo": ms(calls.echo_arms)},

@@ -88,4 +88,12 @@ def test_start_asks_for_the_spin_gate_only_for_gated_calls():
     process.start(gated=True, spin_gate=True)
     process.start(gated=False, spin_gate=True)  # rung by the host: nothing to hold at GO
     process.start(gated=True)
-    assert session.asked == [Calls(1, False, True, True), Calls(1, False, False, False), Calls(1, False, True, False)]
+    process.start(gated=True, spin_gate=True, fused_echo=True)  # the echo under MPS
+    process.start(gated=False, fused_echo=True)  # rung: no fused echo either
+    assert session.asked == [
+        Calls(1, False, True, True),
+        Calls(1, False, False, False),
+        Calls(1, False, True, False),
+        Calls(1, False, True, True, True),
+        Calls(1, False, False, False, False),
+    ]
