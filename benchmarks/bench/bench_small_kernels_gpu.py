@@ -529,7 +529,6 @@ def main() -> int:
     parser.add_argument("--only-ladder", action="store_true", help="the evaluator part: only the ladder")
     parser.add_argument("--gate", choices=("spin", "wait"), help="the gate's kind (KBV3_GATE); else the default")
     parser.add_argument("--echo", choices=("fused", "graph"), help="the echo's call (KBV3_ECHO); else the default")
-    parser.add_argument("--done", choices=("write", "kernel"), help="how a call writes DONE (KBV3_DONE)")
     parser.add_argument("--report", type=Path)
     args = parser.parse_args()
     if args.report:
@@ -546,8 +545,6 @@ def main() -> int:
         os.environ["KBV3_GATE"] = args.gate  # read by the evaluator's timing in this process
     if args.echo:
         os.environ["KBV3_ECHO"] = args.echo
-    if args.done:
-        os.environ["KBV3_DONE"] = args.done
     if args.only_small:
         sizes = _outside_us(journal.path)
         solutions = [s for s in SOLUTIONS if sizes.get((s[0], _rel(s[1])), 1e9) < SMALL_US]
@@ -562,7 +559,7 @@ def main() -> int:
                 outside(journal, solutions + ladder)
             elif part == "evaluator":
                 mode = ("mps" if under_mps else "plain") + (f"-gate-{args.gate}" if args.gate else "")
-                mode += (f"-echo-{args.echo}" if args.echo else "") + (f"-done-{args.done}" if args.done else "")
+                mode += f"-echo-{args.echo}" if args.echo else ""
                 evaluator(
                     journal,
                     solutions,

@@ -39,7 +39,6 @@ MODE_TITLES = {
     "mps-gate-wait-echo-graph": "MPS, the stream's wait at GO, the echo a graph behind it (TIMING_VERSION 9's default)",
     "mps-echo-graph": "MPS, the spin at GO, the echo a graph behind the spin (TIMING_VERSION 9's spin)",
     "mps-gate-wait-echo-fused": "MPS, the stream's wait at GO, the fused echo",
-    "mps-done-kernel": "MPS, the spin at GO, the fused echo, DONE written by a kernel behind the work",
 }
 
 

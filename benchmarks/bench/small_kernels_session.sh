@@ -11,8 +11,7 @@
 # Steps: outside timing (no MPS); the gate's modes (benchmarks/diagnostics/gate_modes_gpu.py);
 # the evaluator under MPS (the default; EVAL_ARGS adds bench options, e.g. --only-small); the
 # ladder alone (ladder-mps), and with the other ways to hold a call and to build the echo
-# (ladder-wait-graph: TIMING_VERSION 9's default; ladder-spin-graph; ladder-wait-fused;
-# ladder-done-kernel: DONE written by a kernel behind the work); `kbv3 eval` as a user
+# (ladder-wait-graph: TIMING_VERSION 9's default; ladder-spin-graph; ladder-wait-fused); `kbv3 eval` as a user
 # runs it, a SIGKILL mid-evaluation and a faulting solution; the small kernels with --no-mps; the
 # report.
 set -u
@@ -29,7 +28,7 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-outside ladder-mps gate-modes ladder-done-kernel evaluator-mps cli ladder-wait-graph ladder-spin-graph ladder-wait-fused plain}
+    STEPS=${STEPS:-outside ladder-mps gate-modes evaluator-mps cli ladder-wait-graph ladder-spin-graph ladder-wait-fused plain}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
       [gate-modes]="python3 benchmarks/diagnostics/gate_modes_gpu.py $KB/out/gate_modes.jsonl --calls ${GATE_CALLS:-1000}"
@@ -39,7 +38,6 @@ case "${1:-}" in
       [ladder-wait-graph]="$B --parts evaluator --only-ladder --gate wait --echo graph"
       [ladder-spin-graph]="$B --parts evaluator --only-ladder --echo graph"
       [ladder-wait-fused]="$B --parts evaluator --only-ladder --gate wait"
-      [ladder-done-kernel]="$B --parts evaluator --only-ladder --done kernel"
       [cli]="$B --parts cli"
       [plain]="$B --parts evaluator --no-mps --only-small --no-baseline --runs 1"
     )

@@ -45,7 +45,6 @@ CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP = 0x1 | 0x2
 CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
 CU_STREAM_NON_BLOCKING = 0x1
 ECHO_ENV = "KBV3_ECHO"  # "fused" or "graph" overrides `echo_kind`'s choice (the bench compares them)
-DONE_ENV = "KBV3_DONE"  # "kernel" closes a gated call with the fused echo's kernel, not the stream's write
 GATE_ENV = "KBV3_GATE"  # "spin" or "wait" overrides `gate_kind`'s choice (the bench compares the two)
 SPIN_LIMIT_NS = 10 * 10**9  # a spin never rung ends after this; the arm-to-ring of a call is ms
 
@@ -128,16 +127,6 @@ def gate_kind(under_mps: bool) -> str:
     if choice not in ("", "spin", "wait"):
         raise ValueError(f"{GATE_ENV}={choice!r}: expected 'spin' or 'wait'")
     return "spin" if under_mps and choice != "wait" else "wait"
-
-
-def done_kind(under_mps: bool) -> str:
-    """How a gated call writes DONE after its work: "write" (the stream's cuStreamWriteValue32),
-    or "kernel" (KBV3_DONE=kernel, under MPS only): the fused echo's kernel enqueued behind the
-    work, which finds GO open and writes DONE at once, for measurement."""
-    choice = os.environ.get(DONE_ENV, "").strip().lower()
-    if choice not in ("", "write", "kernel"):
-        raise ValueError(f"{DONE_ENV}={choice!r}: expected 'write' or 'kernel'")
-    return "kernel" if under_mps and choice == "kernel" else "write"
 
 
 def echo_kind(under_mps: bool) -> str:
@@ -300,12 +289,10 @@ class GateWords:
         base = driver.register(address, GATE_BYTES, fresh)
         self.go_device, self.done_device = base + GATE_GO_OFFSET, base + GATE_DONE_OFFSET
 
-    def enqueue(
-        self, driver: Driver, stream: Any, seq: int, work: Any, spin: bool = False, done_kernel: bool = False
-    ) -> None:
+    def enqueue(self, driver: Driver, stream: Any, seq: int, work: Any, spin: bool = False) -> None:
         """On `stream`: hold until GO >= seq (a spin kernel if `spin`, else the stream's wait),
-        `work()` (which enqueues on the current stream), then DONE = seq (by the fused echo's
-        kernel if `done_kernel`, else the stream's write). Nothing here waits for the device."""
+        `work()` (which enqueues on the current stream), then DONE = seq. Nothing here waits for
+        the device."""
         import torch
 
         with torch.cuda.stream(stream):
@@ -314,10 +301,7 @@ class GateWords:
             else:
                 driver.wait_geq(stream, self.go_device, seq)
             work()
-            if done_kernel:
-                driver.echo_call(stream, self.go_device, self.done_device, seq)
-            else:
-                driver.write(stream, self.done_device, seq)
+            driver.write(stream, self.done_device, seq)
 
     def enqueue_echo(self, driver: Driver, stream: Any, seq: int) -> None:
         """On `stream`: the fused echo call (`ECHO_PTX`), GO >= seq to DONE = seq in one kernel."""

@@ -86,7 +86,6 @@ class Calls:
     gated: bool = False  # arm each captured call behind the gate (`gate`) instead of polling GO
     spin: bool = False  # hold each gated call at GO with the gate's spin kernel, not the stream's wait
     fused_echo: bool = False  # the echo only: each gated call is the fused echo kernel (`gate.ECHO_PTX`)
-    done_kernel: bool = False  # close each gated call with the fused echo's kernel, not the stream's write
     kind: str = "calls"
 
 

@@ -208,7 +208,6 @@ class Worker:
         gated = bool(msg.get("gated")) and cuda and bool(calls.graphs)
         spin_gate = gated and bool(msg.get("spin"))
         fused_echo = gated and bool(msg.get("fused_echo"))
-        done_kernel = gated and bool(msg.get("done_kernel"))
         if gated:
             self._open_gate()
         observe = not gated and (bool(msg.get("evidence")) or not calls.graphs)  # eager calls: observed
@@ -225,8 +224,7 @@ class Worker:
                 if fused_echo:
                     self.gate.enqueue_echo(self.driver, self.stream, seq)
                 elif gated:
-                    replay = calls.graphs[s].replay
-                    self.gate.enqueue(self.driver, self.stream, seq, replay, spin=spin_gate, done_kernel=done_kernel)
+                    self.gate.enqueue(self.driver, self.stream, seq, calls.graphs[s].replay, spin=spin_gate)
                 if gated:
                     bell.write(ARMED, seq)
                     seq += 1

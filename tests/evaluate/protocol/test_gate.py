@@ -200,45 +200,6 @@ def test_the_fused_echo_is_its_own_kernel_given_go_done_seq_and_limit():
     assert fake.launches[2][5] == 8
 
 
-def test_done_by_kernel_is_for_measurement_under_mps_only(monkeypatch):
-    monkeypatch.delenv(gate.DONE_ENV, raising=False)
-    assert gate.done_kind(True) == gate.done_kind(False) == "write"
-    monkeypatch.setenv(gate.DONE_ENV, "kernel")
-    assert gate.done_kind(True) == "kernel" and gate.done_kind(False) == "write"
-    monkeypatch.setenv(gate.DONE_ENV, "host")
-    with pytest.raises(ValueError, match="KBV3_DONE='host'"):
-        gate.done_kind(True)
-
-
-def test_a_call_closed_by_the_kernel_gets_the_fused_echo_behind_its_work(monkeypatch):
-    import contextlib
-
-    import torch
-
-    steps = []
-
-    class Driver:
-        def spin_geq(self, stream, address, seq):
-            steps.append(("spin", address, seq))
-
-        def wait_geq(self, stream, address, seq):
-            steps.append(("wait", address, seq))
-
-        def write(self, stream, address, seq):
-            steps.append(("write", address, seq))
-
-        def echo_call(self, stream, go, done, seq):
-            steps.append(("kernel", go, done, seq))
-
-    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
-    words = gate.GateWords(memoryview(bytearray(gate.GATE_BYTES)))
-    words.go_device, words.done_device = 64, 48
-    work = lambda: steps.append(("work",))  # noqa: E731
-    words.enqueue(Driver(), _Stream(), 3, work, spin=True, done_kernel=True)
-    words.enqueue(Driver(), _Stream(), 4, work)
-    assert steps == [("spin", 64, 3), ("work",), ("kernel", 64, 48, 3), ("wait", 64, 4), ("work",), ("write", 48, 4)]
-
-
 def test_a_driver_error_in_the_spin_is_gate_unavailable():
     fake = _FakeCu()
     driver = _fake_driver(fake)

@@ -29,7 +29,7 @@ from typing import Any
 
 from ....paths import cache_root, write_atomically
 from ... import fingerprint, mps
-from ...protocol.gate import done_kind, echo_kind, gate_kind
+from ...protocol.gate import echo_kind, gate_kind
 from ...request import DEFAULT_TIMEOUT_S, DEFAULT_TIMING_SECONDS, EvalRequest
 from ..timing import time_reference
 
@@ -64,11 +64,9 @@ def default_cache_dir() -> Path:
 
 
 def _gpu_mode() -> str:
-    """The part of a GPU baseline's key that its timing mode decides: MPS or not, the gate's hold,
-    the echo, the gate's DONE."""
+    """The part of a GPU baseline's key that its timing mode decides: MPS or not, the gate, the echo."""
     under_mps = mps.in_use()
-    kinds = f"|gate-{gate_kind(under_mps)}|echo-{echo_kind(under_mps)}|done-{done_kind(under_mps)}"
-    return ("|mps" if under_mps else "") + kinds
+    return ("|mps" if under_mps else "") + f"|gate-{gate_kind(under_mps)}|echo-{echo_kind(under_mps)}"
 
 
 def cache_key(problem_sha256: str, sizes: Mapping[str, Any], device_name: str, torch_version: str) -> str:

@@ -69,10 +69,8 @@ class GatedLocal:
         clock: Callable[[], float] = time.perf_counter,
         spin: bool = False,
         fused_echo: bool = False,
-        done_kernel: bool = False,
     ):
-        self.call, self.driver, self.clock, self.spin = call, driver, clock, spin
-        self.fused_echo, self.done_kernel = fused_echo, done_kernel
+        self.call, self.driver, self.clock, self.spin, self.fused_echo = call, driver, clock, spin, fused_echo
         self._page, view, address = private_block()
         self.gate = GateWords(view)
         self.gate.register(driver, address)
@@ -88,8 +86,7 @@ class GatedLocal:
             if self.fused_echo:  # the echo's call: GO to DONE in one resident kernel, no work of its own
                 gate.enqueue_echo(self.driver, self.stream, seq)
             else:
-                work = lambda: self.call(set_index)  # noqa: E731
-                gate.enqueue(self.driver, self.stream, seq, work, spin=self.spin, done_kernel=self.done_kernel)
+                gate.enqueue(self.driver, self.stream, seq, lambda: self.call(set_index), spin=self.spin)
         finally:
             watchdog.cancel()
         if gate.go >= seq:
@@ -179,9 +176,9 @@ def time_reference(
             if not gateable(call):
                 raise GateUnavailable("the reference synchronises the host (torch's sync debug mode)")
             driver = Driver()
-            how = {"spin": rig.gate == "spin", "done_kernel": rig.done == "kernel"}
-            echo_caller = GatedLocal(echo, driver, fused_echo=rig.echo == "fused", **how)
-            calls = rig.measure(GatedLocal(call, driver, **how), echo_caller)
+            spin, fused = rig.gate == "spin", rig.echo == "fused"
+            echo_caller = GatedLocal(echo, driver, spin=spin, fused_echo=fused)
+            calls = rig.measure(GatedLocal(call, driver, spin=spin), echo_caller)
         except GateUnavailable as exc:
             torch.cuda.synchronize()
             method, why = "events", str(exc)
@@ -196,7 +193,6 @@ def time_reference(
         "mps": figures.mps,
         "gate": figures.gate,
         "echo": figures.echo,
-        "done": rig.done if gated else "",
         "echo_window_ms": figures.echo_window_ms,
         "echo_call_ms": figures.echo_call_ms,
         "calls_s": round(time.perf_counter() - started, 3),

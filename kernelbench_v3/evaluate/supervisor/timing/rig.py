@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ... import mps
-from ...protocol.gate import done_kind, echo_kind, gate_kind
+from ...protocol.gate import echo_kind, gate_kind
 from .device_work import DeviceWork
 from .measure import Caller, CallTimes, Feed, measure
 from .memory import TimedMemory, fresh_inputs, set_bytes
@@ -71,7 +71,6 @@ class Rig:
         self.work = DeviceWork(device, memory.out_nbytes)
         self.gate = gate_kind(mps.in_use()) if device == "cuda" else ""  # one choice per timing
         self.echo = echo_kind(mps.in_use()) if device == "cuda" else ""
-        self.done = done_kind(mps.in_use()) if device == "cuda" else ""
         nbytes = set_bytes(memory.template, memory.out_nbytes)
         region = torch.empty(nbytes, dtype=torch.uint8, device=memory.region.device)
         self.decoy = TimedMemory(region, memory.template, memory.out_shape, memory.out_dtype, 1)

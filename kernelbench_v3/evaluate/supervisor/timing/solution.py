@@ -140,9 +140,8 @@ def _time(
     done = None
     try:
         spin = graphs and rig.gate == "spin"
-        done_kernel = graphs and rig.done == "kernel"
-        solution.start(gated=graphs, spin_gate=spin, done_kernel=done_kernel)
-        echo.start(gated=graphs, spin_gate=spin, fused_echo=graphs and rig.echo == "fused", done_kernel=done_kernel)
+        solution.start(gated=graphs, spin_gate=spin)
+        echo.start(gated=graphs, spin_gate=spin, fused_echo=graphs and rig.echo == "fused")
         try:
             calls = rig.measure(solution, echo, judge=judging, subtract_echo=cuda, clock=clock)
         except GateTampered as exc:
@@ -224,7 +223,6 @@ def _finish(
         mps=figures.mps,
         gate=figures.gate,
         echo=figures.echo,
-        done=rig.done if graphs else "",
         timed_sets=memory.count,
         calls=summary.to_dict(),
         arm_ms={"solution": ms(calls.arms), "echo": ms(calls.echo_arms)},

@@ -120,24 +120,16 @@ class TimedProcess:
         except DoorbellTimeout as exc:
             raise self._lost(what, f"({exc})") from None
 
-    def start(
-        self,
-        gated: bool,
-        evidence: bool = False,
-        spin_gate: bool = False,
-        fused_echo: bool = False,
-        done_kernel: bool = False,
-    ) -> None:
+    def start(self, gated: bool, evidence: bool = False, spin_gate: bool = False, fused_echo: bool = False) -> None:
         """Send the process into its calls loop: gated (captured graphs behind the gate, held at
-        GO by the spin kernel if `spin_gate`, closed by the fused echo's kernel if `done_kernel`;
-        the echo's calls the fused echo kernel alone if `fused_echo`) or rung by the host."""
+        GO by the spin kernel if `spin_gate`; the echo's calls the fused echo kernel alone if
+        `fused_echo`) or rung by the host."""
         self.bell.reset()
         if self.gate is not None:
             self.gate.go = self.gate.done = self.seq - 1
         self.gated = gated and self.gate is not None
         self.session.resume()
-        g = self.gated
-        self.session.send(Calls(self.seq, evidence, g, g and spin_gate, g and fused_echo, g and done_kernel))
+        self.session.send(Calls(self.seq, evidence, self.gated, self.gated and spin_gate, self.gated and fused_echo))
 
     def arm(self, set_index: int) -> float:
         """Have the process arm call `seq` on set `set_index`; seconds from its resume to ARMED.

@@ -97,13 +97,12 @@ def test_the_reference_is_timed_on_the_same_rig_and_reports_the_baseline_form():
         "mps",
         "gate",
         "echo",
-        "done",
         "echo_window_ms",
         "echo_call_ms",
         "calls_s",
     }
     assert timed["method"] == "cpu" and timed["not_gated_because"] == "" and timed["mps"] is False
-    assert timed["gate"] == timed["echo"] == timed["done"] == ""  # nothing held at a gate on the CPU
+    assert timed["gate"] == timed["echo"] == ""  # nothing held at a gate on the CPU
     plan = CallPlan.for_device("cpu", 30.0)
     assert plan.min_calls <= timed["calls"]["calls"] <= plan.max_calls
     # One call to learn the output's shape, the warm calls, then every scored call.

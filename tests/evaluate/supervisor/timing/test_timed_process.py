@@ -90,12 +90,10 @@ def test_start_asks_for_the_spin_gate_only_for_gated_calls():
     process.start(gated=True)
     process.start(gated=True, spin_gate=True, fused_echo=True)  # the echo under MPS
     process.start(gated=False, fused_echo=True)  # rung: no fused echo either
-    process.start(gated=True, spin_gate=True, done_kernel=True)
     assert session.asked == [
         Calls(1, False, True, True),
         Calls(1, False, False, False),
         Calls(1, False, True, False),
         Calls(1, False, True, True, True),
         Calls(1, False, False, False, False),
-        Calls(1, False, True, True, False, True),
     ]
