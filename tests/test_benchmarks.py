@@ -356,3 +356,19 @@ def test_the_gate_modes_paths_name_each_step_of_a_call_and_enqueue_it_so(monkeyp
     steps.clear()
     diag._enqueue(("fused", "none", "kernel"), gate, Driver(), Stream(), 7, work)
     assert steps == [("kernel", 64, 48, 7)]  # the fused echo: nothing else
+
+
+def test_the_gate_modes_diagnostic_closes_its_block_with_the_words_viewing_it(monkeypatch):
+    from multiprocessing import shared_memory
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS / "diagnostics"))
+    import gate_modes_gpu as diag
+
+    from kernelbench_v3.evaluate.protocol.gate import GATE_BYTES, GateWords
+
+    block = shared_memory.SharedMemory(create=True, size=4096 * 2)
+    gates = [GateWords(block.buf[i * 4096 : i * 4096 + GATE_BYTES]) for i in range(2)]
+    gates[1].go = 7
+    diag._close(block, gates)  # the H200 lost every variant to a BufferError here
+    with pytest.raises(FileNotFoundError):
+        shared_memory.SharedMemory(name=block.name)  # unlinked too

@@ -280,8 +280,7 @@ def run_variant(variant: str, calls: int) -> dict:
             proc.join(5)
             if proc.is_alive():
                 proc.kill()
-        block.close()
-        block.unlink()
+        _close(block, gates)
     out = {"variant": variant, "calls": calls}
     for i, w in enumerate(windows):
         us = sorted(x * 1e6 for x in w[50:])  # the first replays page in and warm up
@@ -292,6 +291,15 @@ def run_variant(variant: str, calls: int) -> dict:
             "slow_share": round(sum(1 for x in us if x > us[0] + SLOW_US) / len(us), 3),
         }
     return out
+
+
+def _close(block: shared_memory.SharedMemory, gates: list[GateWords]) -> None:
+    """Release the words' views first: a block with views still exported cannot close (the
+    H200 lease of 2026-12-03's fourth session lost every variant's windows to that BufferError)."""
+    for gate in gates:
+        gate.release()
+    block.close()
+    block.unlink()
 
 
 def _ring_all(gates, pipes, windows, calls, copy, flush, idle, timer) -> None:  # noqa: ANN001

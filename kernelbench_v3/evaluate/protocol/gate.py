@@ -284,6 +284,10 @@ class GateWords:
     def done(self, value: int) -> None:
         self._words[GATE_DONE_OFFSET // 4] = value
 
+    def release(self) -> None:
+        """Drop this view of the block (so the memory under it can be closed); unusable after."""
+        self._words.release()
+
     def register(self, driver: Driver, address: int, fresh: bool = False) -> None:
         """Map the block (host address `address`) for this process's CUDA context."""
         base = driver.register(address, GATE_BYTES, fresh)
