@@ -527,7 +527,9 @@ def main() -> int:
     parser.add_argument("--only-small", action="store_true", help="only solutions outside under SMALL_US")
     parser.add_argument("--no-attacks", action="store_true", help="leave out the done-early attacks")
     parser.add_argument("--only-ladder", action="store_true", help="the evaluator part: only the ladder")
-    parser.add_argument("--gate", choices=("spin", "wait"), help="the gate's kind (KBV3_GATE); else the default")
+    parser.add_argument(
+        "--gate", choices=("spin", "wait", "node"), help="the gate's kind (KBV3_GATE); else the default"
+    )
     parser.add_argument("--echo", choices=("fused", "graph"), help="the echo's call (KBV3_ECHO); else the default")
     parser.add_argument("--report", type=Path)
     args = parser.parse_args()

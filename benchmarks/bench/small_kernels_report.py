@@ -39,6 +39,7 @@ MODE_TITLES = {
     "mps-gate-wait-echo-graph": "MPS, the stream's wait at GO, the echo a graph behind it (TIMING_VERSION 9's default)",
     "mps-echo-graph": "MPS, the spin at GO, the echo a graph behind the spin (TIMING_VERSION 9's spin)",
     "mps-gate-wait-echo-fused": "MPS, the stream's wait at GO, the fused echo",
+    "mps-gate-node": "MPS, the spin as the first node of the call's graph, the fused echo",
 }
 
 

@@ -11,7 +11,8 @@
 # Steps: outside timing (no MPS); the gate's modes (benchmarks/diagnostics/gate_modes_gpu.py);
 # the evaluator under MPS (the default; EVAL_ARGS adds bench options, e.g. --only-small); the
 # ladder alone (ladder-mps), and with the other ways to hold a call and to build the echo
-# (ladder-wait-graph: TIMING_VERSION 9's default; ladder-spin-graph; ladder-wait-fused); `kbv3 eval` as a user
+# (ladder-wait-graph: TIMING_VERSION 9's default; ladder-spin-graph; ladder-wait-fused; ladder-node:
+# the spin as the first node of the call's graph, and evaluator-node, the small kernels so); `kbv3 eval` as a user
 # runs it, a SIGKILL mid-evaluation and a faulting solution; the small kernels with --no-mps; the
 # report.
 set -u
@@ -28,7 +29,7 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-outside ladder-mps gate-modes evaluator-mps cli ladder-wait-graph ladder-spin-graph ladder-wait-fused plain}
+    STEPS=${STEPS:-outside ladder-mps ladder-node gate-modes evaluator-node evaluator-mps cli plain ladder-wait-graph}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
       [gate-modes]="python3 benchmarks/diagnostics/gate_modes_gpu.py $KB/out/gate_modes.jsonl --calls ${GATE_CALLS:-1000}"
@@ -38,6 +39,8 @@ case "${1:-}" in
       [ladder-wait-graph]="$B --parts evaluator --only-ladder --gate wait --echo graph"
       [ladder-spin-graph]="$B --parts evaluator --only-ladder --echo graph"
       [ladder-wait-fused]="$B --parts evaluator --only-ladder --gate wait"
+      [ladder-node]="$B --parts evaluator --only-ladder --gate node"
+      [evaluator-node]="$B --parts evaluator --no-attacks --only-small --no-baseline --gate node"
       [cli]="$B --parts cli"
       [plain]="$B --parts evaluator --no-mps --only-small --no-baseline --runs 1"
     )

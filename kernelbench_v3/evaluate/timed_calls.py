@@ -56,6 +56,16 @@ def checked_output(out: Any, slot: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _kept_graph() -> Any:
+    """A CUDA graph whose cudaGraph_t outlives its capture (`raw_cuda_graph`), so the gate can
+    put it behind a node of its own (`protocol.gate.Driver.gated_graph`); a plain one on a torch
+    without `keep_graph`."""
+    try:
+        return torch.cuda.CUDAGraph(keep_graph=True)
+    except TypeError:
+        return torch.cuda.CUDAGraph()
+
+
 class TimedCalls:
     """The calls over `sets` (argument lists) with one output slot per set."""
 
@@ -81,7 +91,7 @@ class TimedCalls:
         self.slots[s].copy_(out)
         return self.slots[s]
 
-    def capture(self) -> bool:
+    def capture(self, keep_graphs: bool = False) -> bool:
         """Capture one CUDA graph per set; False (and `graph_error`) when the forward cannot be
         captured, and then every call runs eagerly."""
         try:
@@ -94,9 +104,11 @@ class TimedCalls:
             torch.cuda.synchronize()
             graphs, outputs = [], []
             for s in range(len(self.sets)):
-                graph = torch.cuda.CUDAGraph()
+                graph = _kept_graph() if keep_graphs else torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph):
                     out = checked_output(self.fn(*self.sets[s]), self.slots[s])
+                if keep_graphs and hasattr(graph, "instantiate"):
+                    graph.instantiate()  # a kept graph instantiates here, not in its first (timed) replay
                 graphs.append(graph)
                 outputs.append(out)
             torch.cuda.synchronize()

@@ -14,7 +14,10 @@ the timer prepares the call, and is bounded (`SPIN_LIMIT_NS`) so a gate never ru
 the GPU. `wait` (KBV3_GATE=wait, and always without MPS, where a spin would hold the caller's
 context on the GPU and starve the timer's flush): the stream's own wait on the word
 (`cuStreamWaitValue32`), which holds no SM but wakes a call about 9 or about 16 us after GO on
-the H200 under MPS, call by call (docs/timing.md).
+the H200 under MPS, call by call (docs/timing.md). `node` (KBV3_GATE=node, for measurement): the
+spin as the first node of a graph whose second is the call's own captured graph
+(`Driver.gated_graph`, `SPIN_AT_PTX`), so GO to the call's first kernel is one edge inside a
+graph rather than a kernel and then a graph launch on the stream.
 
 The echo's call is the fused echo under MPS (`ECHO_PTX`, `echo_kind`): GO read and DONE written
 by one resident kernel, nothing between them. How a call is held and closed is the choice of the
@@ -36,6 +39,9 @@ import mmap
 import os
 from typing import Any
 
+from .gate_kernels import ECHO_PTX, SPIN_AT_PTX, SPIN_PTX
+
+GATE_TARGET_OFFSET = 32  # the doorbell's WAKE word (`protocol.doorbell`), its low 32 bits: the armed call's seq
 GATE_DONE_OFFSET = 48  # bytes into the doorbell block: a cache line apart from GO
 GATE_GO_OFFSET = 64
 GATE_BYTES = 128  # the block registered with the driver
@@ -48,85 +54,17 @@ ECHO_ENV = "KBV3_ECHO"  # "fused" or "graph" overrides `echo_kind`'s choice (the
 GATE_ENV = "KBV3_GATE"  # "spin" or "wait" overrides `gate_kind`'s choice (the bench compares the two)
 SPIN_LIMIT_NS = 10 * 10**9  # a spin never rung ends after this; the arm-to-ring of a call is ms
 
-# kbv3_gate_spin(word, seq, limit_ns): one thread reads the 32-bit word until (int)(word - seq)
-# >= 0 (cuStreamWaitValue32's GEQ, wrap-aware) or limit_ns of %globaltimer have passed.
-SPIN_PTX = b"""
-.version 6.0
-.target sm_70
-.address_size 64
-
-.visible .entry kbv3_gate_spin(.param .u64 word, .param .u32 seq, .param .u64 limit_ns)
-{
-    .reg .pred %p<3>;
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<6>;
-
-    ld.param.u64 %rd1, [word];
-    ld.param.u32 %r1, [seq];
-    ld.param.u64 %rd2, [limit_ns];
-    mov.u64 %rd3, %globaltimer;
-SPIN:
-    ld.volatile.u32 %r2, [%rd1];
-    sub.s32 %r3, %r2, %r1;
-    setp.ge.s32 %p1, %r3, 0;
-    @%p1 bra OPEN;
-    mov.u64 %rd4, %globaltimer;
-    sub.s64 %rd5, %rd4, %rd3;
-    setp.lt.u64 %p2, %rd5, %rd2;
-    @%p2 bra SPIN;
-OPEN:
-    ret;
-}
-\0"""
-
-
-# kbv3_gate_echo(go, done, seq, limit_ns): the echo's whole call, the fastest release there is.
-# One thread reads GO as kbv3_gate_spin does and, once it opens, writes DONE = seq itself, behind
-# a system-wide fence: no stream wait, no launch and no stream write sit between GO and DONE, so
-# no call of a solution's can open its window sooner or close it faster. Never opened within
-# limit_ns, it writes nothing (the timer's own bound reports the stuck call).
-ECHO_PTX = b"""
-.version 6.0
-.target sm_70
-.address_size 64
-
-.visible .entry kbv3_gate_echo(.param .u64 go, .param .u64 done, .param .u32 seq, .param .u64 limit_ns)
-{
-    .reg .pred %p<3>;
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<7>;
-
-    ld.param.u64 %rd1, [go];
-    ld.param.u64 %rd2, [done];
-    ld.param.u32 %r1, [seq];
-    ld.param.u64 %rd3, [limit_ns];
-    mov.u64 %rd4, %globaltimer;
-SPIN:
-    ld.volatile.u32 %r2, [%rd1];
-    sub.s32 %r3, %r2, %r1;
-    setp.ge.s32 %p1, %r3, 0;
-    @%p1 bra OPEN;
-    mov.u64 %rd5, %globaltimer;
-    sub.s64 %rd6, %rd5, %rd4;
-    setp.lt.u64 %p2, %rd6, %rd3;
-    @%p2 bra SPIN;
-    ret;
-OPEN:
-    membar.sys;
-    st.volatile.u32 [%rd2], %r1;
-    membar.sys;
-    ret;
-}
-\0"""
-
 
 def gate_kind(under_mps: bool) -> str:
-    """How gated calls hold at GO: "spin" under MPS, unless KBV3_GATE names "wait"; without MPS
-    always "wait" (a spinning client would starve the timer's flush)."""
+    """How gated calls hold at GO: "spin" under MPS, unless KBV3_GATE names "wait" or "node"
+    (the spin as the first node of the call's own graph, for measurement); without MPS always
+    "wait" (a spinning client would starve the timer's flush)."""
     choice = os.environ.get(GATE_ENV, "").strip().lower()
-    if choice not in ("", "spin", "wait"):
-        raise ValueError(f"{GATE_ENV}={choice!r}: expected 'spin' or 'wait'")
-    return "spin" if under_mps and choice != "wait" else "wait"
+    if choice not in ("", "spin", "wait", "node"):
+        raise ValueError(f"{GATE_ENV}={choice!r}: expected 'spin', 'wait' or 'node'")
+    if not under_mps:
+        return "wait"
+    return choice if choice in ("wait", "node") else "spin"
 
 
 def echo_kind(under_mps: bool) -> str:
@@ -142,6 +80,19 @@ def echo_kind(under_mps: bool) -> str:
 
 class GateUnavailable(Exception):
     """This driver or device cannot hold a stream behind a host word."""
+
+
+class _KernelNodeParams(ctypes.Structure):
+    """CUDA_KERNEL_NODE_PARAMS as `cuGraphAddKernelNode` (the first version) takes it."""
+
+    _fields_ = [
+        ("func", ctypes.c_void_p),
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared_mem_bytes", ctypes.c_uint),
+        ("kernel_params", ctypes.c_void_p),
+        ("extra", ctypes.c_void_p),
+    ]
 
 
 class Driver:
@@ -179,6 +130,7 @@ class Driver:
         self._launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
         self._launch.restype = ctypes.c_int
         self._kernels: dict[bytes, ctypes.c_void_p] = {}  # the gate's kernels, loaded into the context on first use
+        self._graph_calls: dict[str, Any] = {}  # cuGraph* calls, looked up on first use (`gated_graph`)
 
     def _fn(self, *names: str) -> Any:
         for name in names:
@@ -253,6 +205,39 @@ class Driver:
         args = (ctypes.c_uint64(go), ctypes.c_uint64(done), ctypes.c_uint32(value), ctypes.c_uint64(limit_ns))
         self._launch_one_thread(function, stream, *args)
 
+    def _graph_fn(self, name: str, argtypes: list[Any]) -> Any:
+        if name not in self._graph_calls:
+            f = self._fn(name)
+            f.argtypes, f.restype = argtypes, ctypes.c_int
+            self._graph_calls[name] = f
+        return self._graph_calls[name]
+
+    def gated_graph(self, child: int, go: int, target: int, limit_ns: int = SPIN_LIMIT_NS) -> int:
+        """A new executable graph: a node of `kbv3_gate_spin_at` (GO >= the word at `target`),
+        then the graph `child` (a cudaGraph_t, cloned as a child node). Its handle, to launch with
+        `launch_graph` for every call."""
+        function = self._kernel(SPIN_AT_PTX, b"kbv3_gate_spin_at")
+        vp, node_p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
+        graph, spin, body, exe = vp(0), vp(0), vp(0), vp(0)
+        create = self._graph_fn("cuGraphCreate", [node_p, ctypes.c_uint])
+        self._check(create(ctypes.byref(graph), 0), "cuGraphCreate")
+        args = (ctypes.c_uint64(go), ctypes.c_uint64(target), ctypes.c_uint64(limit_ns))
+        params = (vp * 3)(*(ctypes.cast(ctypes.byref(a), vp) for a in args))
+        node = _KernelNodeParams(function, (1, 1, 1), (1, 1, 1), 0, ctypes.cast(params, vp), None)
+        add_kernel = self._graph_fn(
+            "cuGraphAddKernelNode", [node_p, vp, node_p, ctypes.c_size_t, ctypes.POINTER(_KernelNodeParams)]
+        )
+        self._check(add_kernel(ctypes.byref(spin), graph, None, 0, ctypes.byref(node)), "cuGraphAddKernelNode")
+        add_child = self._graph_fn("cuGraphAddChildGraphNode", [node_p, vp, node_p, ctypes.c_size_t, vp])
+        self._check(add_child(ctypes.byref(body), graph, ctypes.byref(spin), 1, vp(child)), "cuGraphAddChildGraphNode")
+        instantiate = self._graph_fn("cuGraphInstantiateWithFlags", [node_p, vp, ctypes.c_ulonglong])
+        self._check(instantiate(ctypes.byref(exe), graph, 0), "cuGraphInstantiateWithFlags")
+        return int(exe.value or 0)
+
+    def launch_graph(self, stream: Any, executable: int) -> None:
+        launch = self._graph_fn("cuGraphLaunch", [ctypes.c_void_p, ctypes.c_void_p])
+        self._check(launch(ctypes.c_void_p(executable), ctypes.c_void_p(stream.cuda_stream)), "cuGraphLaunch")
+
     def write(self, stream: Any, address: int, value: int) -> None:
         rc = self._write(ctypes.c_void_p(stream.cuda_stream), address, value, CU_STREAM_WRITE_VALUE_DEFAULT)
         self._check(rc, "cuStreamWriteValue32")
@@ -266,7 +251,7 @@ class GateWords:
         if len(block) < GATE_BYTES:
             raise ValueError(f"a gate needs {GATE_BYTES} bytes")
         self._words = block[:GATE_BYTES].cast("B").cast("I")
-        self.go_device = self.done_device = 0
+        self.go_device = self.done_device = self.target_device = 0
 
     @property
     def go(self) -> int:
@@ -292,6 +277,7 @@ class GateWords:
         """Map the block (host address `address`) for this process's CUDA context."""
         base = driver.register(address, GATE_BYTES, fresh)
         self.go_device, self.done_device = base + GATE_GO_OFFSET, base + GATE_DONE_OFFSET
+        self.target_device = base + GATE_TARGET_OFFSET
 
     def enqueue(self, driver: Driver, stream: Any, seq: int, work: Any, spin: bool = False) -> None:
         """On `stream`: hold until GO >= seq (a spin kernel if `spin`, else the stream's wait),
@@ -306,6 +292,12 @@ class GateWords:
                 driver.wait_geq(stream, self.go_device, seq)
             work()
             driver.write(stream, self.done_device, seq)
+
+    def enqueue_gated_graph(self, driver: Driver, stream: Any, seq: int, executable: int) -> None:
+        """On `stream`: a graph of `Driver.gated_graph` (its own first node holds it until GO >=
+        seq, the seq the doorbell's WAKE word holds while the call is armed), then DONE = seq."""
+        driver.launch_graph(stream, executable)
+        driver.write(stream, self.done_device, seq)
 
     def enqueue_echo(self, driver: Driver, stream: Any, seq: int) -> None:
         """On `stream`: the fused echo call (`ECHO_PTX`), GO >= seq to DONE = seq in one kernel."""

@@ -73,6 +73,7 @@ class Capture:
     """Capture one CUDA graph of one call per input set (CUDA only), and say where each graph's
     output lies (CUDA IPC) so the supervisor can read it in place."""
 
+    keep_graphs: bool = False  # keep each cudaGraph_t, for a spin node to head it (`gate.Driver.gated_graph`)
     kind: str = "capture"
 
 
@@ -86,6 +87,7 @@ class Calls:
     gated: bool = False  # arm each captured call behind the gate (`gate`) instead of polling GO
     spin: bool = False  # hold each gated call at GO with the gate's spin kernel, not the stream's wait
     fused_echo: bool = False  # the echo only: each gated call is the fused echo kernel (`gate.ECHO_PTX`)
+    spin_node: bool = False  # hold each gated call by a spin node heading its own graph (`gate.Driver.gated_graph`)
     kind: str = "calls"
 
 

@@ -51,6 +51,7 @@ class Worker:
         self.bell: Doorbell | None = None
         self.gate: Any = None  # the doorbell's gate words, once registered (`_open_gate`)
         self.driver: Any = None
+        self.gated_graphs: dict[int, int] = {}  # set -> its graph behind a spin node (`_gated_graph`)
         self.stream: Any = None
         self.bell_address = 0
         self.solution: Any = None  # the imported solution module
@@ -177,7 +178,8 @@ class Worker:
         ok, outputs, detail = False, [], "no CUDA graphs on the CPU"
         if self.device == "cuda":  # what is captured is what the calls replay: observed as it is captured
             with torch.no_grad():
-                ok, ev = collect(self.calls.capture, self.device, self.programs, False)
+                keep = bool(msg.get("keep_graphs"))
+                ok, ev = collect(lambda: self.calls.capture(keep), self.device, self.programs, False)
             detail = self.calls.graph_error
             if ok:
                 from ..protocol.cuda_ipc import export
@@ -201,13 +203,15 @@ class Worker:
         Gated (a captured graph, `msg["gated"]`): arming enqueues wait(GO >= seq) (the spin kernel
         if `msg["spin"]`) -> the set's graph -> write(DONE = seq) on one stream and says ARMED; the GPU runs the call when the
         supervisor opens the gate, and this process is stopped meanwhile. The echo asked for
-        `msg["fused_echo"]` arms the fused echo kernel alone (GO read, DONE written, no graph). Rung: arming says
+        `msg["fused_echo"]` arms the fused echo kernel alone (GO read, DONE written, no graph);
+        with `msg["spin_node"]` the spin is the first node of a graph around the set's graph. Rung: arming says
         ARMED, then the call runs on the host's GO, is synchronised and answers DONE."""
         assert self.calls is not None and self.bell is not None, "prepare_timing comes first"
         bell, calls, cuda = self.bell, self.calls, self.device == "cuda"
         gated = bool(msg.get("gated")) and cuda and bool(calls.graphs)
         spin_gate = gated and bool(msg.get("spin"))
         fused_echo = gated and bool(msg.get("fused_echo"))
+        spin_node = gated and bool(msg.get("spin_node"))
         if gated:
             self._open_gate()
         observe = not gated and (bool(msg.get("evidence")) or not calls.graphs)  # eager calls: observed
@@ -223,6 +227,8 @@ class Worker:
                     raise SolutionFailed("timing", f"the supervisor named input set {s}")  # never: trusted
                 if fused_echo:
                     self.gate.enqueue_echo(self.driver, self.stream, seq)
+                elif spin_node:
+                    self.gate.enqueue_gated_graph(self.driver, self.stream, seq, self._gated_graph(s))
                 elif gated:
                     self.gate.enqueue(self.driver, self.stream, seq, calls.graphs[s].replay, spin=spin_gate)
                 if gated:
@@ -254,6 +260,13 @@ class Worker:
             "evidence": ev,
             "samples": samples,
         }
+
+    def _gated_graph(self, s: int) -> int:
+        """Set `s`'s graph behind a spin node of the gate's (built once, on its first arming)."""
+        if s not in self.gated_graphs:
+            child = self.calls.graphs[s].raw_cuda_graph()
+            self.gated_graphs[s] = self.driver.gated_graph(child, self.gate.go_device, self.gate.target_device)
+        return self.gated_graphs[s]
 
     def _open_gate(self) -> None:
         """Register the doorbell's block with this process's CUDA context (once)."""

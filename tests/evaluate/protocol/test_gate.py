@@ -84,6 +84,8 @@ def test_the_gate_spins_under_mps_unless_told_to_wait(monkeypatch):
     assert gate.gate_kind(False) == "wait"  # a spin without MPS would starve the timer's flush
     monkeypatch.setenv(gate.GATE_ENV, "wait")
     assert gate.gate_kind(True) == "wait"
+    monkeypatch.setenv(gate.GATE_ENV, "node")  # the spin heading the call's own graph
+    assert gate.gate_kind(True) == "node" and gate.gate_kind(False) == "wait"
     monkeypatch.setenv(gate.GATE_ENV, "busy")
     with pytest.raises(ValueError, match="KBV3_GATE='busy'"):
         gate.gate_kind(True)
@@ -112,7 +114,14 @@ def _ptxas():
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_90"])  # A100, the RTX 3090, H100/H200
-@pytest.mark.parametrize("ptx, entry", [(gate.SPIN_PTX, b"kbv3_gate_spin"), (gate.ECHO_PTX, b"kbv3_gate_echo")])
+@pytest.mark.parametrize(
+    "ptx, entry",
+    [
+        (gate.SPIN_PTX, b"kbv3_gate_spin"),
+        (gate.SPIN_AT_PTX, b"kbv3_gate_spin_at"),
+        (gate.ECHO_PTX, b"kbv3_gate_echo"),
+    ],
+)
 def test_the_gate_kernels_are_valid_ptx_for_every_gpu_of_the_benchmark(arch, ptx, entry, tmp_path):
     import subprocess
 
@@ -210,3 +219,86 @@ def test_a_driver_error_in_the_spin_is_gate_unavailable():
     driver._module_load = fake.load
     with pytest.raises(gate.GateUnavailable, match="cuLaunchKernel"):
         driver.echo_call(_Stream(), 64, 48, 1)
+
+
+def test_the_spin_node_reads_the_armed_calls_seq_from_the_doorbells_wake_word():
+    from kernelbench_v3.evaluate.protocol import doorbell
+
+    assert gate.GATE_TARGET_OFFSET == doorbell.WAKE * 8  # the low 32 bits of WAKE (little-endian)
+    assert gate.GATE_TARGET_OFFSET + 8 <= gate.GATE_DONE_OFFSET  # inside the registered block, apart from DONE
+    body = gate.SPIN_AT_PTX.decode()
+    assert body.index("ld.volatile.u32 %r1, [%rd6]") < body.index("SPIN:")  # the target read once, first
+    assert "st." not in body  # it writes nothing
+
+
+def test_gated_graph_puts_a_spin_node_ahead_of_the_child_graph_and_instantiates_it():
+    import ctypes
+
+    fake, made = _FakeCu(), []
+    driver = _fake_driver(fake)
+    driver._graph_calls = {}
+
+    def create(graph, flags):
+        graph._obj.value = 0x100
+        made.append(("create", flags))
+        return 0
+
+    def add_kernel(node, graph, deps, count, params):
+        p = params._obj  # byref(...) of the struct
+        values = [ctypes.cast(p.kernel_params, ctypes.POINTER(ctypes.c_void_p))[i] for i in range(3)]
+        args = [ctypes.cast(v, ctypes.POINTER(ctypes.c_uint64)).contents.value for v in values]
+        made.append(("kernel", graph.value, count, p.func, list(p.grid), list(p.block), args))
+        node._obj.value = 0x200
+        return 0
+
+    def add_child(node, graph, deps, count, child):
+        made.append(("child", graph.value, deps._obj.value, count, child.value))
+        node._obj.value = 0x300
+        return 0
+
+    def instantiate(exe, graph, flags):
+        made.append(("instantiate", graph.value, flags))
+        exe._obj.value = 0x400
+        return 0
+
+    def launch(exe, stream):
+        made.append(("launch", exe.value, stream.value))
+        return 0
+
+    calls = {
+        "cuGraphCreate": create,
+        "cuGraphAddKernelNode": add_kernel,
+        "cuGraphAddChildGraphNode": add_child,
+        "cuGraphInstantiateWithFlags": instantiate,
+        "cuGraphLaunch": launch,
+    }
+    driver._graph_fn = lambda name, argtypes: calls[name]
+    exe = driver.gated_graph(0xC0FFEE, go=0x7F00_0040, target=0x7F00_0020)
+    driver.launch_graph(_Stream(), exe)
+    assert exe == 0x400
+    assert made == [
+        ("create", 0),
+        ("kernel", 0x100, 0, 33, [1, 1, 1], [1, 1, 1], [0x7F00_0040, 0x7F00_0020, gate.SPIN_LIMIT_NS]),
+        ("child", 0x100, 0x200, 1, 0xC0FFEE),  # behind the spin node, and only it
+        ("instantiate", 0x100, 0),
+        ("launch", 0x400, 0x5000),
+    ]
+    assert fake.names == [b"kbv3_gate_spin_at"]
+    params = gate._KernelNodeParams  # CUDA_KERNEL_NODE_PARAMS: 8 + 3*4 + 3*4 + 4, padded, then 2 pointers
+    assert (params.kernel_params.offset, params.extra.offset, ctypes.sizeof(params)) == (40, 48, 56)
+
+
+def test_a_graph_behind_the_spin_node_is_launched_then_done_written():
+    steps = []
+
+    class Driver:
+        def launch_graph(self, stream, executable):
+            steps.append(("graph", executable))
+
+        def write(self, stream, address, seq):
+            steps.append(("write", address, seq))
+
+    words = gate.GateWords(memoryview(bytearray(gate.GATE_BYTES)))
+    words.done_device = 48
+    words.enqueue_gated_graph(Driver(), _Stream(), 9, 0x400)
+    assert steps == [("graph", 0x400), ("write", 48, 9)]

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import torch
 
+from ... import mps
 from ...protocol.channel import ALIGN, Arena
+from ...protocol.gate import gate_kind
 from ..session import Session, SessionLost
 from .errors import TimingUnavailable
 from .memory import TimedMemory
@@ -59,7 +61,7 @@ def start_echo(
         memory = TimedMemory(echo.view(ALIGN, ECHO_ARENA_BYTES - ALIGN), [], (1,), torch.float32, 1)
         echo.prepare({"arena": [ALIGN, ECHO_ARENA_BYTES - ALIGN]}, memory.layout())
         if cuda:
-            echo.capture(capture_timeout_s)
+            echo.capture(capture_timeout_s, keep_graphs=gate_kind(mps.in_use()) == "node")
     except (SessionLost, OSError) as exc:
         raise TimingUnavailable(f"the evaluator's echo process could not start: {exc}") from None
     return echo, arena

@@ -176,7 +176,7 @@ def time_reference(
             if not gateable(call):
                 raise GateUnavailable("the reference synchronises the host (torch's sync debug mode)")
             driver = Driver()
-            spin, fused = rig.gate == "spin", rig.echo == "fused"
+            spin, fused = rig.gate in ("spin", "node"), rig.echo == "fused"  # eager calls: no graph to head
             echo_caller = GatedLocal(echo, driver, spin=spin, fused_echo=fused)
             calls = rig.measure(GatedLocal(call, driver, spin=spin), echo_caller)
         except GateUnavailable as exc:

@@ -33,6 +33,7 @@ import torch
 from ... import mps
 from ...protocol import cuda_ipc
 from ...protocol.channel import Arena
+from ...protocol.gate import gate_kind
 from ..session import Session
 from .device_work import DeviceWork
 from .echo import start_echo
@@ -126,7 +127,8 @@ def _time(
     graphs = False
     shared: list[dict[str, Any]] = []
     if device == "cuda":
-        ready = solution.capture(ctx.capture_limit_s)
+        # A spin node heads each graph only if the gate is "node" (for measurement, `gate_kind`).
+        ready = solution.capture(ctx.capture_limit_s, keep_graphs=gate_kind(mps.in_use()) == "node")
         graphs, shared = ready.graphs, list(ready.outputs)
         if ready.evidence:
             outcome.observed.append(ready.evidence)
@@ -139,9 +141,9 @@ def _time(
     judging = Judging(ctx.verifier, outputs, rng, echo_output=rig.decoy.slots[0], snapshots=snapshots)
     done = None
     try:
-        spin = graphs and rig.gate == "spin"
-        solution.start(gated=graphs, spin_gate=spin)
-        echo.start(gated=graphs, spin_gate=spin, fused_echo=graphs and rig.echo == "fused")
+        hold = {"spin_gate": graphs and rig.gate == "spin", "spin_node": graphs and rig.gate == "node"}
+        solution.start(gated=graphs, **hold)
+        echo.start(gated=graphs, fused_echo=graphs and rig.echo == "fused", **hold)
         try:
             calls = rig.measure(solution, echo, judge=judging, subtract_echo=cuda, clock=clock)
         except GateTampered as exc:

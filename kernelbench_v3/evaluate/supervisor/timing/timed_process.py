@@ -88,9 +88,9 @@ class TimedProcess:
         if isinstance(reply, Failed):
             raise SessionLost(f"preparing the timed calls failed: {reply.error[:500]}")
 
-    def capture(self, timeout_s: float) -> TimingReady:
+    def capture(self, timeout_s: float, keep_graphs: bool = False) -> TimingReady:
         """Have the process capture one CUDA graph per input set (they may compile)."""
-        reply, _ = self.session.request(Capture(), timeout_s, ("timing_ready",))
+        reply, _ = self.session.request(Capture(keep_graphs), timeout_s, ("timing_ready",))
         if isinstance(reply, Failed):
             raise SessionLost(f"capturing the timed calls failed: {reply.error[:500]}")
         return reply
@@ -120,16 +120,24 @@ class TimedProcess:
         except DoorbellTimeout as exc:
             raise self._lost(what, f"({exc})") from None
 
-    def start(self, gated: bool, evidence: bool = False, spin_gate: bool = False, fused_echo: bool = False) -> None:
+    def start(
+        self,
+        gated: bool,
+        evidence: bool = False,
+        spin_gate: bool = False,
+        fused_echo: bool = False,
+        spin_node: bool = False,
+    ) -> None:
         """Send the process into its calls loop: gated (captured graphs behind the gate, held at
-        GO by the spin kernel if `spin_gate`; the echo's calls the fused echo kernel alone if
-        `fused_echo`) or rung by the host."""
+        GO by the spin kernel if `spin_gate`, by a spin node heading each graph if `spin_node`;
+        the echo's calls the fused echo kernel alone if `fused_echo`) or rung by the host."""
         self.bell.reset()
         if self.gate is not None:
             self.gate.go = self.gate.done = self.seq - 1
         self.gated = gated and self.gate is not None
         self.session.resume()
-        self.session.send(Calls(self.seq, evidence, self.gated, self.gated and spin_gate, self.gated and fused_echo))
+        g = self.gated
+        self.session.send(Calls(self.seq, evidence, g, g and spin_gate, g and fused_echo, g and spin_node))
 
     def arm(self, set_index: int) -> float:
         """Have the process arm call `seq` on set `set_index`; seconds from its resume to ARMED.

@@ -56,6 +56,14 @@ def test_prepare_and_capture_speak_for_the_timing_phase():
     assert prepared == PrepareTiming({"arena": [64, 128]}, {"sets": [], "slots": []}, DOORBELL_OFFSET)
     assert prepare_s == 5.0 and prepare_expect == ("timing_ready",)  # the process's own limit
     assert captured == Capture() and capture_s == 42.0
+    assert not captured.keep_graphs  # a graph is kept past its capture only for a spin node
+
+
+def test_capture_keeps_the_graphs_when_a_spin_node_will_head_them():
+    ready = TimingReady(graphs=True, detail="", evidence={}, outputs=[])
+    session = _Session(ready)
+    TimedProcess.of(session, 5.0, cuda=True).capture(9.0, keep_graphs=True)
+    assert session.asked[0][0] == Capture(keep_graphs=True)
 
 
 def test_a_failed_prepare_or_capture_ends_the_session():
@@ -90,10 +98,12 @@ def test_start_asks_for_the_spin_gate_only_for_gated_calls():
     process.start(gated=True)
     process.start(gated=True, spin_gate=True, fused_echo=True)  # the echo under MPS
     process.start(gated=False, fused_echo=True)  # rung: no fused echo either
+    process.start(gated=True, spin_node=True)
     assert session.asked == [
         Calls(1, False, True, True),
         Calls(1, False, False, False),
         Calls(1, False, True, False),
         Calls(1, False, True, True, True),
         Calls(1, False, False, False, False),
+        Calls(1, False, True, False, False, True),
     ]
