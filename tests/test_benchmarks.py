@@ -372,3 +372,37 @@ def test_the_gate_modes_diagnostic_closes_its_block_with_the_words_viewing_it(mo
     diag._close(block, gates)  # the H200 lost every variant to a BufferError here
     with pytest.raises(FileNotFoundError):
         shared_memory.SharedMemory(name=block.name)  # unlinked too
+
+
+def test_the_report_shows_the_gate_modes_beside_it_and_the_clis_wall_parts(tmp_path):
+    bench = _small_kernels_module()
+    journal = bench.Journal(tmp_path)
+    for run, cli_s in enumerate((0.8, 1.2)):
+        journal.write(
+            f"cli|level1/23_Softmax|{run}",
+            {
+                "part": "cli",
+                "problem": "level1/23_Softmax",
+                "run": run,
+                "wall_s": 13.0,
+                "duration_s": 10.0,
+                "status": "correct",
+                "wall_phase_s": {"cli_import": cli_s, "reference": 2.0},
+            },
+        )
+    modes = [
+        {
+            "variant": "path_fused",
+            "mode": "mps",
+            "client0": {"p10_us": 3.9, "p50_us": 4.2, "p90_us": 4.8, "slow_share": 0.01},
+        },
+        {"variant": "edges", "mode": "mps", "torch_us_per_kernel": 0.918, "triton_us_per_kernel": 0.804},
+        {"variant": "spin", "mode": "mps", "error": "TimeoutError: call 3"},
+    ]
+    (tmp_path / "gate_modes.jsonl").write_text("".join(json.dumps(m) + "\n" for m in modes))
+    from small_kernels_report import report
+
+    text = report(journal.path)
+    assert "each part of the CLI's wall (`wall_phase_s`): cli_import 1.00, reference 2.00." in text
+    assert "| mps | path_fused | 3.9 / 4.2 / 4.8 (1%) |  |  |" in text
+    assert "torch 0.918 µs, Triton 0.804 µs" in text and "| mps | spin |  |  | TimeoutError: call 3 |" in text

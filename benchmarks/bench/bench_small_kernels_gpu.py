@@ -420,8 +420,12 @@ def cli(journal: Journal, runs: int) -> None:
                         "baseline_cached",
                         "timing_flags",
                         "timing_note",
+                        "phase_s",
+                        "wall_phase_s",
+                        "wall_background_s",
                     )
                 }
+                entry["record_wall_s"] = rec.get("wall_s")  # the CLI's own, from its start (evaluate/wall.py)
                 details = rec.get("timing_details") or {}
                 entry["mps"] = details.get("mps")
                 entry["raw_calls_ms"] = details.get("raw_calls_ms")  # to read a stray figure offline

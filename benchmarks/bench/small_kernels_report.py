@@ -204,6 +204,7 @@ def report(journal: Path) -> str:
                 for e in cli
             ),
             "",
+            *_wall_parts(cli),
         ]
     for part in ("cli-kill9", "cli-fault"):
         for e in entries:
@@ -212,4 +213,45 @@ def report(journal: Path) -> str:
                     f"`{part}`: " + json.dumps({k: v for k, v in e.items() if k not in ("key", "part")})[:1500],
                     "",
                 ]
+    lines += _gate_modes(journal.parent)
     return "\n".join(lines)
+
+
+def _wall_parts(cli: list[dict]) -> list[str]:
+    """The median of each named part of the CLI's wall time (`wall_phase_s`), where journaled."""
+    parts: dict[str, list[float]] = {}
+    for e in cli:
+        for name, s in (e.get("wall_phase_s") or {}).items():
+            parts.setdefault(name, []).append(s)
+    if not parts:
+        return []
+    cells = ", ".join(f"{name} {statistics.median(v):.2f}" for name, v in parts.items())
+    return [f"Median seconds of each part of the CLI's wall (`wall_phase_s`): {cells}.", ""]
+
+
+def _gate_modes(folder: Path) -> list[str]:
+    """`gate_modes_gpu.py`'s windows, if its journal lies beside this one."""
+    found = [p for p in (folder / "gate_modes.jsonl", folder / "gate_modes_gpu.jsonl") if p.exists()]
+    if not found:
+        return []
+    lines = [
+        "## The gate's parts one by one (`diagnostics/gate_modes_gpu.py`)",
+        "",
+        "| mode | variant | client 0 window µs, p10 / p50 / p90 (slow share) | client 1 | note |",
+        "|---|---|---|---|---|",
+    ]
+    for line in found[0].read_text().splitlines():
+        e = json.loads(line)
+
+        def client(c: dict | None) -> str:
+            if not c:
+                return ""
+            return f"{c['p10_us']} / {c['p50_us']} / {c['p90_us']} ({c['slow_share']:.0%})"
+
+        note = e.get("error", "")
+        if e.get("variant") == "edges":
+            note = f"per kernel in a graph: torch {e.get('torch_us_per_kernel')} µs, Triton {e.get('triton_us_per_kernel')} µs"
+        lines.append(
+            f"| {e.get('mode')} | {e.get('variant', '')} | {client(e.get('client0'))} | {client(e.get('client1'))} | {note} |"
+        )
+    return lines + [""]
