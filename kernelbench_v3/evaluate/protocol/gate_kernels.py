@@ -2,25 +2,13 @@
 that holds a call at GO, the same with its seq read from memory (a graph's first node), and the
 fused echo that reads GO and writes DONE in one kernel. Each is one thread, and each stops
 spinning after `limit_ns` of %globaltimer, so a gate never rung cannot hold the GPU.
+
+All three share one hold (`_HOLD`): read the 32-bit word GO (%rd1) until (int)(GO - seq) >= 0,
+cuStreamWaitValue32's GEQ, wrap-aware, with seq in %r1, or until limit_ns (%rd2) have passed;
+then fall through to OPEN (opened) or return (never opened).
 """
 
-# kbv3_gate_spin(word, seq, limit_ns): one thread reads the 32-bit word until (int)(word - seq)
-# >= 0 (cuStreamWaitValue32's GEQ, wrap-aware) or limit_ns of %globaltimer have passed.
-SPIN_PTX = b"""
-.version 6.0
-.target sm_70
-.address_size 64
-
-.visible .entry kbv3_gate_spin(.param .u64 word, .param .u32 seq, .param .u64 limit_ns)
-{
-    .reg .pred %p<3>;
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<6>;
-
-    ld.param.u64 %rd1, [word];
-    ld.param.u32 %r1, [seq];
-    ld.param.u64 %rd2, [limit_ns];
-    mov.u64 %rd3, %globaltimer;
+_HOLD = """    mov.u64 %rd3, %globaltimer;
 SPIN:
     ld.volatile.u32 %r2, [%rd1];
     sub.s32 %r3, %r2, %r1;
@@ -30,80 +18,57 @@ SPIN:
     sub.s64 %rd5, %rd4, %rd3;
     setp.lt.u64 %p2, %rd5, %rd2;
     @%p2 bra SPIN;
-OPEN:
     ret;
-}
-\0"""
+OPEN:
+"""
 
 
-# kbv3_gate_spin_at(word, target, limit_ns): kbv3_gate_spin with its seq read from the 32-bit
-# word `target` when it starts, so one node of it can head a graph replayed for every call
-# (`Driver.gated_graph`): the call's seq sits in the doorbell's WAKE word while it is armed.
-SPIN_AT_PTX = b"""
-.version 6.0
+def _kernel(entry: str, params: str, loads: str, opened: str) -> bytes:
+    """One kernel: its parameters loaded (`loads` puts GO's address in %rd1, seq in %r1 and the
+    limit in %rd2), the hold, then `opened`."""
+    return f""".version 6.0
 .target sm_70
 .address_size 64
 
-.visible .entry kbv3_gate_spin_at(.param .u64 word, .param .u64 target, .param .u64 limit_ns)
-{
+.visible .entry {entry}({params})
+{{
     .reg .pred %p<3>;
     .reg .b32 %r<4>;
     .reg .b64 %rd<7>;
 
-    ld.param.u64 %rd1, [word];
-    ld.param.u64 %rd6, [target];
-    ld.param.u64 %rd2, [limit_ns];
-    ld.volatile.u32 %r1, [%rd6];
-    mov.u64 %rd3, %globaltimer;
-SPIN:
-    ld.volatile.u32 %r2, [%rd1];
-    sub.s32 %r3, %r2, %r1;
-    setp.ge.s32 %p1, %r3, 0;
-    @%p1 bra OPEN;
-    mov.u64 %rd4, %globaltimer;
-    sub.s64 %rd5, %rd4, %rd3;
-    setp.lt.u64 %p2, %rd5, %rd2;
-    @%p2 bra SPIN;
-OPEN:
-    ret;
-}
-\0"""
+{loads}{_HOLD}{opened}    ret;
+}}
+\0""".encode()
+
+
+# kbv3_gate_spin(word, seq, limit_ns): hold the stream until GO >= seq.
+SPIN_PTX = _kernel(
+    "kbv3_gate_spin",
+    ".param .u64 word, .param .u32 seq, .param .u64 limit_ns",
+    "    ld.param.u64 %rd1, [word];\n    ld.param.u32 %r1, [seq];\n    ld.param.u64 %rd2, [limit_ns];\n",
+    "",
+)
+
+# kbv3_gate_spin_at(word, target, limit_ns): the same, its seq read from the 32-bit word `target`
+# when it starts, so one node of it can head a graph replayed for every call
+# (`Driver.gated_graph`): the call's seq sits in the doorbell's WAKE word while it is armed.
+SPIN_AT_PTX = _kernel(
+    "kbv3_gate_spin_at",
+    ".param .u64 word, .param .u64 target, .param .u64 limit_ns",
+    "    ld.param.u64 %rd1, [word];\n    ld.param.u64 %rd6, [target];\n    ld.param.u64 %rd2, [limit_ns];\n"
+    "    ld.volatile.u32 %r1, [%rd6];\n",
+    "",
+)
 
 # kbv3_gate_echo(go, done, seq, limit_ns): the echo's whole call, the fastest release there is.
-# One thread reads GO as kbv3_gate_spin does and, once it opens, writes DONE = seq itself, behind
-# a system-wide fence: no stream wait, no launch and no stream write sit between GO and DONE, so
-# no call of a solution's can open its window sooner or close it faster. Never opened within
-# limit_ns, it writes nothing (the timer's own bound reports the stuck call).
-ECHO_PTX = b"""
-.version 6.0
-.target sm_70
-.address_size 64
-
-.visible .entry kbv3_gate_echo(.param .u64 go, .param .u64 done, .param .u32 seq, .param .u64 limit_ns)
-{
-    .reg .pred %p<3>;
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<7>;
-
-    ld.param.u64 %rd1, [go];
-    ld.param.u64 %rd2, [done];
-    ld.param.u32 %r1, [seq];
-    ld.param.u64 %rd3, [limit_ns];
-    mov.u64 %rd4, %globaltimer;
-SPIN:
-    ld.volatile.u32 %r2, [%rd1];
-    sub.s32 %r3, %r2, %r1;
-    setp.ge.s32 %p1, %r3, 0;
-    @%p1 bra OPEN;
-    mov.u64 %rd5, %globaltimer;
-    sub.s64 %rd6, %rd5, %rd4;
-    setp.lt.u64 %p2, %rd6, %rd3;
-    @%p2 bra SPIN;
-    ret;
-OPEN:
-    membar.sys;
-    st.volatile.u32 [%rd2], %r1;
-    membar.sys;
-    ret;
-}
-\0"""
+# Once GO opens it writes DONE = seq itself, behind a system-wide fence: no stream wait, no
+# launch and no stream write sit between GO and DONE, so no call of a solution's can open its
+# window sooner or close it faster. Never opened within limit_ns, it writes nothing (the
+# timer's own bound reports the stuck call).
+ECHO_PTX = _kernel(
+    "kbv3_gate_echo",
+    ".param .u64 go, .param .u64 done, .param .u32 seq, .param .u64 limit_ns",
+    "    ld.param.u64 %rd1, [go];\n    ld.param.u64 %rd6, [done];\n    ld.param.u32 %r1, [seq];\n"
+    "    ld.param.u64 %rd2, [limit_ns];\n",
+    "    membar.sys;\n    st.volatile.u32 [%rd6], %r1;\n    membar.sys;\n",
+)

@@ -140,8 +140,8 @@ def test_the_gate_kernels_are_valid_ptx_for_every_gpu_of_the_benchmark(arch, ptx
 def test_the_fused_echo_writes_done_only_after_go_opened_and_behind_a_system_fence():
     body = gate.ECHO_PTX.decode()
     opened = body.index("OPEN:")
-    store = body.index("st.volatile.u32 [%rd2], %r1")  # DONE = seq
-    assert opened < store  # never opened within the limit: the kernel returns without DONE
+    store = body.index("st.volatile.u32 [%rd6], %r1")  # DONE = seq
+    assert body.index("ret;") < opened < store  # never opened within the limit: it returns without DONE
     assert body.index("membar.sys", opened) < store < body.rindex("membar.sys")
     assert body.count("st.") == 1  # DONE is the only word it writes
 
