@@ -51,7 +51,7 @@ CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP = 0x1 | 0x2
 CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
 CU_STREAM_NON_BLOCKING = 0x1
 ECHO_ENV = "KBV3_ECHO"  # "fused" or "graph" overrides `echo_kind`'s choice (the bench compares them)
-GATE_ENV = "KBV3_GATE"  # "spin" or "wait" overrides `gate_kind`'s choice (the bench compares the two)
+GATE_ENV = "KBV3_GATE"  # "spin", "wait" or "node" overrides `gate_kind`'s choice (the bench compares them)
 SPIN_LIMIT_NS = 10 * 10**9  # a spin never rung ends after this; the arm-to-ring of a call is ms
 
 
@@ -232,6 +232,7 @@ class Driver:
         self._check(add_child(ctypes.byref(body), graph, ctypes.byref(spin), 1, vp(child)), "cuGraphAddChildGraphNode")
         instantiate = self._graph_fn("cuGraphInstantiateWithFlags", [node_p, vp, ctypes.c_ulonglong])
         self._check(instantiate(ctypes.byref(exe), graph, 0), "cuGraphInstantiateWithFlags")
+        self._graph_fn("cuGraphDestroy", [vp])(graph)  # the executable keeps what it needs
         return int(exe.value or 0)
 
     def launch_graph(self, stream: Any, executable: int) -> None:

@@ -265,12 +265,17 @@ def test_gated_graph_puts_a_spin_node_ahead_of_the_child_graph_and_instantiates_
         made.append(("launch", exe.value, stream.value))
         return 0
 
+    def destroy(graph):
+        made.append(("destroy", graph.value))
+        return 0
+
     calls = {
         "cuGraphCreate": create,
         "cuGraphAddKernelNode": add_kernel,
         "cuGraphAddChildGraphNode": add_child,
         "cuGraphInstantiateWithFlags": instantiate,
         "cuGraphLaunch": launch,
+        "cuGraphDestroy": destroy,
     }
     driver._graph_fn = lambda name, argtypes: calls[name]
     exe = driver.gated_graph(0xC0FFEE, go=0x7F00_0040, target=0x7F00_0020)
@@ -281,6 +286,7 @@ def test_gated_graph_puts_a_spin_node_ahead_of_the_child_graph_and_instantiates_
         ("kernel", 0x100, 0, 33, [1, 1, 1], [1, 1, 1], [0x7F00_0040, 0x7F00_0020, gate.SPIN_LIMIT_NS]),
         ("child", 0x100, 0x200, 1, 0xC0FFEE),  # behind the spin node, and only it
         ("instantiate", 0x100, 0),
+        ("destroy", 0x100),  # the template graph, once instantiated
         ("launch", 0x400, 0x5000),
     ]
     assert fake.names == [b"kbv3_gate_spin_at"]
