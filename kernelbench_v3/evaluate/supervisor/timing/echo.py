@@ -18,9 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ... import mps
 from ...protocol.channel import ALIGN, Arena
-from ...protocol.gate import gate_kind
 from ..session import Session, SessionLost
 from .errors import TimingUnavailable
 from .memory import TimedMemory
@@ -50,8 +48,10 @@ def start_echo(
     capture_timeout_s: float,
     cuda: bool,
     clock: Callable[[], float] = time.perf_counter,
+    keep_graphs: bool = False,
 ) -> tuple[TimedProcess, Arena]:
-    """The trusted echo, set up, its timed calls prepared (and captured on CUDA); its arena."""
+    """The trusted echo, set up, its timed calls prepared (and captured on CUDA, its graphs kept
+    for a spin node if `keep_graphs`); its arena."""
     folder = work / "echo"
     folder.mkdir(mode=0o700, exist_ok=True)
     (folder / "solution.py").write_text(ECHO_SOURCE, encoding="utf-8")
@@ -61,7 +61,7 @@ def start_echo(
         memory = TimedMemory(echo.view(ALIGN, ECHO_ARENA_BYTES - ALIGN), [], (1,), torch.float32, 1)
         echo.prepare({"arena": [ALIGN, ECHO_ARENA_BYTES - ALIGN]}, memory.layout())
         if cuda:
-            echo.capture(capture_timeout_s, keep_graphs=gate_kind(mps.in_use()) == "node")
+            echo.capture(capture_timeout_s, keep_graphs)
     except (SessionLost, OSError) as exc:
         raise TimingUnavailable(f"the evaluator's echo process could not start: {exc}") from None
     return echo, arena

@@ -101,9 +101,14 @@ def time_solution(
     cuda = ctx.device == "cuda"
     solution = TimedProcess.of(ctx.session, ctx.window_limit_s, cuda, clock)
     memory, region = solution_memory(ctx.device, ctx.template, ctx.expected, solution.view, ctx.cpu_region)
-    echo, echo_arena = start_echo(ctx.start_process, ctx.work, ctx.window_limit_s, ctx.capture_limit_s, cuda, clock)
+    # A spin node heads each graph only if the gate is "node" (for measurement): then the
+    # captures keep their graphs for it.
+    keep = cuda and gate_kind(mps.in_use()) == "node"
+    echo, echo_arena = start_echo(
+        ctx.start_process, ctx.work, ctx.window_limit_s, ctx.capture_limit_s, cuda, clock, keep_graphs=keep
+    )
     try:
-        return _time(solution, echo, memory, region, ctx, seconds, rng, clock)
+        return _time(solution, echo, memory, region, ctx, seconds, rng, clock, keep)
     finally:
         echo.finish()
         echo_arena.close()
@@ -120,6 +125,7 @@ def _time(
     seconds: float,
     rng: random.Random,
     clock: Callable[[], float],
+    keep_graphs: bool = False,
 ) -> TimingOutcome:
     device = "cuda" if memory.region.is_cuda else "cpu"
     outcome = TimingOutcome()
@@ -127,8 +133,7 @@ def _time(
     graphs = False
     shared: list[dict[str, Any]] = []
     if device == "cuda":
-        # A spin node heads each graph only if the gate is "node" (for measurement, `gate_kind`).
-        ready = solution.capture(ctx.capture_limit_s, keep_graphs=gate_kind(mps.in_use()) == "node")
+        ready = solution.capture(ctx.capture_limit_s, keep_graphs)
         graphs, shared = ready.graphs, list(ready.outputs)
         if ready.evidence:
             outcome.observed.append(ready.evidence)
