@@ -29,7 +29,7 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-outside ladder-mps ladder-node evaluator-node gate-modes evaluator-mps cli plain}
+    STEPS=${STEPS:-outside ladder-mps ladder-node evaluator-node gate-modes evaluator-mps cli}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
       [gate-modes]="python3 benchmarks/diagnostics/gate_modes_gpu.py $KB/out/gate_modes.jsonl --calls ${GATE_CALLS:-1000}"
