@@ -56,16 +56,6 @@ def checked_output(out: Any, slot: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _kept_graph() -> Any:
-    """A CUDA graph whose cudaGraph_t outlives its capture (`raw_cuda_graph`), so the gate can
-    put it behind a node of its own (`protocol.gate.Driver.gated_graph`); a plain one on a torch
-    without `keep_graph`."""
-    try:
-        return torch.cuda.CUDAGraph(keep_graph=True)
-    except TypeError:
-        return torch.cuda.CUDAGraph()
-
-
 class TimedCalls:
     """The calls over `sets` (argument lists) with one output slot per set."""
 
@@ -104,10 +94,12 @@ class TimedCalls:
             torch.cuda.synchronize()
             graphs, outputs = [], []
             for s in range(len(self.sets)):
-                graph = _kept_graph() if keep_graphs else torch.cuda.CUDAGraph()
+                # keep_graphs: its cudaGraph_t outlives the capture (`raw_cuda_graph`), for the
+                # gate to put it behind a node of its own (`protocol.gate.Driver.gated_graph`).
+                graph = torch.cuda.CUDAGraph(keep_graph=keep_graphs)
                 with torch.cuda.graph(graph):
                     out = checked_output(self.fn(*self.sets[s]), self.slots[s])
-                if keep_graphs and hasattr(graph, "instantiate"):
+                if keep_graphs:
                     graph.instantiate()  # a kept graph instantiates here, not in its first (timed) replay
                 graphs.append(graph)
                 outputs.append(out)
