@@ -1,5 +1,5 @@
 """Small kernels timed right: the evaluator under MPS (the default) and with --no-mps, against the
-same solutions timed outside it, the null-call ladder, the done-early attacks, the daemon's cost.
+same solutions timed outside it, the null-call ladder, the attacks on the gate, the daemon's cost.
 
 Parts (each appends JSON lines to OUT/small_kernels_gpu.jsonl; a line's `key` is never measured
 twice, so a rerun after a lost machine resumes where the journal ends):
@@ -11,7 +11,7 @@ twice, so a rerun after a lost machine resumes where the journal ends):
   also CUDA events around one call behind a flush (the ladder's truth is this figure).
 - `evaluator`: `evaluate()` of every honest solution RUNS times in this process (its MPS daemon
   started once at the top, as `kbv3` does; `--no-mps` for plain mode), the ladder's rungs, and
-  the done-early attacks.
+  the attacks on the gate (done early, a faster hold, the gate inside the kernel).
 - `cli`: `kbv3 eval --json` as a user runs it (its own daemon), wall time per evaluation with the
   baseline cached; a `kbv3 eval` killed with SIGKILL mid-timing, then the next evaluation; a
   solution that faults (illegal address) and an honest one after it in one `eval-batch`.
@@ -50,7 +50,7 @@ LADDER_PROBLEM = "level1/900_Null_ladder"
 LADDER_TEMPLATE = HONEST / "ladder_spin.py.in"
 LADDER_US = (2, 5, 10, 20, 50, 100, 500)
 GPU_ATTACKS = REPO / "tests" / "solutions" / "gpu"
-DONE_EARLY = (
+GATE_ATTACKS = (
     "gate_done_mid_graph_gemm_half",
     "gate_done_mid_graph_gemm_three_quarters",
     "gate_done_mid_graph_softmax_half",
@@ -331,7 +331,7 @@ def evaluator(
     # cheapest first (no baseline); every rung RUNS times: the echo's level differs by evaluation
     work = [(p, path, label, run, "ladder") for run in range(runs) for p, path, label in ladder]
     if mode == "mps" and attacks:
-        for stem in DONE_EARLY:
+        for stem in GATE_ATTACKS:
             path = GPU_ATTACKS / f"{stem}.py"
             problem = re.search(r"^Problem: (\S+)", path.read_text(), re.M).group(1)
             work.append((problem, path, stem, 0, "attack"))
@@ -529,7 +529,7 @@ def main() -> int:
     parser.add_argument("--no-mps", action="store_true", help="the evaluator part in plain mode")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--only-small", action="store_true", help="only solutions outside under SMALL_US")
-    parser.add_argument("--no-attacks", action="store_true", help="leave out the done-early attacks")
+    parser.add_argument("--no-attacks", action="store_true", help="leave out the attacks on the gate")
     parser.add_argument("--only-ladder", action="store_true", help="the evaluator part: only the ladder")
     parser.add_argument(
         "--gate", choices=("spin", "wait", "node"), help="the gate's kind (KBV3_GATE); else the default"

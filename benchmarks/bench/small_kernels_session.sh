@@ -3,7 +3,7 @@
 # and a lost machine costs only the step in flight (the journal is written after each measurement):
 #
 #   bash benchmarks/bench/small_kernels_session.sh start [RUNS]   # all steps, in order
-#   ATTACKS=0 bash ... start 2                                  # without the done-early attacks
+#   ATTACKS=0 bash ... start 2                                  # without the attacks on the gate
 #   STEPS="outside gate-modes ladder-mps" bash ... start 2      # some steps only, in this order
 #   bash benchmarks/bench/small_kernels_session.sh poll SECONDS   # wait until done or SECONDS pass
 #
