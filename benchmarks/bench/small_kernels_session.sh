@@ -33,7 +33,7 @@ case "${1:-}" in
     STEPS=${STEPS:-outside ladder-mps ladder-node event-gate evaluator-node gate-modes evaluator-mps cli}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
-      [event-gate]="python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500}"
+      [event-gate]="timeout -k 5 200 python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500}"
       [gate-modes]="python3 benchmarks/diagnostics/gate_modes_gpu.py $KB/out/gate_modes.jsonl --calls ${GATE_CALLS:-1000}"
       [evaluator-mps]="$B --parts evaluator $NO_ATTACKS ${EVAL_ARGS:-}"
       [ladder-mps]="$B --parts evaluator --only-ladder"
