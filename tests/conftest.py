@@ -19,6 +19,8 @@ os.environ["TRITON_CACHE_DIR"] = str(_TMP / "triton")
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(_TMP / "inductor")
 os.environ["MPLCONFIGDIR"] = str(_TMP / "matplotlib")
 os.environ["TRITON_INTERPRET"] = "1"
+# No warm zygote server outliving a test (`solution.zygote_server`); its own tests turn it on.
+os.environ["KBV3_ZYGOTE_SERVER"] = "0"
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import pytest  # noqa: E402

@@ -39,7 +39,7 @@ def _launch_zygote(device: str) -> Any:
     from ..evaluate import start_warm_zygote
 
     try:
-        return start_warm_zygote(device)
+        return start_warm_zygote(device, served=True)
     except Exception:  # noqa: BLE001 - the evaluation's own start reports the failure
         return None
 

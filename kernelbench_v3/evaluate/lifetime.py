@@ -1,5 +1,6 @@
 """A process that must not outlive the one that started it: the evaluator's reference-only children
-(`supervisor.reference.child`) and the zygote (`solution.zygote`) both call `die_with_parent` first thing.
+(`supervisor.reference.child`) and the zygote (`solution.zygote`) both call `die_with_parent` first thing;
+a zygote forked by the warm server (`solution.zygote_server`) calls `die_with_process`.
 
 Such a process runs in its own session, so a SIGKILL of its parent (a batch killed midway) would
 otherwise leave it running. On Linux the kernel kills it (PR_SET_PDEATHSIG); everywhere, a watch
@@ -54,3 +55,32 @@ def die_with_parent(parent_pid: int | None, interval_s: float = 0.5) -> None:
     if os.getppid() != parent_pid:  # the parent died before the death signal was armed
         _kill_own_group()
     threading.Thread(target=_watch_parent, args=(parent_pid, interval_s), daemon=True, name="kbv3-parent-watch").start()
+
+
+def _watch_process(pid: int, interval_s: float) -> None:
+    try:
+        fd = os.pidfd_open(pid)  # Linux 5.3+: readable once the process has exited, whoever its parent
+    except (AttributeError, OSError):
+        fd = None
+    if fd is not None:
+        import select
+
+        select.select([fd], [], [])
+        _kill_own_group()
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            _kill_own_group()
+        except PermissionError:  # another user's process by now: the pid was reused
+            _kill_own_group()
+        time.sleep(interval_s)
+
+
+def die_with_process(pid: int, interval_s: float = 0.5) -> None:
+    """`die_with_parent` for a process that is not this one's parent (a zygote forked by the warm
+    server, `solution.zygote_server`, lives for the `kbv3 eval` that asked for it): a watch
+    thread kills this process group once `pid` has exited."""
+    if os.getpgrp() != os.getpid():
+        raise RuntimeError("die_with_process kills its own process group: lead one first (os.setsid)")
+    threading.Thread(target=_watch_process, args=(pid, interval_s), daemon=True, name="kbv3-owner-watch").start()

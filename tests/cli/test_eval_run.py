@@ -31,7 +31,8 @@ def fakes(monkeypatch):
 
     zygote = types.SimpleNamespace(start_s=2.5)
 
-    def launch(device):
+    def launch(device, served=False):
+        assert served, "kbv3 eval asks for its zygote from the warm server (solution.zygote_server)"
         spend(f"launch {device}", 0.01)()
         return zygote
 

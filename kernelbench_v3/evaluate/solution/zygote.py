@@ -205,13 +205,10 @@ def _child(msg: dict[str, Any], fds: list[int]) -> None:
         os._exit(code)
 
 
-def main(ctl_fd: int, device: str) -> None:
-    from ..lifetime import die_with_parent
-
-    die_with_parent(int(os.environ.get("KBV3_PARENT_PID") or 0))
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    started = time.monotonic()
-    import torch  # noqa: F401  (what the forked solution processes inherit, ready)
+def import_warm() -> None:
+    """What every forked solution process inherits, ready: torch, the worker, Triton, and torch's
+    lazy global patches made (`guard.settle_lazy_torch_patches`). Never CUDA."""
+    import torch  # noqa: F401
 
     from . import worker  # noqa: F401
     from .guard import settle_lazy_torch_patches
@@ -222,10 +219,13 @@ def main(ctl_fd: int, device: str) -> None:
     except Exception:
         pass
     settle_lazy_torch_patches()
-    ctl = socket.socket(fileno=ctl_fd)
+
+
+def serve(ctl: socket.socket, ready: dict[str, Any]) -> None:
+    """Say `ready` on `ctl`, then fork solution processes and report on them as the supervisor
+    asks, until it says exit or goes away. Never returns."""
     # CLOCK_MONOTONIC is one clock for every process of the machine: the supervisor subtracts
     # its launch time from `ready_at` to learn what the zygote's start cost (beside its own work).
-    ready = {"kind": "zygote_ready", "pid": os.getpid(), "import_s": time.monotonic() - started}
     ctl.send(json.dumps({**ready, "ready_at": time.monotonic()}).encode())
     while True:
         data, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 4)
@@ -258,7 +258,34 @@ def main(ctl_fd: int, device: str) -> None:
     os._exit(0)
 
 
+def main(ctl_fd: int, device: str) -> None:
+    from ..lifetime import die_with_parent
+
+    die_with_parent(int(os.environ.get("KBV3_PARENT_PID") or 0))
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    started = time.monotonic()
+    import_warm()
+    serve(
+        socket.socket(fileno=ctl_fd),
+        {"kind": "zygote_ready", "pid": os.getpid(), "import_s": time.monotonic() - started},
+    )
+
+
 # --- the supervisor's handle ----------------------------------------------------------------
+
+
+def zygote_env(device: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a zygote for `device` runs in: this process's, `env` over it, the package
+    importable and Triton interpreting on the CPU only."""
+    package_parent = str(Path(__file__).resolve().parents[2])
+    child_env = {
+        **os.environ,
+        **(env or {}),
+        "TRITON_INTERPRET": "1" if device == "cpu" else "0",
+        "PYTHONUNBUFFERED": "1",
+    }
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, child_env.get("PYTHONPATH", "")) if p)
+    return child_env
 
 
 @dataclass
@@ -274,19 +301,10 @@ class Zygote:
         self.device, self.log_path = device, log_path
         self.ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         log = open(log_path, "ab")
-        package_parent = str(Path(__file__).resolve().parents[2])
-        child_env = {
-            **os.environ,
-            **(env or {}),
-            "KBV3_PARENT_PID": str(os.getpid()),
-            "TRITON_INTERPRET": "1" if device == "cpu" else "0",
-            "PYTHONUNBUFFERED": "1",
-        }
-        child_env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, child_env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kernelbench_v3.evaluate.solution.zygote", str(theirs.fileno()), device],
             pass_fds=[theirs.fileno()],
-            env=child_env,
+            env={**zygote_env(device, env), "KBV3_PARENT_PID": str(os.getpid())},
             start_new_session=True,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -296,6 +314,10 @@ class Zygote:
         theirs.close()
         self.launched_at = time.monotonic()
         self.ready: dict[str, Any] | None = None
+
+    def exited(self) -> bool:
+        """Whether the zygote process has ended (one not yet known has not)."""
+        return self.proc is not None and self.proc.poll() is not None
 
     @property
     def start_s(self) -> float | None:

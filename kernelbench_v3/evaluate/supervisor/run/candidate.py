@@ -126,7 +126,7 @@ def run_solution(
         "file_size_bytes": FILE_SIZE_LIMIT,
     }
     links: list[Link] = []
-    pauser = ProcessPause(zygote.proc.pid)  # the solution's side, stopped between timed windows
+    pauser: ProcessPause | None = None  # the solution's side, stopped between timed windows
     if request.device == "cuda" and request.time_solution:
         laps.to("solution_calibrate")
         calibrate_idle("cuda")  # before any solution process exists: what an idle device's flush costs
@@ -134,6 +134,7 @@ def run_solution(
     def open_session(folder: Path, own_arena: Arena | None = None) -> Session:
         used = own_arena or arena
         spawned = zygote.spawn(scratch=folder, arena_fd=used.fd, arena_size=used.size, limits=limits)
+        assert pauser is not None  # made once the zygote is ready
         pauser.add_member(spawned.pid)
         log = folder / LOG_NAME
 
@@ -151,6 +152,7 @@ def run_solution(
     try:
         laps.to("solution_zygote_wait")  # a zygote still importing torch: its start not hidden
         zygote.wait_ready()
+        pauser = ProcessPause(zygote.proc.pid)  # a zygote of the warm server has its pid only now
         laps.to("solution_spawn")  # the fork itself
         session = open_session(scratch)
         run = _Run(session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work, laps)

@@ -13,7 +13,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from ...solution import zygote_server
 from ...solution.zygote import Zygote
+from ...solution.zygote_server import ServedZygote
 
 
 class ZygotePool:
@@ -22,14 +24,16 @@ class ZygotePool:
         self.kept = False  # on for the process's life (keep_zygotes_warm), not until close_warm_zygotes
         self._zygotes: dict[str, Zygote] = {}
 
-    def get(self, device: str) -> Zygote | None:
-        """The live warm zygote for `device` (started now if there is none), or None when off."""
+    def get(self, device: str, served: bool = False) -> Zygote | None:
+        """The live warm zygote for `device` (started now if there is none, by the warm server
+        if `served`), or None when off."""
         if not self.enabled:
             return None
         zygote = self._zygotes.get(device)
-        if zygote is None or zygote.proc.poll() is not None:
+        if zygote is None or zygote.exited():
             log = Path(tempfile.mkstemp(prefix=f"kbv3-zygote-{device}-", suffix=".log")[1])
-            zygote = self._zygotes[device] = Zygote(device, log)
+            make = ServedZygote if served else Zygote
+            zygote = self._zygotes[device] = make(device, log)
         return zygote
 
     def holds(self, zygote: Zygote) -> bool:
@@ -56,12 +60,13 @@ def keep_zygotes_warm() -> None:
     POOL.enabled = POOL.kept = True
 
 
-def start_warm_zygote(device: str) -> Zygote:
+def start_warm_zygote(device: str, served: bool = False) -> Zygote:
     """Start `device`'s warm zygote now rather than in the first evaluation; its torch import
     then runs beside whatever this process does next. The evaluations use it until
-    `close_warm_zygotes` (for the process's life after `keep_zygotes_warm`)."""
+    `close_warm_zygotes` (for the process's life after `keep_zygotes_warm`). `served`: forked by
+    the warm server that outlives this process (`solution.zygote_server`), where it is wanted."""
     POOL.enabled = True
-    zygote = POOL.get(device)
+    zygote = POOL.get(device, served and zygote_server.wanted())
     assert zygote is not None  # the pool is on
     return zygote
 
