@@ -70,9 +70,7 @@ def _watch_process(pid: int, interval_s: float) -> None:
     while True:
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
-            _kill_own_group()
-        except PermissionError:  # another user's process by now: the pid was reused
+        except (ProcessLookupError, PermissionError):  # gone, or its pid now another user's
             _kill_own_group()
         time.sleep(interval_s)
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from ...solution import zygote_server
 from ...solution.zygote import Zygote
-from ...solution.zygote_server import ServedZygote
+from ...solution.zygote_server import ServedZygote, wanted
 
 
 class ZygotePool:
@@ -66,7 +65,7 @@ def start_warm_zygote(device: str, served: bool = False) -> Zygote:
     `close_warm_zygotes` (for the process's life after `keep_zygotes_warm`). `served`: forked by
     the warm server that outlives this process (`solution.zygote_server`), where it is wanted."""
     POOL.enabled = True
-    zygote = POOL.get(device, served and zygote_server.wanted())
+    zygote = POOL.get(device, served and wanted())
     assert zygote is not None  # the pool is on
     return zygote
 
