@@ -7,8 +7,10 @@ writes them).
 Class: T2
 Expect: source_scan
 Without scan: process (the pause finds the helper running after it stopped it: "stopped means stopped")
-Notes: issue 35; eight timers, because a SIGSTOP that finds a timer's SIGCONT pending discards it and
-the timer with it; the helper is killed by the reap
+Notes: issue 35; fifteen timers from 1 ms to 0.8 s, because a SIGSTOP that finds a timer's SIGCONT
+pending discards it and the timer with it (with eight timers of at most 6 ms, CI once saw all of them
+discarded by one stop: the helper stayed stopped and the verdict was `correct`); the helper is killed
+by the reap
 """
 import ctypes
 import os
@@ -53,6 +55,10 @@ def triton_softmax(x, out=None):
 
 
 CLOCK_MONOTONIC, SIGEV_SIGNAL = 1, 0
+# Fast timers continue it within a millisecond; slow ones outlive a stop that finds every fast
+# timer's SIGCONT pending (a helper starved of a CPU for a few milliseconds on a loaded machine
+# has all of them pending), which would discard them all and leave the helper stopped for good.
+PERIODS_NS = tuple(int(ms * 1_000_000) for ms in (1, 1.1, 1.3, 1.7, 2.3, 3.1, 4.3, 5.9, 11, 23, 47, 97, 199, 401, 797))
 
 
 class _SigEvent(ctypes.Structure):
@@ -72,7 +78,7 @@ def _helper() -> None:
     # A handled SIGCONT: one the process ignores (SIG_DFL) parks a timer after its first expiry.
     signal.signal(signal.SIGCONT, lambda *_: None)
     libc = ctypes.CDLL(None, use_errno=True)
-    for period_ns in (1_000_000, 1_100_000, 1_300_000, 1_700_000, 2_300_000, 3_100_000, 4_300_000, 5_900_000):
+    for period_ns in PERIODS_NS:
         event = _SigEvent(None, int(signal.SIGCONT), SIGEV_SIGNAL)
         timer = ctypes.c_void_p()
         libc.timer_create(CLOCK_MONOTONIC, ctypes.byref(event), ctypes.byref(timer))
