@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 from kernelbench_v3 import workers
 from kernelbench_v3.batch import executors
 from kernelbench_v3.serve import slot, worker
@@ -67,6 +69,7 @@ def test_a_local_batch_worker_launches_its_zygote_at_its_start(monkeypatch):
     assert warmed == ["cpu"]  # not with the first item: its torch import runs beside the worker's
 
 
+@pytest.mark.slow
 def test_a_ray_task_keeps_the_zygote_and_reference_warm_for_the_next_task_there(monkeypatch):
     from kernelbench_v3.batch.queue import BatchItem, BatchSettings
 

@@ -95,6 +95,7 @@ def worker(client: Evaluator, name: str) -> dict:
 # ----------------------------------------------------------------------------- queueing
 
 
+@pytest.mark.slow
 def test_two_concurrent_clients_both_get_records_in_order(where):
     with running(where):
         first, second = Evaluator(where, timeout_s=30), Evaluator(where, timeout_s=30)
@@ -111,6 +112,7 @@ def test_two_concurrent_clients_both_get_records_in_order(where):
     assert rb.record.warnings[2] == "source=" + repr("print('x')\n")  # text travels as text
 
 
+@pytest.mark.slow
 def test_requests_queue_per_gpu_named_or_least_loaded(where):
     # A "cuda" service with a stand-in worker: two queues, no GPU needed.
     with running(where, device="cuda", gpus=[0, 1]):
@@ -325,6 +327,7 @@ def test_a_signal_stops_the_service_cleanly(where, sig):
             proc.wait()
 
 
+@pytest.mark.slow
 def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, monkeypatch, caplog):
     import logging
 
@@ -350,6 +353,7 @@ def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, mon
     assert any(n == "kernelbench_v3.serve.server" and m.startswith("listening on") for n, _, m in said)
 
 
+@pytest.mark.slow
 def test_a_request_whose_client_left_is_dropped_from_the_queue(where):
     with running(where):
         client = Evaluator(where, timeout_s=30)

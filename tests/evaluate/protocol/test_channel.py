@@ -26,7 +26,7 @@ from kernelbench_v3.evaluate.protocol.channel import (
     ProtocolError,
     TensorRef,
 )
-from kernelbench_v3.evaluate.supervisor.session import Session, SessionLost
+from kernelbench_v3.evaluate.supervisor.session import Session, SessionLost, conversation
 
 
 def _pair():
@@ -283,7 +283,8 @@ def test_a_silent_solution_process_times_out_on_the_supervisors_clock():
     arena.close()
 
 
-def test_a_watch_ends_a_wait_early():
+def test_a_watch_ends_a_wait_early(monkeypatch):
+    monkeypatch.setattr(conversation, "WATCH_INTERVAL_S", 0.05)  # how often the watch is asked
     arena = Arena.create(4096)
     link, _other = _pair()
     session = Session(link, arena, 0, 1024, 1024, watch=lambda: "wrote more than 32 MiB to stdout/stderr")

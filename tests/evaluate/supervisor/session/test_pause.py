@@ -281,6 +281,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_a_process_born_while_a_member_ran_alone_ends_the_session():
     proc = subprocess.Popen([sys.executable, "-c", BREEDER], start_new_session=True, stdin=subprocess.DEVNULL)
     try:
