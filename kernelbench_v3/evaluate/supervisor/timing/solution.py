@@ -107,10 +107,17 @@ def time_solution(
     echo, echo_arena = start_echo(
         ctx.start_process, ctx.work, ctx.window_limit_s, ctx.capture_limit_s, cuda, clock, keep_graphs=keep
     )
+    interrupted = False
     try:
         return _time(solution, echo, memory, region, ctx, seconds, rng, clock, keep)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
-        echo.finish()
+        # After Ctrl-C the echo may be mid-call, waiting for a GO that never comes: asking it to
+        # finish would wait FINISH_LIMIT_S for nothing. The zygote's reap kills it either way.
+        if not interrupted:
+            echo.finish()
         echo_arena.close()
         if cuda:
             cuda_ipc.close_exported()

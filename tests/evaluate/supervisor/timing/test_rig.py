@@ -107,3 +107,40 @@ def test_the_reference_is_timed_on_the_same_rig_and_reports_the_baseline_form():
     assert plan.min_calls <= timed["calls"]["calls"] <= plan.max_calls
     # One call to learn the output's shape, the warm calls, then every scored call.
     assert next(seen) == 1 + WARM_CALLS + timed["calls"]["calls"]
+
+
+def test_ctrl_c_while_timing_does_not_wait_for_the_echo_to_finish(monkeypatch):
+    # Interrupted mid-window, the echo may be waiting for a GO that never comes: a polite
+    # Finish would wait FINISH_LIMIT_S (10 s) before `kbv3 eval` could say "interrupted".
+    from kernelbench_v3.evaluate.supervisor.timing import solution as timing_solution
+
+    finished, closed = [], []
+    echo = types.SimpleNamespace(finish=lambda: finished.append(True))
+    arena = types.SimpleNamespace(close=lambda: closed.append(True))
+    monkeypatch.setattr(timing_solution.TimedProcess, "of", staticmethod(lambda *a, **k: types.SimpleNamespace(view=None)))
+    monkeypatch.setattr(timing_solution, "solution_memory", lambda *a: (None, {}))
+    monkeypatch.setattr(timing_solution, "start_echo", lambda *a, **k: (echo, arena))
+    ctx = types.SimpleNamespace(session=None, device="cpu", template=[], expected=None, cpu_region=(0, 0))
+    ctx.start_process, ctx.work, ctx.window_limit_s, ctx.capture_limit_s = None, None, 1.0, 1.0
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(timing_solution, "_time", interrupted)
+    try:
+        timing_solution.time_solution(ctx, 1.0, random.Random(0))
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the interrupt was swallowed")
+    assert (finished, closed) == ([], [True])
+
+    def lost(*args):
+        raise RuntimeError("a lost session")
+
+    monkeypatch.setattr(timing_solution, "_time", lost)
+    try:
+        timing_solution.time_solution(ctx, 1.0, random.Random(0))
+    except RuntimeError:
+        pass
+    assert finished == [True]  # otherwise the echo is let go politely, as before
