@@ -129,7 +129,7 @@ def test_a_cli_verbs_zygote_leaves_the_pool_as_it_found_it(monkeypatch):
 
     pool = zygote_pool.ZygotePool()
     monkeypatch.setattr(zygote_pool, "POOL", pool)
-    monkeypatch.setattr(pool, "get", lambda device, served=False: f"zygote for {device}")
+    monkeypatch.setattr(pool, "get", lambda device, served=False, server_module=None: f"zygote for {device}")
     assert zygote_pool.start_warm_zygote("cpu") == "zygote for cpu" and pool.enabled
     zygote_pool.close_warm_zygotes()
     assert not pool.enabled  # `kbv3 eval` run in-process: the caller's evaluations start their own again

@@ -37,9 +37,10 @@ def _launch_zygote(device: str) -> Any:
     """The warm zygote for `device`, launched now; None when it cannot be (the evaluation then
     starts its own and its record says what went wrong)."""
     from ..evaluate import start_warm_zygote
+    from .served import SERVER_MODULE
 
-    try:
-        return start_warm_zygote(device, served=True)
+    try:  # a server launched now serves later `kbv3 eval` runs whole (`served`)
+        return start_warm_zygote(device, served=True, server_module=SERVER_MODULE)
     except Exception:  # noqa: BLE001 - the evaluation's own start reports the failure
         return None
 

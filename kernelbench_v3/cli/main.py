@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from ..evaluate import Wall, mps_starting, mps_wanted, process_started
-from . import agent_verbs, eval_verbs, generate_verbs, problem_verbs, runs_verbs, serve_verbs
+from . import agent_verbs, eval_verbs, generate_verbs, problem_verbs, runs_verbs, serve_verbs, served
 from .args import CliError, KbParser, ignore_further_interrupts
 
 # What `kbv3` exits with (README "Exit codes").
@@ -75,11 +75,12 @@ def _quiet_stdout() -> None:
         pass
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, wall: Wall | None = None) -> int:
     """Run one verb; a user's mistake gives one line on stderr and an exit code (EXIT_CODES)."""
     # Every second of the process in a named step (`Record.wall_phase_s`): from its start when
-    # this is the program (argv None), from now when a caller (a test) runs a verb in-process.
-    wall = Wall(started=process_started() if argv is None else None)
+    # this is the program (argv None), from now when a caller (a test) runs a verb in-process,
+    # from the client's start when the warm server runs it (`served`, which passes its `wall`).
+    wall = wall or Wall(started=process_started() if argv is None else None)
     wall.to("cli_args")
     args = build_parser().parse_args(argv)
     args.wall = wall
@@ -149,7 +150,12 @@ def leave_now(code: int) -> None:
 
 
 def entry() -> None:
-    """The `kbv3` program: `main`, then exit with its code (`leave_now` after an interrupt)."""
+    """The `kbv3` program: `main`, then exit with its code (`leave_now` after an interrupt).
+    A `kbv3 eval` is handed to the warm server where one answers (`served`)."""
+    if served.wanted(sys.argv[1:]):
+        code = served.run_served(sys.argv[1:], process_started())
+        if code is not None:
+            leave_now(code)
     code = main()
     if code == 130:
         leave_now(130)

@@ -22,7 +22,9 @@ workers and the agent import only `kernelbench_v3.evaluate` (tests/test_imports.
 it). Beside `evaluate` it offers what they need, each named for its use: the record's display
 (`describe_record`, `speedup_text`), the machine's name (`device_name`), filling the baseline
 cache (`fill_baselines`), a long-lived worker's warm state (`keep_zygotes_warm`,
-`start_warm_zygote`, `close_warm_zygotes`, `keep_references_warm`), a process's whole wall clock
+`start_warm_zygote`, `close_warm_zygotes`, `keep_references_warm`), the warm server that runs
+whole `kbv3 eval` runs (`warm_server_enabled`, `warm_server_connect`, `warm_server_main`,
+`die_with_process`: `cli.served`), a process's whole wall clock
 (`Wall`, `process_started`: `Record.wall_phase_s`) and the supervisor's import (`load_supervisor`), the MPS daemon (`mps_wanted`, `mps_daemon`, `mps_starting`,
 `cuda_context_lost`), the rules a prompt states (`V3_TOLERANCE`, `PRECISION_MARGIN`,
 `MAIN_WORK_SHARE`) and the frames the local service reuses (`Link`, `Deadline`, `PeerGone`,
@@ -81,7 +83,15 @@ __all__ = [
     "process_started",
     "speedup_text",
     "start_warm_zygote",
+    "die_with_process",
+    "warm_server_connect",
+    "warm_server_enabled",
+    "warm_server_main",
 ]
+
+
+# The warm server's public names and what they are in `solution.zygote_server`.
+_WARM_SERVER = {"warm_server_enabled": "enabled", "warm_server_connect": "connect", "warm_server_main": "server_main"}
 
 
 def __getattr__(name: str) -> Any:
@@ -94,6 +104,14 @@ def __getattr__(name: str) -> Any:
         from .supervisor import reference
 
         return getattr(reference, name)
+    if name in _WARM_SERVER:
+        from .solution import zygote_server
+
+        return getattr(zygote_server, _WARM_SERVER[name])
+    if name == "die_with_process":
+        from .lifetime import die_with_process
+
+        return die_with_process
     if name in ("keep_zygotes_warm", "start_warm_zygote", "close_warm_zygotes"):
         from .supervisor import run
 

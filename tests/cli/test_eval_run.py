@@ -31,8 +31,9 @@ def fakes(monkeypatch):
 
     zygote = types.SimpleNamespace(start_s=2.5)
 
-    def launch(device, served=False):
+    def launch(device, served=False, server_module=None):
         assert served, "kbv3 eval asks for its zygote from the warm server (solution.zygote_server)"
+        assert server_module == "kernelbench_v3.cli.warm_server", "a server it launches serves whole evaluations too"
         spend(f"launch {device}", 0.01)()
         return zygote
 

@@ -35,8 +35,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .zygote import PR_SET_CHILD_SUBREAPER, SECRET_WORDS, SPAWN_ENV, Zygote, _prctl, import_warm, serve, zygote_env
 
@@ -45,6 +46,8 @@ IDLE_ENV = "KBV3_ZYGOTE_IDLE_S"
 IDLE_S = 600.0
 READY_WAIT_S = 300.0  # a server launched now: its import of torch, on a slow disk
 REQUEST_WAIT_S = 10.0
+MAX_FDS = 3  # a request may send the caller's stdin, stdout and stderr
+SERVER_MODULE = "kernelbench_v3.evaluate.solution.zygote_server"  # the server's program (`python -m`); `cli.served` adds `kbv3 eval` to it
 _READ_AT_IMPORT = ("PYTHON", "TORCH", "PYTORCH", "TRITON", "CUDA", "NVIDIA", "LD_", "KBV3_", "OMP_", "MKL_")
 _PACKAGE = Path(__file__).resolve().parents[2]  # the folder holding kernelbench_v3
 
@@ -54,7 +57,7 @@ def wanted() -> bool:
     network namespace of their own (else one could reach the server's abstract socket)."""
     if not sys.platform.startswith("linux"):
         return False
-    if os.environ.get(SERVER_ENV, "").strip().lower() in ("0", "false", "no", "off"):
+    if not enabled():
         return False
     from . import sandbox
 
@@ -76,12 +79,31 @@ def fingerprint(device: str, env: dict[str, str]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
+def enabled() -> bool:
+    """Whether the environment leaves the warm server on (`KBV3_ZYGOTE_SERVER`)."""
+    return os.environ.get(SERVER_ENV, "").strip().lower() not in ("0", "false", "no", "off")
+
+
+def connect(device: str) -> socket.socket | None:
+    """A connection to this user's warm server for `device` and this process's environment, or
+    None where none listens (or the name is held by another user's process)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.connect(address(device, zygote_env(device)))
+        if peer_credentials(sock)[1] == os.getuid():
+            return sock
+    except OSError:
+        pass
+    sock.close()
+    return None
+
+
 def address(device: str, env: dict[str, str]) -> str:
     """The server's abstract socket name for this user, device and environment."""
     return f"\0kbv3-zygote-{os.getuid()}-{device}-{fingerprint(device, env)}"
 
 
-def _peer(sock: socket.socket) -> tuple[int, int]:
+def peer_credentials(sock: socket.socket) -> tuple[int, int]:
     """(pid, uid) of the process at the other end of a Unix socket."""
     pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
     return pid, uid
@@ -90,8 +112,10 @@ def _peer(sock: socket.socket) -> tuple[int, int]:
 # --- the server process ---------------------------------------------------------------------
 
 
-def _become_zygote(conn: socket.socket, request: dict[str, Any], import_s: float) -> None:
+def _become_zygote(conn: socket.socket, request: dict[str, Any], fds: list[int], import_s: float) -> NoReturn:
     """In the forked child: the caller's zygote from here on. Never returns."""
+    for fd in fds:  # a zygote request sends none
+        os.close(fd)
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its solution processes are waited for
         os.setsid()
@@ -110,23 +134,36 @@ def _become_zygote(conn: socket.socket, request: dict[str, Any], import_s: float
         os._exit(3)
 
 
-def _read_request(conn: socket.socket) -> dict[str, Any]:
-    """The caller's request, from a process of this user whose pid it names (else ValueError)."""
-    pid, uid = _peer(conn)
+def _read_request(conn: socket.socket, kinds: Iterable[str]) -> tuple[dict[str, Any], list[int]]:
+    """The caller's request and the file descriptors sent with it, from a process of this user
+    whose pid it names (else ValueError)."""
+    pid, uid = peer_credentials(conn)
     if uid != os.getuid():
         raise ValueError(f"a process of uid {uid} asked")
     conn.settimeout(REQUEST_WAIT_S)
-    request = json.loads(conn.recv(1 << 20))
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, MAX_FDS)
     conn.settimeout(None)
-    if request.get("kind") != "zygote" or int(request.get("pid", -1)) != pid:
-        raise ValueError("not a zygote request from the process that sent it")
-    if not isinstance(request.get("env"), dict) or not isinstance(request.get("cwd"), str):
-        raise ValueError("a request without its env and cwd")
-    return request
+    try:
+        request = json.loads(data)
+        if request.get("kind") not in kinds or int(request.get("pid", -1)) != pid:
+            raise ValueError(f"not a request this server serves ({', '.join(kinds)}) from the process that sent it")
+        if not isinstance(request.get("env"), dict) or not isinstance(request.get("cwd"), str):
+            raise ValueError("a request without its env and cwd")
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return request, fds
 
 
-def server_main(name: str, idle_s: float) -> None:
-    """Import once, then fork a zygote per caller until `idle_s` pass without one."""
+# What a served request becomes, in the server's forked child: (conn, request, fds, import_s).
+Handler = Callable[[socket.socket, dict[str, Any], list[int], float], NoReturn]
+
+
+def server_main(name: str, idle_s: float, handlers: Mapping[str, Handler] | None = None) -> None:
+    """Import once, then fork a child per caller until `idle_s` pass without one: a zygote
+    (`kind` "zygote"), or what another of `handlers` makes of its request."""
+    kinds = {"zygote": _become_zygote, **(handlers or {})}
     started = time.monotonic()
     import_warm()
     import_s = time.monotonic() - started
@@ -144,15 +181,17 @@ def server_main(name: str, idle_s: float) -> None:
         except TimeoutError:
             break
         try:
-            request = _read_request(conn)
+            request, fds = _read_request(conn, kinds)
         except (ValueError, OSError, KeyError, TypeError) as exc:
             print(f"kbv3 zygote server: refused a caller: {exc}", flush=True)
             conn.close()
             continue
         if os.fork() == 0:
             listener.close()
-            _become_zygote(conn, request, import_s)
+            kinds[request["kind"]](conn, request, fds, import_s)
         conn.close()
+        for fd in fds:
+            os.close(fd)
     os._exit(0)
 
 
@@ -186,7 +225,9 @@ class ServedZygote(Zygote):
     """A zygote handle whose zygote the warm server forks (launching the server if none is
     listening). Where the server cannot be reached it starts a zygote of its own, as `Zygote`."""
 
-    def __init__(self, device: str, log_path: Path, env: dict[str, str] | None = None):
+    def __init__(
+        self, device: str, log_path: Path, env: dict[str, str] | None = None, server_module: str = SERVER_MODULE
+    ):
         self.device, self.log_path, self.served = device, log_path, True
         self._env = zygote_env(device, env)
         self._address = address(device, self._env)
@@ -197,7 +238,7 @@ class ServedZygote(Zygote):
         self._launched: subprocess.Popen | None = None
         self.ctl = self._connect()
         if self.ctl is None:  # none yet: its import runs beside the caller's start from now
-            self._launched = _launch(self._address, device, self._env)
+            self._launched = _launch(self._address, device, self._env, server_module)
 
     def _connect(self) -> socket.socket | None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -206,7 +247,7 @@ class ServedZygote(Zygote):
         except (ConnectionRefusedError, FileNotFoundError):
             sock.close()
             return None
-        pid, uid = _peer(sock)
+        pid, uid = peer_credentials(sock)
         if uid != os.getuid():  # cannot happen by the name's uid unless another user squats it
             sock.close()
             raise PermissionError(f"the warm zygote server's name is held by uid {uid}")
@@ -218,12 +259,13 @@ class ServedZygote(Zygote):
             return super().wait_ready(timeout_s)
         deadline = time.monotonic() + timeout_s
         while self.ctl is None:
-            if self._launched is not None and self._launched.poll() not in (None, 0):
-                return self._own_zygote(timeout_s)  # the server failed to start: its log says why
+            exited = self._launched is not None and self._launched.poll() is not None
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the warm zygote server did not listen within {timeout_s:.0f} s")
             time.sleep(0.02)
             self.ctl = self._connect()
+            if self.ctl is None and exited:  # it failed (its log says why), or lost the name to one now gone
+                return self._own_zygote(timeout_s)
         try:
             request = {"kind": "zygote", "pid": os.getpid(), "env": self._env, "cwd": os.getcwd()}
             self.ctl.send(json.dumps(request).encode())
@@ -246,14 +288,15 @@ class ServedZygote(Zygote):
             self.ctl.close()
 
 
-def _launch(name: str, device: str, env: dict[str, str]) -> subprocess.Popen:
-    """Start a server detached from this process (its own session, no parent-death signal)."""
+def _launch(name: str, device: str, env: dict[str, str], server_module: str) -> subprocess.Popen:
+    """Start a server (`python -m server_module NAME IDLE_S`) detached from this process (its own
+    session, no parent-death signal)."""
     server_env = {k: v for k, v in env.items() if not any(w in k.upper() for w in SECRET_WORDS)}
     idle_s = os.environ.get(IDLE_ENV, str(IDLE_S))
     log = Path(tempfile.gettempdir()) / f"kbv3-zygote-server-{os.getuid()}-{device}.log"
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "kernelbench_v3.evaluate.solution.zygote_server", name.lstrip("\0"), idle_s],
+            [sys.executable, "-m", server_module, name.lstrip("\0"), idle_s],
             env=server_env,
             cwd=str(_PACKAGE),  # sys.path[0]: the package's folder, never the first caller's
             start_new_session=True,

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from ...solution.zygote import Zygote
-from ...solution.zygote_server import ServedZygote, wanted
+from ...solution.zygote_server import SERVER_MODULE, ServedZygote, wanted
 
 
 class ZygotePool:
@@ -23,16 +23,19 @@ class ZygotePool:
         self.kept = False  # on for the process's life (keep_zygotes_warm), not until close_warm_zygotes
         self._zygotes: dict[str, Zygote] = {}
 
-    def get(self, device: str, served: bool = False) -> Zygote | None:
+    def get(self, device: str, served: bool = False, server_module: str = SERVER_MODULE) -> Zygote | None:
         """The live warm zygote for `device` (started now if there is none, by the warm server
-        if `served`), or None when off."""
+        if `served`: the program `server_module`, launched if none listens), or None when off."""
         if not self.enabled:
             return None
         zygote = self._zygotes.get(device)
         if zygote is None or zygote.exited():
             log = Path(tempfile.mkstemp(prefix=f"kbv3-zygote-{device}-", suffix=".log")[1])
-            make = ServedZygote if served else Zygote
-            zygote = self._zygotes[device] = make(device, log)
+            if served:
+                zygote = ServedZygote(device, log, server_module=server_module)
+            else:
+                zygote = Zygote(device, log)
+            self._zygotes[device] = zygote
         return zygote
 
     def holds(self, zygote: Zygote) -> bool:
@@ -59,13 +62,14 @@ def keep_zygotes_warm() -> None:
     POOL.enabled = POOL.kept = True
 
 
-def start_warm_zygote(device: str, served: bool = False) -> Zygote:
+def start_warm_zygote(device: str, served: bool = False, server_module: str = SERVER_MODULE) -> Zygote:
     """Start `device`'s warm zygote now rather than in the first evaluation; its torch import
     then runs beside whatever this process does next. The evaluations use it until
     `close_warm_zygotes` (for the process's life after `keep_zygotes_warm`). `served`: forked by
-    the warm server that outlives this process (`solution.zygote_server`), where it is wanted."""
+    the warm server that outlives this process (`solution.zygote_server`; launched, if none
+    listens, as the program `server_module`), where it is wanted."""
     POOL.enabled = True
-    zygote = POOL.get(device, served and wanted())
+    zygote = POOL.get(device, served and wanted(), server_module)
     assert zygote is not None  # the pool is on
     return zygote
 

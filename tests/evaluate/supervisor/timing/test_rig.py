@@ -117,7 +117,9 @@ def test_ctrl_c_while_timing_does_not_wait_for_the_echo_to_finish(monkeypatch):
     finished, closed = [], []
     echo = types.SimpleNamespace(finish=lambda: finished.append(True))
     arena = types.SimpleNamespace(close=lambda: closed.append(True))
-    monkeypatch.setattr(timing_solution.TimedProcess, "of", staticmethod(lambda *a, **k: types.SimpleNamespace(view=None)))
+    monkeypatch.setattr(
+        timing_solution.TimedProcess, "of", staticmethod(lambda *a, **k: types.SimpleNamespace(view=None))
+    )
     monkeypatch.setattr(timing_solution, "solution_memory", lambda *a: (None, {}))
     monkeypatch.setattr(timing_solution, "start_echo", lambda *a, **k: (echo, arena))
     ctx = types.SimpleNamespace(session=None, device="cpu", template=[], expected=None, cpu_region=(0, 0))
