@@ -39,7 +39,7 @@ import mmap
 import os
 from typing import Any
 
-from .gate_kernels import ECHO_PTX, SPIN_AT_PTX, SPIN_PTX
+from .gate_kernels import DONE_NOW_PTX, ECHO_PTX, SPIN_AT_PTX, SPIN_PTX
 
 GATE_TARGET_OFFSET = 32  # the doorbell's WAKE word (`protocol.doorbell`), its low 32 bits: the armed call's seq
 GATE_DONE_OFFSET = 48  # bytes into the doorbell block: a cache line apart from GO
@@ -51,20 +51,22 @@ CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP = 0x1 | 0x2
 CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
 CU_STREAM_NON_BLOCKING = 0x1
 ECHO_ENV = "KBV3_ECHO"  # "fused" or "graph" overrides `echo_kind`'s choice (the bench compares them)
-GATE_ENV = "KBV3_GATE"  # "spin", "wait" or "node" overrides `gate_kind`'s choice (the bench compares them)
+GATE_ENV = "KBV3_GATE"  # "spin", "wait", "node" or "hold" overrides `gate_kind`'s choice (the bench compares them)
 SPIN_LIMIT_NS = 10 * 10**9  # a spin never rung ends after this; the arm-to-ring of a call is ms
 
 
 def gate_kind(under_mps: bool) -> str:
-    """How gated calls hold at GO: "spin" under MPS, unless KBV3_GATE names "wait" or "node"
-    (the spin as the first node of the call's own graph, for measurement); without MPS always
-    "wait" (a spinning client would starve the timer's flush)."""
+    """How gated calls hold at GO: "spin" under MPS, unless KBV3_GATE names "wait", "node" (the
+    spin as the first node of the call's own graph) or "hold" (the occupancy gate,
+    `protocol.hold`: the timer owns every SM until GO, and nothing of the caller's holds the
+    call); without MPS always "wait" (a spinning client would starve the timer's flush, and
+    time-sliced contexts share no SMs to hold)."""
     choice = os.environ.get(GATE_ENV, "").strip().lower()
-    if choice not in ("", "spin", "wait", "node"):
-        raise ValueError(f"{GATE_ENV}={choice!r}: expected 'spin', 'wait' or 'node'")
+    if choice not in ("", "spin", "wait", "node", "hold"):
+        raise ValueError(f"{GATE_ENV}={choice!r}: expected 'spin', 'wait', 'node' or 'hold'")
     if not under_mps:
         return "wait"
-    return choice if choice in ("wait", "node") else "spin"
+    return choice if choice in ("wait", "node", "hold") else "spin"
 
 
 def echo_kind(under_mps: bool) -> str:
@@ -75,6 +77,8 @@ def echo_kind(under_mps: bool) -> str:
     choice = os.environ.get(ECHO_ENV, "").strip().lower()
     if choice not in ("", "fused", "graph"):
         raise ValueError(f"{ECHO_ENV}={choice!r}: expected 'fused' or 'graph'")
+    if under_mps and gate_kind(under_mps) == "hold":
+        return "held"  # the occupancy gate's echo: DONE written the moment HOLD lets it run
     return "fused" if under_mps and choice != "graph" else "graph"
 
 
@@ -205,6 +209,11 @@ class Driver:
         args = (ctypes.c_uint64(go), ctypes.c_uint64(done), ctypes.c_uint32(value), ctypes.c_uint64(limit_ns))
         self._launch_one_thread(function, stream, *args)
 
+    def done_now(self, stream: Any, done: int, value: int) -> None:
+        """Enqueue `kbv3_done_now` on `stream`: DONE = value the moment it runs (`DONE_NOW_PTX`)."""
+        function = self._kernel(DONE_NOW_PTX, b"kbv3_done_now")
+        self._launch_one_thread(function, stream, ctypes.c_uint64(done), ctypes.c_uint32(value))
+
     def _graph_fn(self, name: str, argtypes: list[Any]) -> Any:
         if name not in self._graph_calls:
             f = self._fn(name)
@@ -280,14 +289,16 @@ class GateWords:
         self.go_device, self.done_device = base + GATE_GO_OFFSET, base + GATE_DONE_OFFSET
         self.target_device = base + GATE_TARGET_OFFSET
 
-    def enqueue(self, driver: Driver, stream: Any, seq: int, work: Any, spin: bool = False) -> None:
-        """On `stream`: hold until GO >= seq (a spin kernel if `spin`, else the stream's wait),
-        `work()` (which enqueues on the current stream), then DONE = seq. Nothing here waits for
-        the device."""
+    def enqueue(self, driver: Driver, stream: Any, seq: int, work: Any, spin: bool = False, held: bool = False) -> None:
+        """On `stream`: hold until GO >= seq (a spin kernel if `spin`, else the stream's wait;
+        nothing if `held`: the timer's HOLD holds every SM, `protocol.hold`), `work()` (which
+        enqueues on the current stream), then DONE = seq. Nothing here waits for the device."""
         import torch
 
         with torch.cuda.stream(stream):
-            if spin:
+            if held:
+                pass
+            elif spin:
                 driver.spin_geq(stream, self.go_device, seq)
             else:
                 driver.wait_geq(stream, self.go_device, seq)
@@ -300,9 +311,13 @@ class GateWords:
         driver.launch_graph(stream, executable)
         driver.write(stream, self.done_device, seq)
 
-    def enqueue_echo(self, driver: Driver, stream: Any, seq: int) -> None:
-        """On `stream`: the fused echo call (`ECHO_PTX`), GO >= seq to DONE = seq in one kernel."""
-        driver.echo_call(stream, self.go_device, self.done_device, seq)
+    def enqueue_echo(self, driver: Driver, stream: Any, seq: int, held: bool = False) -> None:
+        """On `stream`: the fused echo call (`ECHO_PTX`), GO >= seq to DONE = seq in one kernel;
+        if `held`, the held echo (`DONE_NOW_PTX`), DONE = seq once HOLD lets it run."""
+        if held:
+            driver.done_now(stream, self.done_device, seq)
+        else:
+            driver.echo_call(stream, self.go_device, self.done_device, seq)
 
 
 def private_block() -> tuple[mmap.mmap, memoryview, int]:

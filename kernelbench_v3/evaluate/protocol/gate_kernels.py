@@ -1,6 +1,7 @@
 """The gate's device code, as PTX the driver loads into a context (`gate.Driver`): the spin
-that holds a call at GO, the same with its seq read from memory (a graph's first node), and the
-fused echo that reads GO and writes DONE in one kernel. Each is one thread, and each stops
+that holds a call at GO, the same with its seq read from memory (a graph's first node), the
+fused echo that reads GO and writes DONE in one kernel, and the held echo (`DONE_NOW_PTX`), which
+writes DONE the moment it runs (the occupancy gate's echo, `protocol.hold`). Each is one thread, and each stops
 spinning after `limit_ns` of %globaltimer, so a gate never rung cannot hold the GPU.
 
 All three share one hold (`_HOLD`): read the 32-bit word GO (%rd1) until (int)(GO - seq) >= 0,
@@ -72,3 +73,23 @@ ECHO_PTX = _kernel(
     "    ld.param.u64 %rd2, [limit_ns];\n",
     "    membar.sys;\n    st.volatile.u32 [%rd6], %r1;\n    membar.sys;\n",
 )
+
+# kbv3_done_now(done, seq): DONE = seq behind a system fence, the moment the kernel runs. The
+# echo's call under the occupancy gate (`protocol.hold`): queued behind HOLD like any call, it
+# starts when HOLD lets go, and no close of a call is faster than its first instruction.
+DONE_NOW_PTX = b""".version 6.0
+.target sm_70
+.address_size 64
+
+.visible .entry kbv3_done_now(.param .u64 done, .param .u32 seq)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<2>;
+
+    ld.param.u64 %rd1, [done];
+    ld.param.u32 %r1, [seq];
+    st.volatile.u32 [%rd1], %r1;
+    membar.sys;
+    ret;
+}
+\0"""

@@ -204,14 +204,17 @@ class Worker:
         if `msg["spin"]`) -> the set's graph -> write(DONE = seq) on one stream and says ARMED; the GPU runs the call when the
         supervisor opens the gate, and this process is stopped meanwhile. The echo asked for
         `msg["fused_echo"]` arms the fused echo kernel alone (GO read, DONE written, no graph);
-        with `msg["spin_node"]` the spin is the first node of a graph around the set's graph. Rung: arming says
-        ARMED, then the call runs on the host's GO, is synchronised and answers DONE."""
+        with `msg["spin_node"]` the spin is the first node of a graph around the set's graph; with
+        `msg["held"]` nothing holds the call here (the timer's HOLD owns every SM until GO,
+        `protocol.hold`), and the echo's call is the held echo (DONE the moment it runs). Rung:
+        arming says ARMED, then the call runs on the host's GO, is synchronised and answers DONE."""
         assert self.calls is not None and self.bell is not None, "prepare_timing comes first"
         bell, calls, cuda = self.bell, self.calls, self.device == "cuda"
         gated = bool(msg.get("gated")) and cuda and bool(calls.graphs)
         spin_gate = gated and bool(msg.get("spin"))
         fused_echo = gated and bool(msg.get("fused_echo"))
         spin_node = gated and bool(msg.get("spin_node"))
+        held = gated and bool(msg.get("held"))
         if gated:
             self._open_gate()
         observe = not gated and (bool(msg.get("evidence")) or not calls.graphs)  # eager calls: observed
@@ -226,11 +229,11 @@ class Worker:
                 if not 0 <= s < len(calls.sets):
                     raise SolutionFailed("timing", f"the supervisor named input set {s}")  # never: trusted
                 if fused_echo:
-                    self.gate.enqueue_echo(self.driver, self.stream, seq)
+                    self.gate.enqueue_echo(self.driver, self.stream, seq, held=held)
                 elif spin_node:
                     self.gate.enqueue_gated_graph(self.driver, self.stream, seq, self._gated_graph(s))
                 elif gated:
-                    self.gate.enqueue(self.driver, self.stream, seq, calls.graphs[s].replay, spin=spin_gate)
+                    self.gate.enqueue(self.driver, self.stream, seq, calls.graphs[s].replay, spin=spin_gate, held=held)
                 if gated:
                     bell.write(ARMED, seq)
                     seq += 1

@@ -73,6 +73,14 @@ class DeviceWork:
         self.echo_kernel_s, self.echo_call_s = self._time_echo()
         self.idle_flush_s = _IDLE_FLUSH_S.get(torch.cuda.current_device(), 0.0)
 
+    def flush_ranges(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """((address, bytes) read, (address, bytes) written) by a flush: the occupancy gate's
+        HOLD does the same flush with its own threads (`held`)."""
+        return (
+            (self._flush.data_ptr(), self._flush.numel() * 4),
+            (self._dirty.data_ptr(), self._dirty.numel() * 4),
+        )
+
     def flush(self) -> None:
         """Clear the L2 by reading a buffer twice its size, then leave one call's output worth
         of dirty lines in it (queued, not waited for)."""

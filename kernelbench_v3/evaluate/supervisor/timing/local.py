@@ -11,7 +11,8 @@ that hides its host work (`EventLocal`): its GPU work alone again, the record sa
 (`method`).
 
 - `GatedLocal`: arming enqueues, on a stream of its own, wait(GO >= seq) -> the call -> write
-  (DONE = seq) (`protocol.gate`; the echo's, under MPS, the fused echo kernel alone); the call's host work (Python, the compiled module's copy of new
+  (DONE = seq) (`protocol.gate`; the echo's, under MPS, the fused echo kernel alone; under the
+  occupancy gate no wait, the timer's HOLD holding every SM, and the held echo); the call's host work (Python, the compiled module's copy of new
   inputs into its static buffers, its graph launch) all happens while arming, so the window holds
   only its GPU work, copy included. A call that synchronises the host cannot sit behind a gate
   (it would wait for a GO that only comes after it returns): `gateable` finds that out first
@@ -69,8 +70,10 @@ class GatedLocal:
         clock: Callable[[], float] = time.perf_counter,
         spin: bool = False,
         fused_echo: bool = False,
+        hold: Any = None,
     ):
         self.call, self.driver, self.clock, self.spin, self.fused_echo = call, driver, clock, spin, fused_echo
+        self.hold = hold  # the occupancy gate's HOLD (`protocol.hold.Hold`): it holds the call, GO is its own
         self._page, view, address = private_block()
         self.gate = GateWords(view)
         self.gate.register(driver, address)
@@ -78,18 +81,28 @@ class GatedLocal:
         self.seq = 1
 
     def arm(self, set_index: int) -> float:
-        seq, gate = self.seq, self.gate
-        watchdog = threading.Timer(ARM_LIMIT_S, lambda: setattr(gate, "go", seq))
+        seq, gate, hold = self.seq, self.gate, self.hold
+        fired: list[bool] = []
+
+        def open_gate() -> None:  # a call that synchronises waits for its own work: let it run
+            fired.append(True)
+            if hold is not None:
+                hold.release()
+            else:
+                gate.go = seq
+
+        watchdog = threading.Timer(ARM_LIMIT_S, open_gate)
         started = self.clock()
         watchdog.start()
         try:
-            if self.fused_echo:  # the echo's call: GO to DONE in one resident kernel, no work of its own
-                gate.enqueue_echo(self.driver, self.stream, seq)
+            held = hold is not None
+            if self.fused_echo:  # the echo's call: no work of its own (the fused or the held echo)
+                gate.enqueue_echo(self.driver, self.stream, seq, held=held)
             else:
-                gate.enqueue(self.driver, self.stream, seq, lambda: self.call(set_index), spin=self.spin)
+                gate.enqueue(self.driver, self.stream, seq, lambda: self.call(set_index), spin=self.spin, held=held)
         finally:
             watchdog.cancel()
-        if gate.go >= seq:
+        if fired or (hold is None and gate.go >= seq):
             raise GateUnavailable("the call synchronised the host while it was being armed")
         return self.clock() - started
 
@@ -97,7 +110,10 @@ class GatedLocal:
         seq, gate, clock = self.seq, self.gate, self.clock
         self.seq += 1
         started = clock()
-        gate.go = seq
+        if self.hold is not None:
+            self.hold.go()
+        else:
+            gate.go = seq
         spins = 0
         while gate.done < seq:
             spins += 1
@@ -176,13 +192,16 @@ def time_reference(
             if not gateable(call):
                 raise GateUnavailable("the reference synchronises the host (torch's sync debug mode)")
             driver = Driver()
-            spin, fused = rig.gate in ("spin", "node"), rig.echo == "fused"  # eager calls: no graph to head
-            echo_caller = GatedLocal(echo, driver, spin=spin, fused_echo=fused)
-            calls = rig.measure(GatedLocal(call, driver, spin=spin), echo_caller)
+            spin, fused = rig.gate in ("spin", "node"), rig.echo in ("fused", "held")  # eager calls: no graph to head
+            hold = rig.held.hold if rig.held is not None else None
+            echo_caller = GatedLocal(echo, driver, spin=spin, fused_echo=fused, hold=hold)
+            calls = rig.measure(GatedLocal(call, driver, spin=spin, hold=hold), echo_caller, held=hold is not None)
         except GateUnavailable as exc:
             torch.cuda.synchronize()
             method, why = "events", str(exc)
             calls = rig.measure(EventLocal(call), EventLocal(echo))
+        finally:
+            rig.close()
     gated = method == "gated"
     figures = Figures.of(calls, rig.work, method, rig.gate if gated else "", rig.echo if gated else "")
     return {

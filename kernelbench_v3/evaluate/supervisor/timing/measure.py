@@ -18,6 +18,12 @@ Each call, in order (every step on the timer's side; the caller's side only ever
    random whether to judge that copy exactly as a correctness case: work still writing the
    output after DONE leaves the copy wrong.
 
+Under the occupancy gate (`held`, `protocol.hold`) steps 2 and 3 go through the timer's HOLD:
+the new inputs go into the timer's stage first; then for each side HOLD takes every SM, the
+side arms, HOLD itself writes the inputs where that side reads them and clears the L2, and the
+ring is HOLD's GO (`held.HeldTurns.turn`). A resident kernel that keeps HOLD from taking every
+SM ends timing as a busy GPU.
+
 A call's net time is its window less the echo's window before it: what is left is the caller's
 GPU work as one graph over rotating input sets would time it (the echo's own tiny call stands
 for the fixed cost of a launch that such a graph hides; the null-call ladder on the H200 put
@@ -37,6 +43,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
+from ...protocol.hold import HoldRefused
 from . import witness
 from .device_work import DeviceWork
 from .stats import CallPlan, should_stop
@@ -104,8 +111,29 @@ def measure(
     judge: Judge | None = None,
     subtract_echo: bool = True,
     clock: Callable[[], float] = time.perf_counter,
+    held: Any = None,
 ) -> CallTimes:
-    """Time `caller` one call per window (module docstring). Raises what the callers raise."""
+    """Time `caller` one call per window (module docstring; `held`: the occupancy gate's
+    `held.HeldTurns`). Raises what the callers raise."""
+    try:
+        return _measure(caller, echo, feed, work, plan, rng, judge, subtract_echo, clock, held)
+    finally:
+        if held is not None:
+            held.release()  # HOLD never outlives the timing, whatever ended it
+
+
+def _measure(
+    caller: Caller,
+    echo: Caller,
+    feed: Feed,
+    work: DeviceWork,
+    plan: CallPlan,
+    rng: Any,
+    judge: Judge | None,
+    subtract_echo: bool,
+    clock: Callable[[], float],
+    held: Any,
+) -> CallTimes:
     calls = CallTimes()
     started = clock()
     index = 0
@@ -117,16 +145,32 @@ def measure(
             started = clock()
         s = rng.randrange(feed.sets)
         inputs = feed.draw()
-        echo_arm = echo.arm(0)
-        echo_prep = _prepare(partial(feed.decoy, inputs), work, clock)
+        if held is not None:
+            feed.decoy(inputs)  # the stage: HOLD copies it to where each side's call reads
+            work.sync()
+            try:
+                echo_arm, echo_prep = held.turn(echo, 0, echo=True)
+            except HoldRefused as exc:
+                calls.busy = str(exc)
+                break
+        else:
+            echo_arm = echo.arm(0)
+            echo_prep = _prepare(partial(feed.decoy, inputs), work, clock)
         if judge is not None:
             judge.before_window(echo, 0, echo=True)
         echo_window = echo.ring()
         if judge is not None:
             judge.after_window(0, echo=True)
         after_echo = work.timed_flush(clock)
-        arm = caller.arm(s)
-        prep = _prepare(partial(feed.write, s, inputs), work, clock)
+        if held is not None:
+            try:
+                arm, prep = held.turn(caller, s, echo=False)
+            except HoldRefused as exc:
+                calls.busy = str(exc)
+                break
+        else:
+            arm = caller.arm(s)
+            prep = _prepare(partial(feed.write, s, inputs), work, clock)
         if judge is not None:  # under MPS the copy at DONE is queued now, behind DONE itself
             judge.before_window(caller, s, echo=False)
         window = caller.ring()

@@ -70,7 +70,9 @@ class TimedMemory:
         offset = 0
         self.set_layout: list[list[dict[str, Any]]] = []
         self.slot_layout: list[dict[str, Any]] = []
+        self.set_starts: list[int] = []  # where each set's bytes begin (its inputs, then its slot)
         for _ in range(count):
+            self.set_starts.append(offset)
             args = []
             for x in self.template:
                 if isinstance(x, torch.Tensor):
@@ -87,6 +89,13 @@ class TimedMemory:
 
         self.sets = [resolve(region, args) for args in self.set_layout]
         self.slots = [view(region, ref) for ref in self.slot_layout]
+
+    def input_span(self, i: int) -> tuple[int, int]:
+        """(offset, bytes) of set `i`'s inputs in the region: one contiguous range, laid out
+        alike in every set and every `TimedMemory` of the same template (the occupancy gate
+        copies a whole set's inputs at once, `held`)."""
+        start = self.set_starts[i]
+        return start, int(self.slot_layout[i]["offset"]) - start
 
     def layout(self) -> dict[str, Any]:
         return {"sets": self.set_layout, "slots": self.slot_layout}

@@ -7,7 +7,8 @@ their caller reads (`memory.TimedMemory`) and time through it, so the two sides 
 - `decoy`: one input set in memory only the timer reaches, which the echo's call gets the same
   write into;
 - `feed`: fresh inputs from the problem's own `get_inputs()` under seeds the caller never learns;
-- `plan`: when to stop (`stats.CallPlan.for_device`, the solutions' stopping rule).
+- `plan`: when to stop (`stats.CallPlan.for_device`, the solutions' stopping rule);
+- `held`: the occupancy gate's turns (`held.HeldTurns`) when the gate is "hold".
 
 They are made in that order, the order the solution's timing made them in before the two sides
 shared this setup.
@@ -26,6 +27,7 @@ import torch
 from ... import mps
 from ...protocol.gate import echo_kind, gate_kind
 from .device_work import DeviceWork
+from .held import HeldTurns
 from .measure import Caller, CallTimes, Feed, measure
 from .memory import TimedMemory, fresh_inputs, set_bytes
 from .stats import CallPlan, CallSummary, summarize
@@ -40,8 +42,8 @@ class Figures:
     echo_window_ms: float  # the median echo window (subtracted on CUDA)
     echo_call_ms: float  # one replay of the echo's graph by events (kept as evidence)
     mps: bool
-    gate: str = ""  # how the gated calls held at GO: "spin" or "wait" (`protocol.gate`); "" ungated
-    echo: str = ""  # what the echo's gated call was: "fused" or "graph" (`protocol.gate.echo_kind`)
+    gate: str = ""  # how the gated calls held at GO: "spin", "wait", "node" or "hold" (`protocol.gate`); "" ungated
+    echo: str = ""  # what the echo's gated call was: "fused", "graph" or "held" (`protocol.gate.echo_kind`)
 
     @classmethod
     def of(cls, calls: CallTimes, work: DeviceWork, method: str, gate: str = "", echo: str = "") -> Figures:
@@ -81,8 +83,18 @@ class Rig:
             lambda inputs: self.decoy.write(0, inputs),
         )
         self.plan = CallPlan.for_device(device, seconds)
+        # The occupancy gate's HOLD (`held`), under KBV3_GATE=hold on CUDA under MPS only.
+        self.held = HeldTurns(self.decoy, memory, self.work) if self.gate == "hold" else None
 
-    def measure(self, caller: Caller, echo: Caller, **how: Any) -> CallTimes:
+    def measure(self, caller: Caller, echo: Caller, held: bool = False, **how: Any) -> CallTimes:
         """`caller` timed one call per window against `echo` on this rig (`measure.measure`;
-        `how`: its `judge`, `subtract_echo` and `clock`)."""
-        return measure(caller, echo, self.feed, self.work, self.plan, self.rng, **how)
+        `held`: through the occupancy gate's HOLD, for gated callers; `how`: its `judge`,
+        `subtract_echo` and `clock`)."""
+        turns = self.held if held else None
+        return measure(caller, echo, self.feed, self.work, self.plan, self.rng, held=turns, **how)
+
+    def close(self) -> None:
+        """Drop what the rig holds outside torch (HOLD's words)."""
+        if self.held is not None:
+            self.held.close()
+            self.held = None

@@ -152,12 +152,17 @@ def _time(
     snapshots = _snapshots(cuda and graphs, solution, echo)
     judging = Judging(ctx.verifier, outputs, rng, echo_output=rig.decoy.slots[0], snapshots=snapshots)
     done = None
+    held = graphs and rig.held is not None  # the occupancy gate: the timer's HOLD holds each call
     try:
-        hold = {"spin_gate": graphs and rig.gate == "spin", "spin_node": graphs and rig.gate == "node"}
-        solution.start(gated=graphs, **hold)
-        echo.start(gated=graphs, fused_echo=graphs and rig.echo == "fused", **hold)
+        how = {
+            "spin_gate": graphs and rig.gate == "spin",
+            "spin_node": graphs and rig.gate == "node",
+            "hold": rig.held.hold if held else None,
+        }
+        solution.start(gated=graphs, **how)
+        echo.start(gated=graphs, fused_echo=graphs and rig.echo in ("fused", "held"), **how)
         try:
-            calls = rig.measure(solution, echo, judge=judging, subtract_echo=cuda, clock=clock)
+            calls = rig.measure(solution, echo, held=held, judge=judging, subtract_echo=cuda, clock=clock)
         except GateTampered as exc:
             outcome.flag(GATE_TAMPERED, f"the solution's gate was opened or answered outside its call: {exc}")
             calls = None
@@ -168,6 +173,7 @@ def _time(
     finally:
         snapshots.release()  # no wait of the timer's stays queued behind a DONE that never came
         outputs.mapped = []
+        rig.close()
     if done.evidence:
         outcome.observed.append({"ops": done.evidence.get("ops", {})})
     outcome.samples = list(done.samples)

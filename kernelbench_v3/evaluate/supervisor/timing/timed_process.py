@@ -14,7 +14,8 @@ echo's). Each call has two steps, and the timer writes the call's inputs between
   call): the process polls GO on the host.
 - `ring()`: the window, by the timer's clock. Gated: from the host's write of the gate's GO to
   seeing its DONE; the process stays stopped throughout, so nothing of its host side runs inside
-  the window. Rung: GO is written and the process resumed; it runs the call, synchronises and
+  the window. Held (`start(hold=...)`, the occupancy gate): GO is the timer's HOLD's own word,
+  which this process cannot reach (`protocol.hold`), and the doorbell's GO is not read at all. Rung: GO is written and the process resumed; it runs the call, synchronises and
   writes DONE; it is stopped again afterwards.
 
 Nothing here trusts the process: the words it writes can only delay its own window or, past the
@@ -66,6 +67,7 @@ class TimedProcess:
         self.session, self.bell, self.gate, self.timeout_s, self.clock = session, bell, gate, timeout_s, clock
         self.seq = 1
         self.gated = False
+        self.hold: Any = None  # the timer's HOLD that opens a held call's window (`protocol.hold.Hold`)
         self.spin = {"spin_s": timeout_s} if cuda else {"spin_s": CPU_SPIN_S, "sleep_s": CPU_SLEEP_S}
 
     @classmethod
@@ -127,17 +129,21 @@ class TimedProcess:
         spin_gate: bool = False,
         fused_echo: bool = False,
         spin_node: bool = False,
+        hold: Any = None,
     ) -> None:
         """Send the process into its calls loop: gated (captured graphs behind the gate, held at
-        GO by the spin kernel if `spin_gate`, by a spin node heading each graph if `spin_node`;
-        the echo's calls the fused echo kernel alone if `fused_echo`) or rung by the host."""
+        GO by the spin kernel if `spin_gate`, by a spin node heading each graph if `spin_node`,
+        by the timer's `hold` (`protocol.hold.Hold`) and nothing of the process's if given;
+        the echo's calls the fused echo kernel alone if `fused_echo`, the held echo under a
+        hold) or rung by the host."""
         self.bell.reset()
         if self.gate is not None:
             self.gate.go = self.gate.done = self.seq - 1
         self.gated = gated and self.gate is not None
+        self.hold = hold if self.gated else None
         self.session.resume()
-        g = self.gated
-        self.session.send(Calls(self.seq, evidence, g, g and spin_gate, g and fused_echo, g and spin_node))
+        g, h = self.gated, self.hold is not None
+        self.session.send(Calls(self.seq, evidence, g, g and spin_gate and not h, g and fused_echo, g and spin_node, h))
 
     def arm(self, set_index: int) -> float:
         """Have the process arm call `seq` on set `set_index`; seconds from its resume to ARMED.
@@ -150,7 +156,8 @@ class TimedProcess:
         self._wait(ARMED, seq, f"timed call {seq} (arming)")
         armed = self.clock() - started
         self.session.pause()
-        if self.gated and (self.gate.go >= seq or self.gate.done >= seq):
+        # Under a hold the doorbell's GO opens nothing, so only DONE can be tampered with.
+        if self.gated and ((self.hold is None and self.gate.go >= seq) or self.gate.done >= seq):
             raise GateTampered(f"call {seq}: the gate read GO {self.gate.go}, DONE {self.gate.done} before it was rung")
         return armed
 
@@ -171,7 +178,10 @@ class TimedProcess:
     def _ring_gate(self, seq: int) -> float:
         gate, clock = self.gate, self.clock
         started = clock()
-        gate.go = seq
+        if self.hold is not None:
+            self.hold.go()
+        else:
+            gate.go = seq
         spins = 0
         while gate.done < seq:
             spins += 1

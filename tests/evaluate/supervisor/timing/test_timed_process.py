@@ -107,3 +107,53 @@ def test_start_asks_for_the_spin_gate_only_for_gated_calls():
         Calls(1, False, False, False, False),
         Calls(1, False, True, False, False, True),
     ]
+
+
+class _Hold:
+    def __init__(self):
+        self.opened = 0
+
+    def go(self):
+        self.opened += 1
+
+
+class _Resumable(_Session):
+    def resume(self):
+        pass
+
+    def pause(self):
+        pass
+
+    def send(self, message):
+        self.asked.append(message)
+
+
+def test_a_held_call_is_armed_with_nothing_of_its_own_and_rung_by_the_holds_go():
+    from kernelbench_v3.evaluate.protocol.doorbell import ARMED
+    from kernelbench_v3.evaluate.protocol.messages import Calls
+
+    session, hold = _Resumable(), _Hold()
+    process = TimedProcess.of(session, 5.0, cuda=True)
+    process.start(gated=True, spin_gate=True, hold=hold)  # the spin gives way to the timer's HOLD
+    assert session.asked == [Calls(1, False, True, False, False, False, True)]
+    process.bell.write(ARMED, 1)
+    process.gate.go = 9  # the doorbell's GO opens nothing under a hold: not tampering
+    process.arm(0)
+    process.gate.done = 1  # the call's DONE (a real GPU writes it once HOLD has let go)
+    process.ring()
+    assert hold.opened == 1 and process.gate.go == 9  # opened by HOLD's word, never the doorbell's
+    process.start(gated=False, hold=hold)  # rung by the host: no hold
+    assert process.hold is None and session.asked[-1].held is False
+
+
+def test_under_a_hold_done_written_before_the_ring_is_still_tampering():
+    from kernelbench_v3.evaluate.protocol.doorbell import ARMED
+    from kernelbench_v3.evaluate.supervisor.timing.errors import GateTampered
+
+    session = _Resumable()
+    process = TimedProcess.of(session, 5.0, cuda=True)
+    process.start(gated=True, hold=_Hold())
+    process.bell.write(ARMED, 1)
+    process.gate.done = 1
+    with pytest.raises(GateTampered):
+        process.arm(0)

@@ -1,0 +1,274 @@
+"""The occupancy gate (`protocol.hold`) on a machine without a GPU: HOLD's PTX assembles for
+every GPU of the benchmark, its steps come in the order the design needs, the host drives the
+words in order against a stand-in for the device, and the timer's turns (`held`, `measure`) go
+HOLD, arm, prepare, ring. The GPU figures are in benchmarks/results/occupancy_gate_gpu.md."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import threading
+
+import pytest
+import torch
+
+from kernelbench_v3.evaluate.protocol import gate, hold
+from kernelbench_v3.evaluate.protocol.gate_kernels import DONE_NOW_PTX
+from kernelbench_v3.evaluate.supervisor.timing.measure import Feed, measure
+from kernelbench_v3.evaluate.supervisor.timing.stats import CallPlan
+
+
+def _ptxas():
+    import shutil
+    from pathlib import Path
+
+    import triton
+
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    return str(bundled) if bundled.exists() else shutil.which("ptxas")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_90"])
+@pytest.mark.parametrize("ptx, entry", [(hold.HOLD_PTX, b"kbv3_hold"), (DONE_NOW_PTX, b"kbv3_done_now")])
+def test_the_hold_kernels_are_valid_ptx_for_every_gpu_of_the_benchmark(arch, ptx, entry, tmp_path):
+    ptxas = _ptxas()
+    if ptxas is None:
+        pytest.skip("no ptxas on this machine")
+    source = tmp_path / "hold.ptx"
+    source.write_bytes(ptx.rstrip(b"\0"))
+    done = subprocess.run(
+        [ptxas, f"-arch={arch}", "-v", str(source), "-o", str(tmp_path / "h.cubin")], capture_output=True
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert ptx.endswith(b"\0") and b".entry " + entry + b"(" in ptx
+    if entry == b"kbv3_hold":  # two blocks of 1024 threads must fit an SM's 64K registers
+        used = int(done.stderr.decode().split("Used ")[1].split(" registers")[0])
+        assert used <= 32
+
+
+def test_hold_takes_exactly_every_thread_slot():
+    assert hold.hold_shape(2048) == (1024, 2)  # Hopper, the A100
+    assert hold.hold_shape(1536) == (768, 2)  # the RTX 3090
+    assert hold.hold_shape(1024) == (1024, 1)
+    with pytest.raises(gate.GateUnavailable):
+        hold.hold_shape(2050)
+    assert hold.launch_args_count() == 13
+
+
+def test_holds_steps_come_in_the_order_that_makes_it_a_gate():
+    body = hold.HOLD_PTX.decode()
+    arrive = body.index("atom.add.u32 %r10, [%rd14], 1")
+    armed = body.index("st.volatile.u32 [%rd11], %r1")  # ARMED
+    copy = body.index("COPY:")
+    prepped = body.index("st.volatile.u32 [%rd13], %r1")  # PREPPED
+    go = body.index("GOWAIT:")
+    release = body.index("st.volatile.u32 [%rd17], %r1")  # every block may go
+    # ARMED only once every block has arrived; the inputs only after ARMED (and PREP); GO read
+    # only after the prep is done by every block; the blocks let go only after GO (or a limit).
+    assert arrive < body.index("ALL:") < armed < body.index("PREPWAIT:") < copy < prepped < go < release
+    assert body.index("FLUSH:") > copy and body.index("DIRTY:") > body.index("FLUSH:")
+    assert body.count("barrier.sync 0") == 3  # arrive, prep, release: every thread waits its block
+    assert "%globaltimer" in body and body.count("bra GIVEUP") >= 2  # bounded: it always ends
+    # GO, ARMED, PREP and PREPPED are words of the timer's page, a cache line apart
+    offsets = [hold.GO_AT, hold.ARMED_AT, hold.PREP_AT, hold.PREPPED_AT]
+    assert all(b - a >= 64 for a, b in zip(offsets, offsets[1:])) and offsets[-1] + 4 <= hold.WORDS_BYTES
+
+
+class _Ptr:
+    def __init__(self, address):
+        self.address = address
+
+    def data_ptr(self):
+        return self.address
+
+
+class _Stream:
+    cuda_stream = 77
+
+    def query(self):
+        return True
+
+
+class _Device:
+    """Stands in for the driver and for HOLD on the GPU: each launch arms at once (unless told
+    not to), writes PREPPED once PREP reaches its seq, and ends at GO."""
+
+    def __init__(self, arms=True):
+        self.arms, self.launches, self.threads = arms, [], []
+
+    def _launch(self, function, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        import ctypes
+
+        values = [ctypes.cast(params[i], ctypes.POINTER(ctypes.c_uint64)).contents.value for i in range(10)]
+        seq = ctypes.cast(params[10], ctypes.POINTER(ctypes.c_uint32)).contents.value
+        self.launches.append({"grid": gx, "block": bx, "values": values, "seq": seq})
+        if self.arms:
+            self.held._set(hold.ARMED_AT, seq)
+            t = threading.Thread(target=self._run, args=(seq,), daemon=True)
+            t.start()
+            self.threads.append(t)
+        return 0
+
+    def _run(self, seq):
+        while self.held._word(hold.PREP_AT) < seq:
+            pass
+        self.held._set(hold.PREPPED_AT, seq)
+
+    @staticmethod
+    def _check(rc, what):
+        assert rc == 0, what
+
+    def unregister(self, address):
+        pass
+
+
+def _hold(device, clock=None):
+    import time
+
+    held = hold.Hold.__new__(hold.Hold)
+    held.driver, held.clock, held.limit_ns = device, clock or time.perf_counter, 10**9
+    held.threads, held.blocks = 1024, 264
+    held._page, held._view, held._address = gate.private_block()
+    held._words = held._view[: hold.WORDS_BYTES].cast("I")
+    held.words_device, held.counters, held.sink = 0x1000, _Ptr(0x2000), _Ptr(0x3000)
+    held.stream, held.function, held.seq, held.held = _Stream(), object(), 0, False
+    device.held = held
+    return held
+
+
+def test_the_host_drives_hold_take_prepare_go_in_order():
+    device = _Device()
+    held = _hold(device)
+    assert held.take(0xA000, 0xB000, 4096, (0xC000, 1 << 20), (0xD000, 64)) >= 0
+    launch = device.launches[0]
+    assert launch["grid"] == 264 and launch["block"] == 1024 and launch["seq"] == 1
+    # words, counters, src, dst, 16-byte vectors to copy, flush, its vectors, dirty, its vectors, sink
+    assert launch["values"] == [0x1000, 0x2000, 0xA000, 0xB000, 256, 0xC000, 65536, 0xD000, 4, 0x3000]
+    assert held.held and held._word(hold.GO_AT) == 0  # HOLD holds until GO
+    assert held.prepare() >= 0 and held._word(hold.PREPPED_AT) == 1
+    held.go()
+    assert held._word(hold.GO_AT) == 1 and not held.held
+    held.take(0xA000, 0xB000, 4096, (0xC000, 16), (0xD000, 16))
+    assert device.launches[1]["seq"] == 2  # one launch, one seq, per window
+
+
+def test_a_hold_that_cannot_take_every_sm_is_refused_and_let_go():
+    ticks = iter(range(10**6))
+    held = _hold(_Device(arms=False), clock=lambda: float(next(ticks)))
+    with pytest.raises(hold.HoldRefused, match="could not take every SM"):
+        held.take(0, 0, 0, (0, 0), (0, 0))
+    assert held._word(hold.PREP_AT) == held._word(hold.GO_AT) == 1  # released: every phase passes
+
+
+class _Caller:
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def arm(self, s):
+        self.log.append(f"{self.name}.arm({s})")
+        return 0.0
+
+    def ring(self):
+        self.log.append(f"{self.name}.ring")
+        return 1e-5
+
+
+class _Turns:
+    def __init__(self, log, refuse_at=None):
+        self.log, self.refuse_at, self.turns = log, refuse_at, 0
+
+    def turn(self, caller, s, echo):
+        self.turns += 1
+        if self.turns == self.refuse_at:
+            raise hold.HoldRefused("a kernel of another process was resident")
+        self.log.append(f"hold.take({'echo' if echo else s})")
+        caller.arm(s)
+        self.log.append("hold.prepare")
+        return 0.0, 1e-4
+
+    def release(self):
+        self.log.append("hold.release")
+
+
+class _Work:
+    cuda = False
+
+    def __init__(self, log):
+        self.log = log
+
+    def sync(self):
+        self.log.append("sync")
+
+    def flush(self):
+        self.log.append("flush")
+
+    def timed_flush(self, clock=None):
+        return 0.0
+
+
+def _feed(log):
+    return Feed(
+        sets=2,
+        draw=lambda: [torch.zeros(1)],
+        write=lambda s, inputs: log.append(f"write({s})"),
+        decoy=lambda inputs: log.append("stage"),
+    )
+
+
+def test_measure_under_a_hold_stages_the_inputs_then_holds_arms_prepares_and_rings_each_side():
+    log = []
+    ticks = iter(range(10**6))
+    plan = CallPlan(min_calls=3, max_calls=3, target_rel=1.0, cap_s=1e9)
+    measure(
+        _Caller(log, "solution"),
+        _Caller(log, "echo"),
+        _feed(log),
+        _Work(log),
+        plan,
+        random.Random(0),
+        clock=lambda: float(next(ticks)) * 1e-6,
+        held=_Turns(log),
+    )
+    first = log[: log.index("solution.ring") + 1]
+    s = int(first[first.index("hold.take(echo)") + 4].split("(")[1].rstrip(")"))
+    assert first == [
+        "stage",
+        "sync",
+        "hold.take(echo)",
+        "echo.arm(0)",
+        "hold.prepare",
+        "echo.ring",
+        f"hold.take({s})",
+        f"solution.arm({s})",
+        "hold.prepare",
+        "solution.ring",
+    ]
+    assert not any(e.startswith("write") or e == "flush" for e in log)  # HOLD writes and flushes
+    assert log[-1] == "hold.release"  # never left holding the GPU
+
+
+def test_a_hold_refused_mid_timing_stops_it_as_a_busy_gpu_and_lets_go():
+    log = []
+    ticks = iter(range(10**6))
+    plan = CallPlan(min_calls=50, max_calls=50, target_rel=0.0, cap_s=1e9)
+    calls = measure(
+        _Caller(log, "solution"),
+        _Caller(log, "echo"),
+        _feed(log),
+        _Work(log),
+        plan,
+        random.Random(0),
+        clock=lambda: float(next(ticks)) * 1e-6,
+        held=_Turns(log, refuse_at=10),
+    )
+    assert "could not" not in calls.busy and "resident" in calls.busy
+    assert log[-1] == "hold.release" and len(calls.nets) < 50
+
+
+def test_the_hold_gate_is_chosen_only_under_mps_and_brings_the_held_echo(monkeypatch):
+    monkeypatch.setenv(gate.GATE_ENV, "hold")
+    assert gate.gate_kind(True) == "hold" and gate.echo_kind(True) == "held"
+    assert gate.gate_kind(False) == "wait" and gate.echo_kind(False) == "graph"  # time-sliced: nothing to hold
+    monkeypatch.setenv(gate.GATE_ENV, "bogus")
+    with pytest.raises(ValueError, match="'hold'"):
+        gate.gate_kind(True)
