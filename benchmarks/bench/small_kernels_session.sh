@@ -14,7 +14,9 @@
 # the evaluator under MPS (the default; EVAL_ARGS adds bench options, e.g. --only-small); the
 # ladder alone (ladder-mps), and with the other ways to hold a call and to build the echo
 # (ladder-wait-graph: TIMING_VERSION 9's default; ladder-spin-graph; ladder-wait-fused; ladder-node:
-# the spin as the first node of the call's graph, and evaluator-node, the small kernels so); `kbv3 eval` as a user
+# the spin as the first node of the call's graph, and evaluator-node, the small kernels so;
+# ladder-hold and evaluator-hold: the occupancy gate, the small kernels with their baselines and
+# the attacks); `kbv3 eval` as a user
 # runs it, a SIGKILL mid-evaluation and a faulting solution; the small kernels with --no-mps; the
 # report.
 set -u
@@ -44,6 +46,8 @@ case "${1:-}" in
       [ladder-spin-graph]="$B --parts evaluator --only-ladder --echo graph"
       [ladder-wait-fused]="$B --parts evaluator --only-ladder --gate wait"
       [ladder-node]="$B --parts evaluator --only-ladder --gate node"
+      [ladder-hold]="timeout -k 5 240 $B --parts evaluator --only-ladder --gate hold"
+      [evaluator-hold]="timeout -k 5 420 $B --parts evaluator --only-small --gate hold"
       [evaluator-node]="$B --parts evaluator --no-attacks --only-small --no-baseline --gate node"
       [cli]="$B --parts cli"
       [plain]="$B --parts evaluator --no-mps --only-small --no-baseline --runs 1"
