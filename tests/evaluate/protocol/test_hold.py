@@ -272,3 +272,49 @@ def test_the_hold_gate_is_chosen_only_under_mps_and_brings_the_held_echo(monkeyp
     monkeypatch.setenv(gate.GATE_ENV, "bogus")
     with pytest.raises(ValueError, match="'hold'"):
         gate.gate_kind(True)
+
+
+class _RecordingHold:
+    def __init__(self):
+        self.taken = []
+
+    def take(self, src, dst, nbytes, flush, dirty):
+        self.taken.append((src, dst, nbytes, flush, dirty))
+        return 0.0
+
+    def prepare(self):
+        return 1e-4
+
+
+class _FlushRanges:
+    def flush_ranges(self):
+        return (1, 2), (3, 4)
+
+
+def test_each_turn_copies_the_stages_inputs_onto_exactly_the_set_that_call_reads():
+    from kernelbench_v3.evaluate.supervisor.timing.held import HeldTurns
+    from kernelbench_v3.evaluate.supervisor.timing.memory import TimedMemory, set_bytes
+
+    template = [torch.ones(3, 5), 7, torch.ones(11, dtype=torch.int64)]  # two tensors and a scalar
+    out_nbytes = 4 * 9
+    region = torch.zeros(4 * set_bytes(template, out_nbytes), dtype=torch.uint8)
+    memory = TimedMemory(region, template, (9,), torch.float32, 4)
+    stage_region = torch.zeros(set_bytes(template, out_nbytes), dtype=torch.uint8)
+    stage = TimedMemory(stage_region, template, (9,), torch.float32, 1)
+    recorder = _RecordingHold()
+    turns = HeldTurns(stage, memory, _FlushRanges(), hold=recorder)
+    log = []
+    for s in range(4):
+        turns.turn(_Caller(log, "solution"), s, echo=False)
+    turns.turn(_Caller(log, "echo"), 0, echo=True)
+    for s, (src, dst, nbytes, flush, dirty) in enumerate(recorder.taken[:4]):
+        first, last = memory.sets[s][0], memory.sets[s][2]
+        assert src == stage.sets[0][0].data_ptr() and dst == first.data_ptr()  # the set's first input...
+        assert dst + nbytes >= last.data_ptr() + last.numel() * last.element_size()  # ...to its last
+        assert dst + nbytes <= memory.slots[s].data_ptr()  # and never into the output slot
+        assert nbytes % 16 == 0 and (flush, dirty) == ((1, 2), (3, 4))
+    src, dst, nbytes, _, _ = recorder.taken[4]
+    assert (
+        dst == turns.echo_target.data_ptr() and turns.echo_target.numel() >= nbytes
+    )  # the echo's: the timer's own bytes
+    assert log == [f"solution.arm({s})" for s in range(4)] + ["echo.arm(0)"]

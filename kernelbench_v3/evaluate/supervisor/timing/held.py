@@ -28,9 +28,9 @@ HOLD_LIMIT_S = 120.0  # HOLD's own bound; the timer releases it sooner, whatever
 
 
 class HeldTurns:
-    def __init__(self, stage: TimedMemory, memory: TimedMemory, work: DeviceWork, driver: Driver | None = None):
+    def __init__(self, stage: TimedMemory, memory: TimedMemory, work: DeviceWork, hold: Any = None):
         self.stage, self.memory, self.work = stage, memory, work
-        self.hold = Hold(driver or Driver(), HOLD_LIMIT_S)
+        self.hold = hold if hold is not None else Hold(Driver(), HOLD_LIMIT_S)
         offset, self.nbytes = stage.input_span(0)
         self.source = stage.region.data_ptr() + offset
         self.echo_target = torch.empty(max(16, self.nbytes), dtype=torch.uint8, device=stage.region.device)
