@@ -52,6 +52,7 @@ CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
 CU_STREAM_NON_BLOCKING = 0x1
 ECHO_ENV = "KBV3_ECHO"  # "fused" or "graph" overrides `echo_kind`'s choice (the bench compares them)
 GATE_ENV = "KBV3_GATE"  # "spin", "wait", "node" or "hold" overrides `gate_kind`'s choice (the bench compares them)
+MPS_SHARE_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"  # an MPS client's cap on the SMs it may use
 SPIN_LIMIT_NS = 10 * 10**9  # a spin never rung ends after this; the arm-to-ring of a call is ms
 
 
@@ -66,6 +67,8 @@ def gate_kind(under_mps: bool) -> str:
         raise ValueError(f"{GATE_ENV}={choice!r}: expected 'spin', 'wait', 'node' or 'hold'")
     if not under_mps:
         return "wait"
+    if choice == "hold" and os.environ.get(MPS_SHARE_ENV, "100").strip() not in ("", "100"):
+        return "spin"  # HOLD must take every SM, and a client capped to a share of them cannot
     return choice if choice in ("wait", "node", "hold") else "spin"
 
 
