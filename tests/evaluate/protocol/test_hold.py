@@ -16,16 +16,7 @@ from kernelbench_v3.evaluate.protocol import gate, hold
 from kernelbench_v3.evaluate.protocol.gate_kernels import DONE_NOW_PTX
 from kernelbench_v3.evaluate.supervisor.timing.measure import Feed, measure
 from kernelbench_v3.evaluate.supervisor.timing.stats import CallPlan
-
-
-def _ptxas():
-    import shutil
-    from pathlib import Path
-
-    import triton
-
-    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-    return str(bundled) if bundled.exists() else shutil.which("ptxas")
+from tests.evaluate.protocol.test_gate import _ptxas
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_90"])
@@ -215,20 +206,17 @@ def _feed(log):
     )
 
 
+def _measure_held(log, calls, turns):
+    ticks = iter(range(10**6))
+    plan = CallPlan(min_calls=calls, max_calls=calls, target_rel=0.0, cap_s=1e9)
+    solution, echo = _Caller(log, "solution"), _Caller(log, "echo")
+    clock = lambda: float(next(ticks)) * 1e-6  # noqa: E731
+    return measure(solution, echo, _feed(log), _Work(log), plan, random.Random(0), clock=clock, held=turns)
+
+
 def test_measure_under_a_hold_stages_the_inputs_then_holds_arms_prepares_and_rings_each_side():
     log = []
-    ticks = iter(range(10**6))
-    plan = CallPlan(min_calls=3, max_calls=3, target_rel=1.0, cap_s=1e9)
-    measure(
-        _Caller(log, "solution"),
-        _Caller(log, "echo"),
-        _feed(log),
-        _Work(log),
-        plan,
-        random.Random(0),
-        clock=lambda: float(next(ticks)) * 1e-6,
-        held=_Turns(log),
-    )
+    _measure_held(log, calls=3, turns=_Turns(log))
     first = log[: log.index("solution.ring") + 1]
     s = int(first[first.index("hold.take(echo)") + 4].split("(")[1].rstrip(")"))
     assert first == [
@@ -249,18 +237,7 @@ def test_measure_under_a_hold_stages_the_inputs_then_holds_arms_prepares_and_rin
 
 def test_a_hold_refused_mid_timing_stops_it_as_a_busy_gpu_and_lets_go():
     log = []
-    ticks = iter(range(10**6))
-    plan = CallPlan(min_calls=50, max_calls=50, target_rel=0.0, cap_s=1e9)
-    calls = measure(
-        _Caller(log, "solution"),
-        _Caller(log, "echo"),
-        _feed(log),
-        _Work(log),
-        plan,
-        random.Random(0),
-        clock=lambda: float(next(ticks)) * 1e-6,
-        held=_Turns(log, refuse_at=10),
-    )
+    calls = _measure_held(log, calls=50, turns=_Turns(log, refuse_at=10))
     assert "could not" not in calls.busy and "resident" in calls.busy
     assert log[-1] == "hold.release" and len(calls.nets) < 50
 

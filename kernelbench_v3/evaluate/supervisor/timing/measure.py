@@ -101,6 +101,16 @@ def _prepare(write: Callable[[], None], work: DeviceWork, clock: Callable[[], fl
     return clock() - started
 
 
+def _turn(side: Caller, set_index: int, write: Callable[[], None], work: DeviceWork, held: Any, clock: Any, echo: bool):
+    """One side's call armed and its inputs written: (seconds to arm, seconds of the write and
+    flush). Through HOLD when `held` (it takes every SM first and writes the inputs itself);
+    else the side arms, then the timer writes and flushes."""
+    if held is not None:
+        return held.turn(side, set_index, echo=echo)
+    arm = side.arm(set_index)
+    return arm, _prepare(write, work, clock)
+
+
 def measure(
     caller: Caller,
     echo: Caller,
@@ -115,80 +125,52 @@ def measure(
 ) -> CallTimes:
     """Time `caller` one call per window (module docstring; `held`: the occupancy gate's
     `held.HeldTurns`). Raises what the callers raise."""
-    try:
-        return _measure(caller, echo, feed, work, plan, rng, judge, subtract_echo, clock, held)
-    finally:
-        if held is not None:
-            held.release()  # HOLD never outlives the timing, whatever ended it
-
-
-def _measure(
-    caller: Caller,
-    echo: Caller,
-    feed: Feed,
-    work: DeviceWork,
-    plan: CallPlan,
-    rng: Any,
-    judge: Judge | None,
-    subtract_echo: bool,
-    clock: Callable[[], float],
-    held: Any,
-) -> CallTimes:
     calls = CallTimes()
     started = clock()
     index = 0
-    while True:
-        warm = index < WARM_CALLS
-        if not warm and should_stop(calls.nets, clock() - started, plan):
-            break
-        if index == WARM_CALLS:
-            started = clock()
-        s = rng.randrange(feed.sets)
-        inputs = feed.draw()
+    try:
+        while True:
+            warm = index < WARM_CALLS
+            if not warm and should_stop(calls.nets, clock() - started, plan):
+                break
+            if index == WARM_CALLS:
+                started = clock()
+            s = rng.randrange(feed.sets)
+            inputs = feed.draw()
+            if held is not None:  # the stage: HOLD copies it to where each side's call reads
+                feed.decoy(inputs)
+                work.sync()
+            echo_arm, echo_prep = _turn(echo, 0, partial(feed.decoy, inputs), work, held, clock, echo=True)
+            if judge is not None:
+                judge.before_window(echo, 0, echo=True)
+            echo_window = echo.ring()
+            if judge is not None:
+                judge.after_window(0, echo=True)
+            after_echo = work.timed_flush(clock)
+            arm, prep = _turn(caller, s, partial(feed.write, s, inputs), work, held, clock, echo=False)
+            if judge is not None:  # under MPS the copy at DONE is queued now, behind DONE itself
+                judge.before_window(caller, s, echo=False)
+            window = caller.ring()
+            if judge is not None:  # the output as it stands the moment the window closed
+                judge.after_window(s, echo=False)
+            after = work.timed_flush(clock)
+            if not warm:
+                # On the CPU the figure only tests the machinery: a call of a few microseconds is
+                # below the echo's noise there, so the window is kept whole (never negative).
+                net = window - echo_window if subtract_echo else window
+                _append(calls, net, window, echo_window, arm, echo_arm, prep, echo_prep, after, after_echo)
+            if judge is not None:  # judged or not is decided now, after the call answered
+                judge.after_call(s, inputs, len(calls.nets), warm)
+            index += 1
+            if not warm and len(calls.nets) % BUSY_EVERY == 0:
+                calls.busy = witness.busy(calls.after_echo, work)
+                if calls.busy:
+                    break
+    except HoldRefused as exc:  # a kernel of another process's kept HOLD from taking every SM
+        calls.busy = str(exc)
+    finally:
         if held is not None:
-            feed.decoy(inputs)  # the stage: HOLD copies it to where each side's call reads
-            work.sync()
-            try:
-                echo_arm, echo_prep = held.turn(echo, 0, echo=True)
-            except HoldRefused as exc:
-                calls.busy = str(exc)
-                break
-        else:
-            echo_arm = echo.arm(0)
-            echo_prep = _prepare(partial(feed.decoy, inputs), work, clock)
-        if judge is not None:
-            judge.before_window(echo, 0, echo=True)
-        echo_window = echo.ring()
-        if judge is not None:
-            judge.after_window(0, echo=True)
-        after_echo = work.timed_flush(clock)
-        if held is not None:
-            try:
-                arm, prep = held.turn(caller, s, echo=False)
-            except HoldRefused as exc:
-                calls.busy = str(exc)
-                break
-        else:
-            arm = caller.arm(s)
-            prep = _prepare(partial(feed.write, s, inputs), work, clock)
-        if judge is not None:  # under MPS the copy at DONE is queued now, behind DONE itself
-            judge.before_window(caller, s, echo=False)
-        window = caller.ring()
-        if judge is not None:  # the output as it stands the moment the window closed
-            judge.after_window(s, echo=False)
-        after = work.timed_flush(clock)
-        if not warm:
-            # On the CPU the figure only tests the machinery: a call of a few microseconds is
-            # below the echo's noise there, so the window is kept whole (never negative).
-            net = window - echo_window if subtract_echo else window
-            _append(calls, net, window, echo_window, arm, echo_arm, prep, echo_prep, after, after_echo)
-        if judge is not None:  # judged or not is decided now, after the call answered
-            judge.after_call(s, inputs, len(calls.nets), warm)
-        index += 1
-        if not warm and len(calls.nets) % BUSY_EVERY == 0:
-            calls.busy = witness.busy(calls.after_echo, work)
-            if calls.busy:
-                break
+            held.release()  # HOLD never outlives the timing, whatever ended it
     calls.elapsed_s = clock() - started
     return calls
 
