@@ -40,6 +40,9 @@ PREP_LIMIT_S = 10.0
 SYNC_LIMIT_S = 10.0
 
 
+_STILL_RUNNING: list[Hold] = []  # holds whose blocks had not all ended when they were closed
+
+
 class HoldRefused(GateUnavailable):
     """HOLD could not take every SM: a kernel of another process was resident."""
 
@@ -337,22 +340,29 @@ class Hold:
         self._set(GO_AT, self.seq)
         self.held = False
 
-    def release(self) -> None:
-        """Let HOLD go whatever phase it is in, and wait (bounded) until it has."""
+    def release(self) -> bool:
+        """Let HOLD go whatever phase it is in; whether it has ended (waited for, bounded: blocks
+        kept out by another process's resident kernel start, and end, only once it is gone)."""
         self._set(PREP_AT, self.seq)
         self._set(GO_AT, self.seq)
         self.held = False
         started = time.monotonic()
         while not self.stream.query():  # HOLD is the only work of its stream
             if time.monotonic() - started > SYNC_LIMIT_S:
-                return
+                return False
             time.sleep(0.0005)
+        return True
 
-    def close(self) -> None:
-        """Release HOLD and drop this context's registration of the words."""
-        self.release()
+    def close(self) -> bool:
+        """Release HOLD and drop this context's registration of the words; False if HOLD had
+        not ended: then the words stay registered and mapped for as long as this process lives
+        (a block that starts later still reads GO), as `_STILL_RUNNING` keeps them."""
+        if not self.release():
+            _STILL_RUNNING.append(self)
+            return False
         self._words.release()
         self.driver.unregister(self._address)
+        return True
 
     def _until(self, at: int, seq: int, limit_s: float) -> float | None:
         started = self.clock()

@@ -297,3 +297,21 @@ def test_each_turn_copies_the_stages_inputs_onto_exactly_the_set_that_call_reads
         dst == turns.echo_target.data_ptr() and turns.echo_target.numel() >= nbytes
     )  # the echo's: the timer's own bytes
     assert log == [f"solution.arm({s})" for s in range(4)] + ["echo.arm(0)"]
+
+
+def test_a_hold_that_has_not_ended_keeps_its_words_registered_when_closed(monkeypatch):
+    class _Busy(_Stream):
+        def query(self):
+            return False  # blocks kept out by another process's kernel have not run yet
+
+    unregistered = []
+    device = _Device()
+    device.unregister = unregistered.append
+    held = _hold(device)
+    held.stream = _Busy()
+    monkeypatch.setattr(hold, "SYNC_LIMIT_S", 0.01)
+    assert held.close() is False and unregistered == [] and held in hold._STILL_RUNNING
+    assert held._word(hold.GO_AT) == held._word(hold.PREP_AT) == held.seq  # still let go
+    hold._STILL_RUNNING.remove(held)
+    held.stream = _Stream()
+    assert held.close() is True and unregistered == [held._address]

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from ... import mps
 from ...protocol.gate import Driver
 from ...protocol.hold import Hold
 from .device_work import DeviceWork
@@ -54,4 +55,8 @@ class HeldTurns:
         self.hold.release()
 
     def close(self) -> None:
-        self.hold.close()
+        """Drop HOLD's words; a HOLD that has not ended (another process's kernel kept some of
+        its blocks out) leaves this process unfit for more CUDA evaluations, as a copy queued
+        behind a DONE that never came does (`mps.mark_context_unusable`): a worker retires."""
+        if not self.hold.close():
+            mps.mark_context_unusable("the occupancy gate's HOLD had not ended when its timing did")

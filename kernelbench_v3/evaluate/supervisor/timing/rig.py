@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from ... import mps
-from ...protocol.gate import echo_kind, gate_kind
+from ...protocol.gate import GateUnavailable, echo_kind, gate_kind
 from .device_work import DeviceWork
 from .held import HeldTurns
 from .measure import Caller, CallTimes, Feed, measure
@@ -83,8 +83,15 @@ class Rig:
             lambda inputs: self.decoy.write(0, inputs),
         )
         self.plan = CallPlan.for_device(device, seconds)
-        # The occupancy gate's HOLD (`held`), under KBV3_GATE=hold on CUDA under MPS only.
-        self.held = HeldTurns(self.decoy, memory, self.work) if self.gate == "hold" else None
+        # The occupancy gate's HOLD (`held`), under KBV3_GATE=hold on CUDA under MPS only; a
+        # context that cannot run it times by the spin and the fused echo instead (the record
+        # says which).
+        self.held = None
+        if self.gate == "hold":
+            try:
+                self.held = HeldTurns(self.decoy, memory, self.work)
+            except GateUnavailable:
+                self.gate, self.echo = "spin", "fused"
 
     def measure(self, caller: Caller, echo: Caller, held: bool = False, **how: Any) -> CallTimes:
         """`caller` timed one call per window against `echo` on this rig (`measure.measure`;
