@@ -62,6 +62,7 @@ EXTRA = [
     ("level1/23_Softmax", HONEST / "level1/23_Softmax_two_streams.py", "honest two-stream softmax"),
     ("level1/26_GELU_", HONEST / "level1/26_GELU_persistent.py", "honest persistent GELU"),
     ("level1/23_Softmax", HONEST / "level1/23_Softmax_own_graph.py", "honest softmax, own graph"),
+    ("level1/23_Softmax", HONEST / "level1/23_Softmax_clone_input.py", "honest softmax on a clone of its input"),
     (
         "level1/47_Sum_reduction_over_a_dimension",
         HONEST / "level1/47_Sum_reduction_two_stage.py",

@@ -292,16 +292,14 @@ class GateWords:
         self.go_device, self.done_device = base + GATE_GO_OFFSET, base + GATE_DONE_OFFSET
         self.target_device = base + GATE_TARGET_OFFSET
 
-    def enqueue(self, driver: Driver, stream: Any, seq: int, work: Any, spin: bool = False, held: bool = False) -> None:
-        """On `stream`: hold until GO >= seq (a spin kernel if `spin`, else the stream's wait;
-        nothing if `held`: the timer's HOLD holds every SM, `protocol.hold`), `work()` (which
-        enqueues on the current stream), then DONE = seq. Nothing here waits for the device."""
+    def enqueue(self, driver: Driver, stream: Any, seq: int, work: Any, spin: bool = False) -> None:
+        """On `stream`: hold until GO >= seq (a spin kernel if `spin`, else the stream's wait),
+        `work()` (which enqueues on the current stream), then DONE = seq. Nothing here waits for
+        the device."""
         import torch
 
         with torch.cuda.stream(stream):
-            if held:
-                pass
-            elif spin:
+            if spin:
                 driver.spin_geq(stream, self.go_device, seq)
             else:
                 driver.wait_geq(stream, self.go_device, seq)

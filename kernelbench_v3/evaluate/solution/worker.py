@@ -205,8 +205,9 @@ class Worker:
         supervisor opens the gate, and this process is stopped meanwhile. The echo asked for
         `msg["fused_echo"]` arms the fused echo kernel alone (GO read, DONE written, no graph);
         with `msg["spin_node"]` the spin is the first node of a graph around the set's graph; with
-        `msg["held"]` nothing holds the call here (the timer's HOLD owns every SM until GO,
-        `protocol.hold`), and the echo's call is the held echo (DONE the moment it runs). Rung:
+        `msg["held"]` (the occupancy gate, `protocol.hold`) the call is behind the stream's wait,
+        which the timer opens before GO once the inputs are written, while its HOLD owns every
+        SM until GO, and the echo's call is the held echo (DONE the moment it runs). Rung:
         arming says ARMED, then the call runs on the host's GO, is synchronised and answers DONE."""
         assert self.calls is not None and self.bell is not None, "prepare_timing comes first"
         bell, calls, cuda = self.bell, self.calls, self.device == "cuda"
@@ -233,7 +234,7 @@ class Worker:
                 elif spin_node:
                     self.gate.enqueue_gated_graph(self.driver, self.stream, seq, self._gated_graph(s))
                 elif gated:
-                    self.gate.enqueue(self.driver, self.stream, seq, calls.graphs[s].replay, spin=spin_gate, held=held)
+                    self.gate.enqueue(self.driver, self.stream, seq, calls.graphs[s].replay, spin=spin_gate)
                 if gated:
                     bell.write(ARMED, seq)
                     seq += 1

@@ -163,6 +163,9 @@ class _Caller:
         self.log.append(f"{self.name}.ring")
         return 1e-5
 
+    def unblock(self):
+        self.log.append(f"{self.name}.unblock")
+
 
 class _Turns:
     def __init__(self, log, refuse_at=None):
@@ -296,7 +299,11 @@ def test_each_turn_copies_the_stages_inputs_onto_exactly_the_set_that_call_reads
     assert (
         dst == turns.echo_target.data_ptr() and turns.echo_target.numel() >= nbytes
     )  # the echo's: the timer's own bytes
-    assert log == [f"solution.arm({s})" for s in range(4)] + ["echo.arm(0)"]
+    # each side armed before HOLD writes its inputs, its stream's wait opened only after
+    assert log == [e for s in range(4) for e in (f"solution.arm({s})", "solution.unblock")] + [
+        "echo.arm(0)",
+        "echo.unblock",
+    ]
 
 
 def test_a_hold_that_has_not_ended_keeps_its_words_registered_when_closed(monkeypatch):

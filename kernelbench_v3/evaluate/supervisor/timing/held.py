@@ -5,9 +5,11 @@ Per call the timer first writes the new inputs into its stage (the rig's decoy, 
 timer reaches); then, for the echo and for the caller alike, `turn` launches HOLD with a copy of
 the stage's input bytes into where that call reads them (a buffer of the timer's for the echo,
 the chosen set for the caller), waits until HOLD holds every SM (ARMED), arms the caller (its
-call waits in the hardware's queue behind HOLD), and has HOLD write and flush (PREP to PREPPED,
-the `prep` the witness compares). The caller's `ring` then writes HOLD's GO. So both windows
-hold the same steps, and both preps move the same bytes.
+call behind its stream's wait, as without a hold), has HOLD write and flush (PREP to PREPPED,
+the `prep` the witness compares), then opens the caller's stream wait (`unblock`) and lets it
+settle: a copy node in the call's graph, which needs no SM, runs now on the new inputs, and its
+kernels wait in the hardware's queue behind HOLD. The caller's `ring` then writes HOLD's GO. So
+both windows hold the same steps, and both preps move the same bytes.
 
 A kernel of the caller's still resident when HOLD is launched keeps it from taking every SM:
 `HoldRefused`, which `measure` reports as a busy GPU (`gpu_busy`, a `timing_gap` failure).
@@ -15,6 +17,7 @@ A kernel of the caller's still resident when HOLD is launched keeps it from taki
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -26,6 +29,9 @@ from .device_work import DeviceWork
 from .memory import TimedMemory
 
 HOLD_LIMIT_S = 120.0  # HOLD's own bound; the timer releases it sooner, whatever happens
+# Between opening the call's stream wait and GO: a wait woke a call 9 or 16 us after its word
+# under MPS on the H200 (docs/timing.md), and its kernels must be queued behind HOLD by GO.
+UNBLOCK_SETTLE_S = 50e-6
 
 
 class HeldTurns:
@@ -48,7 +54,12 @@ class HeldTurns:
         flush, dirty = self.work.flush_ranges()
         self.hold.take(self.source, target, self.nbytes, flush, dirty)
         arm = caller.arm(set_index)
-        return arm, self.hold.prepare()
+        prep = self.hold.prepare()
+        caller.unblock()  # the call's stream wait opens now, with its inputs written
+        settle = time.perf_counter() + UNBLOCK_SETTLE_S
+        while time.perf_counter() < settle:
+            pass
+        return arm, prep
 
     def release(self) -> None:
         """Let HOLD go (after the last call, or when timing ends early)."""

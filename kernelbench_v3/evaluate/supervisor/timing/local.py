@@ -12,7 +12,8 @@ that hides its host work (`EventLocal`): its GPU work alone again, the record sa
 
 - `GatedLocal`: arming enqueues, on a stream of its own, wait(GO >= seq) -> the call -> write
   (DONE = seq) (`protocol.gate`; the echo's, under MPS, the fused echo kernel alone; under the
-  occupancy gate no wait, the timer's HOLD holding every SM, and the held echo); the call's host work (Python, the compiled module's copy of new
+  occupancy gate the wait is opened once HOLD has written the inputs, and HOLD, holding every
+  SM, opens the window; the echo's is the held echo); the call's host work (Python, the compiled module's copy of new
   inputs into its static buffers, its graph launch) all happens while arming, so the window holds
   only its GPU work, copy included. A call that synchronises the host cannot sit behind a gate
   (it would wait for a GO that only comes after it returns): `gateable` finds that out first
@@ -99,19 +100,23 @@ class GatedLocal:
             if self.fused_echo:  # the echo's call: no work of its own (the fused or the held echo)
                 gate.enqueue_echo(self.driver, self.stream, seq, held=held)
             else:
-                gate.enqueue(self.driver, self.stream, seq, lambda: self.call(set_index), spin=self.spin, held=held)
+                gate.enqueue(self.driver, self.stream, seq, lambda: self.call(set_index), spin=self.spin)
         finally:
             watchdog.cancel()
-        if fired or (hold is None and gate.go >= seq):
+        if fired or gate.go >= seq:
             raise GateUnavailable("the call synchronised the host while it was being armed")
         return self.clock() - started
+
+    def unblock(self) -> None:
+        """Under a hold: open the armed call's stream wait (its kernels then wait for HOLD)."""
+        self.gate.go = self.seq
 
     def ring(self) -> float:
         seq, gate, clock = self.seq, self.gate, self.clock
         self.seq += 1
         started = clock()
         if self.hold is not None:
-            self.hold.go()
+            self.hold.go()  # the stream's wait was opened before the window (`unblock`)
         else:
             gate.go = seq
         spins = 0

@@ -14,8 +14,9 @@ echo's). Each call has two steps, and the timer writes the call's inputs between
   call): the process polls GO on the host.
 - `ring()`: the window, by the timer's clock. Gated: from the host's write of the gate's GO to
   seeing its DONE; the process stays stopped throughout, so nothing of its host side runs inside
-  the window. Held (`start(hold=...)`, the occupancy gate): GO is the timer's HOLD's own word,
-  which this process cannot reach (`protocol.hold`), and the doorbell's GO is not read at all. Rung: GO is written and the process resumed; it runs the call, synchronises and
+  the window. Held (`start(hold=...)`, the occupancy gate): the call's stream wait is opened by
+  `unblock` once the timer's HOLD has written the inputs, its kernels then wait for HOLD, and
+  GO is HOLD's own word, which this process cannot reach (`protocol.hold`). Rung: GO is written and the process resumed; it runs the call, synchronises and
   writes DONE; it is stopped again afterwards.
 
 Nothing here trusts the process: the words it writes can only delay its own window or, past the
@@ -156,10 +157,14 @@ class TimedProcess:
         self._wait(ARMED, seq, f"timed call {seq} (arming)")
         armed = self.clock() - started
         self.session.pause()
-        # Under a hold the doorbell's GO opens nothing, so only DONE can be tampered with.
-        if self.gated and ((self.hold is None and self.gate.go >= seq) or self.gate.done >= seq):
+        if self.gated and (self.gate.go >= seq or self.gate.done >= seq):
             raise GateTampered(f"call {seq}: the gate read GO {self.gate.go}, DONE {self.gate.done} before it was rung")
         return armed
+
+    def unblock(self) -> None:
+        """Under a hold: open the armed call's stream wait before its window, once the inputs are
+        written (copies in its graph then read them); its kernels still wait for HOLD's GO."""
+        self.gate.go = self.seq
 
     def ring(self) -> float:
         """The window of the armed call, in seconds of the timer's clock."""
@@ -179,7 +184,7 @@ class TimedProcess:
         gate, clock = self.gate, self.clock
         started = clock()
         if self.hold is not None:
-            self.hold.go()
+            self.hold.go()  # the stream's wait was opened before the window (`unblock`)
         else:
             gate.go = seq
         spins = 0

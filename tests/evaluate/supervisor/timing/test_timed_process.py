@@ -128,20 +128,22 @@ class _Resumable(_Session):
         self.asked.append(message)
 
 
-def test_a_held_call_is_armed_with_nothing_of_its_own_and_rung_by_the_holds_go():
+def test_a_held_call_waits_on_its_stream_until_unblocked_and_is_rung_by_the_holds_go():
     from kernelbench_v3.evaluate.protocol.doorbell import ARMED
     from kernelbench_v3.evaluate.protocol.messages import Calls
 
     session, hold = _Resumable(), _Hold()
     process = TimedProcess.of(session, 5.0, cuda=True)
-    process.start(gated=True, spin_gate=True, hold=hold)  # the spin gives way to the timer's HOLD
+    process.start(gated=True, spin_gate=True, hold=hold)  # the spin gives way to the stream's wait
     assert session.asked == [Calls(1, False, True, False, False, False, True)]
     process.bell.write(ARMED, 1)
-    process.gate.go = 9  # the doorbell's GO opens nothing under a hold: not tampering
     process.arm(0)
+    assert process.gate.go == 0  # armed: the stream's wait still shut
+    process.unblock()  # the inputs are written: copies in the graph may read them
+    assert process.gate.go == 1 and hold.opened == 0  # ...but no kernel runs before HOLD's GO
     process.gate.done = 1  # the call's DONE (a real GPU writes it once HOLD has let go)
     process.ring()
-    assert hold.opened == 1 and process.gate.go == 9  # opened by HOLD's word, never the doorbell's
+    assert hold.opened == 1
     process.start(gated=False, hold=hold)  # rung by the host: no hold
     assert process.hold is None and session.asked[-1].held is False
 
