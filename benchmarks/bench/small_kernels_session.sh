@@ -15,8 +15,8 @@
 # ladder alone (ladder-mps), and with the other ways to hold a call and to build the echo
 # (ladder-wait-graph: TIMING_VERSION 9's default; ladder-spin-graph; ladder-wait-fused; ladder-node:
 # the spin as the first node of the call's graph, and evaluator-node, the small kernels so;
-# ladder-hold and evaluator-hold: the occupancy gate, the small kernels with their baselines and
-# the attacks); `kbv3 eval` as a user
+# ladder-hold and evaluator-hold: the occupancy gate, every honest solution with its baseline
+# and the attacks); `kbv3 eval` as a user
 # runs it, a SIGKILL mid-evaluation and a faulting solution; the small kernels with --no-mps; the
 # report.
 set -u
@@ -33,7 +33,7 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-occupancy outside evaluator-node evaluator-mps cli}
+    STEPS=${STEPS:-outside ladder-hold evaluator-hold cli}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
       [event-gate]="timeout -k 5 200 python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500}"
@@ -47,7 +47,7 @@ case "${1:-}" in
       [ladder-wait-fused]="$B --parts evaluator --only-ladder --gate wait"
       [ladder-node]="$B --parts evaluator --only-ladder --gate node"
       [ladder-hold]="timeout -k 5 240 $B --parts evaluator --only-ladder --gate hold"
-      [evaluator-hold]="timeout -k 5 420 $B --parts evaluator --only-small --gate hold"
+      [evaluator-hold]="timeout -k 5 780 $B --parts evaluator --gate hold"
       [evaluator-node]="$B --parts evaluator --no-attacks --only-small --no-baseline --gate node"
       [cli]="$B --parts cli"
       [plain]="$B --parts evaluator --no-mps --only-small --no-baseline --runs 1"
