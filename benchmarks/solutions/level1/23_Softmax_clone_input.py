@@ -3,7 +3,6 @@ node in the captured graph, which needs no SM. Under the occupancy gate (KBV3_GA
 run on the call's new inputs, not the previous call's: a control for the order of the timer's
 input write and the call's stream wait (docs/timing.md, "The occupancy gate")."""
 
-import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
