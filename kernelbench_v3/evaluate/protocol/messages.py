@@ -88,7 +88,7 @@ class Calls:
     spin: bool = False  # hold each gated call at GO with the gate's spin kernel, not the stream's wait
     fused_echo: bool = False  # the echo only: each gated call is the fused echo kernel (`gate.ECHO_PTX`)
     spin_node: bool = False  # hold each gated call by a spin node heading its own graph (`gate.Driver.gated_graph`)
-    held: bool = False  # nothing of the process holds a gated call: the timer's HOLD owns every SM (`hold`)
+    held: bool = False  # the timer's HOLD owns every SM until GO (`hold`); the echo's call is the held echo
     kind: str = "calls"
 
 

@@ -87,10 +87,9 @@ class GatedLocal:
 
         def open_gate() -> None:  # a call that synchronises waits for its own work: let it run
             fired.append(True)
-            if hold is not None:
+            gate.go = seq
+            if hold is not None:  # its kernels wait for HOLD too
                 hold.release()
-            else:
-                gate.go = seq
 
         watchdog = threading.Timer(ARM_LIMIT_S, open_gate)
         started = self.clock()

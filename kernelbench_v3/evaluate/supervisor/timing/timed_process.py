@@ -134,7 +134,8 @@ class TimedProcess:
     ) -> None:
         """Send the process into its calls loop: gated (captured graphs behind the gate, held at
         GO by the spin kernel if `spin_gate`, by a spin node heading each graph if `spin_node`,
-        by the timer's `hold` (`protocol.hold.Hold`) and nothing of the process's if given;
+        by the timer's `hold` (`protocol.hold.Hold`) if given, behind the stream's wait that
+        `unblock` opens before GO;
         the echo's calls the fused echo kernel alone if `fused_echo`, the held echo under a
         hold) or rung by the host."""
         self.bell.reset()
