@@ -194,10 +194,14 @@ class Driver:
             self._kernels[name] = function
         return self._kernels[name]
 
-    def _launch_one_thread(self, function: ctypes.c_void_p, stream: Any, *args: Any) -> None:
+    def launch(self, function: Any, stream: Any, blocks: int, threads: int, *args: Any) -> None:
+        """Launch `function` on `stream` over `blocks` x `threads` with `args` (ctypes values)."""
         params = (ctypes.c_void_p * len(args))(*(ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args))
-        rc = self._launch(function, 1, 1, 1, 1, 1, 1, 0, ctypes.c_void_p(stream.cuda_stream), params, None)
+        rc = self._launch(function, blocks, 1, 1, threads, 1, 1, 0, ctypes.c_void_p(stream.cuda_stream), params, None)
         self._check(rc, "cuLaunchKernel (the gate's kernel)")
+
+    def _launch_one_thread(self, function: ctypes.c_void_p, stream: Any, *args: Any) -> None:
+        self.launch(function, stream, 1, 1, *args)
 
     def spin_geq(self, stream: Any, address: int, value: int, limit_ns: int = SPIN_LIMIT_NS) -> None:
         """Enqueue `kbv3_gate_spin` on `stream`: one thread reading the word until it is >= value."""

@@ -302,21 +302,7 @@ class Hold:
             ctypes.c_uint32(self.blocks),
             ctypes.c_uint64(self.limit_ns),
         ]
-        params = (ctypes.c_void_p * len(args))(*(ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args))
-        rc = self.driver._launch(
-            self.function,
-            self.blocks,
-            1,
-            1,
-            self.threads,
-            1,
-            1,
-            0,
-            ctypes.c_void_p(self.stream.cuda_stream),
-            params,
-            None,
-        )
-        self.driver._check(rc, "cuLaunchKernel (HOLD)")
+        self.driver.launch(self.function, self.stream, self.blocks, self.threads, *args)
         self.held = True
         armed = self._until(ARMED_AT, seq, ARM_LIMIT_S)
         if armed is None:

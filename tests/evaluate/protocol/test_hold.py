@@ -109,6 +109,8 @@ class _Device:
     def _check(rc, what):
         assert rc == 0, what
 
+    launch = gate.Driver.launch  # the real packing, over this stand-in's `_launch`
+
     def unregister(self, address):
         pass
 
