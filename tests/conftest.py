@@ -6,6 +6,8 @@ imported, so they are set here, when pytest loads this file, to folders of a fre
 
 import os
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 _TMP = Path(tempfile.mkdtemp(prefix="kbv3-tests-"))
@@ -44,3 +46,25 @@ def _sigint_as_python_leaves_it():
     signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+LONG_LIVED_THREADS = ("tqdm_monitor",)  # tqdm's own monitor, started once and kept by design
+THREAD_GRACE_S = 5.0
+
+
+@pytest.fixture(autouse=True)
+def _no_thread_outlives_its_test():
+    """A thread a test started must have ended when it ends. One left spinning holds the GIL for
+    every later test: a stand-in device thread once made the rest of the suite thirty times slower
+    (tests that take 0.3 s alone took 10 s), and timing-sensitive tests flaky."""
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + THREAD_GRACE_S
+    left = []
+    for thread in set(threading.enumerate()) - before:
+        if thread.name in LONG_LIVED_THREADS:
+            continue
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            left.append(thread.name)
+    assert not left, f"threads left running by this test: {sorted(left)}"

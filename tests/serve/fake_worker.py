@@ -1,7 +1,8 @@
 """A stand-in for `kernelbench_v3.serve.worker` that speaks its protocol without torch.
 
 What it does with a request is read from the request's `model` field: `sleep=S` (answer after
-S seconds), `hang` (never answer), `crash` (die by SIGKILL mid-request), `raise` (refuse it as a
+S seconds), `wait=PATH` (answer once PATH exists: a test opens it when it is ready, so no
+sleep races a loaded machine), `hang` (never answer), `crash` (die by SIGKILL mid-request), `raise` (refuse it as a
 bad request); anything else answers at once. Every record names the worker's pid in `warnings`.
 """
 
@@ -34,6 +35,10 @@ def main() -> int:
             what = request.get("model") or ""
             if what.startswith("sleep="):
                 time.sleep(float(what.partition("=")[2]))
+            elif what.startswith("wait="):
+                gate = what.partition("=")[2].partition("#")[0]
+                while not os.path.exists(gate):
+                    time.sleep(0.01)
             elif what == "hang":
                 time.sleep(3600)
             elif what == "crash":

@@ -99,12 +99,15 @@ def worker(client: Evaluator, name: str) -> dict:
 def test_two_concurrent_clients_both_get_records_in_order(where):
     with running(where):
         first, second = Evaluator(where, timeout_s=30), Evaluator(where, timeout_s=30)
-        a = in_thread(first.submit, SOFTMAX, SOLUTION, model="sleep=0.5")
+        gate = where.parent / "open"
+        a = in_thread(first.submit, SOFTMAX, SOLUTION, model=f"wait={gate}")
         wait_for(lambda: worker(first, "cpu0")["busy"])
         b = in_thread(second.submit, SOFTMAX, "print('x')\n", model="second")
         wait_for(lambda: worker(first, "cpu0")["queued"] == 1)
+        time.sleep(0.3)  # the second's wait, which its queued_s must show
+        gate.touch()
         ra, rb = a(), b()
-    assert (ra.record.model, rb.record.model) == ("sleep=0.5", "second")
+    assert (ra.record.model, rb.record.model) == (f"wait={gate}", "second")
     assert (ra.worker, rb.worker) == ("cpu0", "cpu0")
     assert (ra.sequence, rb.sequence) == (1, 2)  # one queue, served in order
     assert rb.queued_s > 0.2  # the second waited for the first
@@ -117,16 +120,19 @@ def test_requests_queue_per_gpu_named_or_least_loaded(where):
     # A "cuda" service with a stand-in worker: two queues, no GPU needed.
     with running(where, device="cuda", gpus=[0, 1]):
         client = Evaluator(where, timeout_s=30)
+        gate = where.parent / "open"
+        models = [f"wait={gate}#{i}" for i in range(3)]  # all held until the gate opens
         joins = []
-        for i in range(3):
-            joins.append(in_thread(client.submit, SOFTMAX, SOLUTION, gpu_index=1, model=f"sleep=0.{i + 2}"))
+        for i, model in enumerate(models):
+            joins.append(in_thread(client.submit, SOFTMAX, SOLUTION, gpu_index=1, model=model))
             wait_for(lambda n=i: worker(client, "gpu1")["busy"] + worker(client, "gpu1")["queued"] == n + 1)
         other = client.submit(SOFTMAX, SOLUTION, model="free")  # least loaded: gpu0 is idle
+        gate.touch()
         replies = [join() for join in joins]
         assert other.worker == "gpu0" and other.sequence == 1
         assert [r.worker for r in replies] == ["gpu1"] * 3
         assert [r.sequence for r in replies] == [1, 2, 3]  # in the order they were queued
-        assert [r.record.model for r in replies] == ["sleep=0.2", "sleep=0.3", "sleep=0.4"]
+        assert [r.record.model for r in replies] == models
         with pytest.raises(RequestError, match="no GPU 5"):
             client.evaluate(SOFTMAX, SOLUTION, gpu_index=5)
 
@@ -357,13 +363,15 @@ def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, mon
 def test_a_request_whose_client_left_is_dropped_from_the_queue(where):
     with running(where):
         client = Evaluator(where, timeout_s=30)
-        busy = in_thread(client.submit, SOFTMAX, SOLUTION, model="sleep=0.6")
+        gate = where.parent / "open"
+        busy = in_thread(client.submit, SOFTMAX, SOLUTION, model=f"wait={gate}")
         wait_for(lambda: worker(client, "cpu0")["busy"])
         impatient = Evaluator(where, timeout_s=0.2)  # gives up while its request is queued
         with pytest.raises(TimeoutError):
             impatient.evaluate(SOFTMAX, SOLUTION, model="never run")
         wait_for(lambda: worker(client, "cpu0")["queued"] == 0)
         assert worker(client, "cpu0")["busy"]  # dropped from the queue, not run
+        gate.touch()
         assert busy().sequence == 1
         after = client.submit(SOFTMAX, SOLUTION, model="next")
         assert after.sequence == 2 and after.record.model == "next"

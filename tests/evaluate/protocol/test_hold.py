@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import subprocess
 import threading
+import time
 
 import pytest
 import torch
@@ -101,9 +102,18 @@ class _Device:
         return 0
 
     def _run(self, seq):
+        # Polls politely and ends at GO, as HOLD does: a thread spinning on the GIL for the rest
+        # of the session once slowed every later test thirtyfold.
         while self.held._word(hold.PREP_AT) < seq:
-            pass
+            if self.held._word(hold.GO_AT) >= seq:
+                return
+            time.sleep(0.0005)
         self.held._set(hold.PREPPED_AT, seq)
+
+    def join(self):
+        for t in self.threads:
+            t.join(5)
+            assert not t.is_alive(), "a stand-in HOLD never saw PREP or GO"
 
     @staticmethod
     def _check(rc, what):
@@ -143,6 +153,8 @@ def test_the_host_drives_hold_take_prepare_go_in_order():
     assert held._word(hold.GO_AT) == 1 and not held.held
     held.take(0xA000, 0xB000, 4096, (0xC000, 16), (0xD000, 16))
     assert device.launches[1]["seq"] == 2  # one launch, one seq, per window
+    held.go()
+    device.join()
 
 
 def test_a_hold_that_cannot_take_every_sm_is_refused_and_let_go():

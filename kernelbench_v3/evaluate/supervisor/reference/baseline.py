@@ -230,8 +230,25 @@ def get_baseline(
         return {**failure, "cached": False}
     entry = baseline_entry(result)
     entry.update(key=key, device_name=device_name, torch=torch.__version__, stored_at=time.time())
+    mismatch = "" if on_cpu else _timed_otherwise(entry)
+    if mismatch:  # a figure filed under a mode it was not timed in would be served to that mode
+        return {**entry, "cached": False, "not_cached_because": mismatch}
     store_cached(cache, key, entry)
     return {**entry, "cached": False}
+
+
+def _timed_otherwise(entry: Mapping[str, Any]) -> str:
+    """Why a GPU baseline was not timed in the mode its key names ('' when it was): a child whose
+    gate fell back (no HOLD for its context, say) timed the eager reference by another gate."""
+    eager = entry.get("eager") or {}
+    if eager.get("method") != "gated":
+        return ""  # events: the key's gate and echo never applied
+    under_mps = mps.in_use()
+    wanted = (gate_kind(under_mps), echo_kind(under_mps))
+    timed = (eager.get("gate"), eager.get("echo"))
+    if timed == wanted:
+        return ""
+    return f"timed with gate {timed[0]!r} and echo {timed[1]!r}, where the key names {wanted[0]!r} and {wanted[1]!r}"
 
 
 def request_baseline(

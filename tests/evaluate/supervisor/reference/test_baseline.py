@@ -100,3 +100,34 @@ def test_a_cpu_baseline_is_keyed_by_its_environment_and_expires(tmp_path, monkey
     path.write_text(json.dumps({**entry, "stored_at": entry["stored_at"] - baseline.CPU_MAX_AGE_S - 1}))
     again = baseline.get_baseline(spec, **args)
     assert again["cached"] is False and len(calls) == 3
+
+
+@pytest.mark.parametrize("timed_gate", ["spin", "hold"])
+def test_a_gpu_baseline_timed_by_another_gate_than_its_key_names_is_not_cached(tmp_path, monkeypatch, timed_gate):
+    """Under KBV3_GATE=hold the key says hold; a child whose HOLD was unavailable fell back to the
+    spin, and its figure must not be served later as a hold figure."""
+    from kernelbench_v3.evaluate import mps
+    from kernelbench_v3.evaluate.supervisor.reference import isolate
+
+    calls = []
+
+    def child(role, workdir, spec, **kwargs):
+        calls.append(role)
+        echo = "held" if timed_gate == "hold" else "fused"
+        eager = {"median_ms": 0.01, "method": "gated", "gate": timed_gate, "echo": echo}
+        result = {"ok": True, "eager": eager, "compiled": None, "precision": "fp32"}
+        return isolate.ChildOutcome(result, None, False, False, "", 1.0)
+
+    monkeypatch.setattr(isolate, "run_child", child)
+    monkeypatch.setattr(mps, "in_use", lambda: True)
+    monkeypatch.setenv("KBV3_GATE", "hold")
+    monkeypatch.delenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", raising=False)
+    spec = {"device": "cuda", "problem_path": "p.py", "sizes": {"n": 4}, "seeds": [42]}
+    args = {"problem_sha256": "sha", "device_name": "H200", "cache_dir": tmp_path, "timeout_s": 30}
+    first = baseline.get_baseline(spec, **args)
+    second = baseline.get_baseline(spec, **args)
+    if timed_gate == "hold":
+        assert second["cached"] is True and len(calls) == 1
+    else:
+        assert "timed with gate 'spin'" in first["not_cached_because"]
+        assert second["cached"] is False and len(calls) == 2 and first["baseline_ms"] == 0.01
