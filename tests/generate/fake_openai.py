@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -38,8 +37,9 @@ class FakeOpenAI:
         self.requests: list[dict] = []
         self.delay_after: int | None = None  # from this many requests on, stall each answer
         self._lock = threading.Lock()
+        self._closed = threading.Event()  # ends a stall early: no handler outlives the server
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server.daemon_threads = False  # server_close joins every handler
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
 
     @property
@@ -52,8 +52,10 @@ class FakeOpenAI:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closed.set()
         self._server.shutdown()
         self._server.server_close()
+        self._thread.join(5)
 
     def answer_for(self, body: dict) -> str:
         text = "\n".join(m.get("content") or "" for m in body.get("messages", []))
@@ -105,7 +107,7 @@ class FakeOpenAI:
                 if fault == "malformed":
                     return self._send(200, b'{"choices": [ this is not json')
                 if fault == "stall" or (fake.delay_after is not None and count > fake.delay_after):
-                    time.sleep(fake.stall_s)
+                    fake._closed.wait(fake.stall_s)
                 if fake.agent is not None:
                     message, finish = fake.agent_message(body, count), "tool_calls"
                 else:

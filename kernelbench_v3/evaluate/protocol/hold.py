@@ -273,7 +273,6 @@ class Hold:
         self.stream = torch.cuda.ExternalStream(driver.create_stream())
         self.function = driver._kernel(HOLD_PTX, b"kbv3_hold")
         self.seq = 0
-        self.held = False
 
     def _word(self, at: int) -> int:
         return int(self._words[at // 4])
@@ -303,7 +302,6 @@ class Hold:
             ctypes.c_uint64(self.limit_ns),
         ]
         self.driver.launch(self.function, self.stream, self.blocks, self.threads, *args)
-        self.held = True
         armed = self._until(ARMED_AT, seq, ARM_LIMIT_S)
         if armed is None:
             self.release()
@@ -324,14 +322,12 @@ class Hold:
     def go(self) -> None:
         """Open the window: HOLD's blocks exit and the call's kernels take the SMs."""
         self._set(GO_AT, self.seq)
-        self.held = False
 
     def release(self) -> bool:
         """Let HOLD go whatever phase it is in; whether it has ended (waited for, bounded: blocks
         kept out by another process's resident kernel start, and end, only once it is gone)."""
         self._set(PREP_AT, self.seq)
         self._set(GO_AT, self.seq)
-        self.held = False
         started = time.monotonic()
         while not self.stream.query():  # HOLD is the only work of its stream
             if time.monotonic() - started > SYNC_LIMIT_S:

@@ -134,7 +134,7 @@ def _hold(device, clock=None):
     held._page, held._view, held._address = gate.private_block()
     held._words = held._view[: hold.WORDS_BYTES].cast("I")
     held.words_device, held.counters, held.sink = 0x1000, _Ptr(0x2000), _Ptr(0x3000)
-    held.stream, held.function, held.seq, held.held = _Stream(), object(), 0, False
+    held.stream, held.function, held.seq = _Stream(), object(), 0
     device.held = held
     return held
 
@@ -147,10 +147,10 @@ def test_the_host_drives_hold_take_prepare_go_in_order():
     assert launch["grid"] == 264 and launch["block"] == 1024 and launch["seq"] == 1
     # words, counters, src, dst, 16-byte vectors to copy, flush, its vectors, dirty, its vectors, sink
     assert launch["values"] == [0x1000, 0x2000, 0xA000, 0xB000, 256, 0xC000, 65536, 0xD000, 4, 0x3000]
-    assert held.held and held._word(hold.GO_AT) == 0  # HOLD holds until GO
+    assert held._word(hold.GO_AT) == 0  # HOLD holds until GO
     assert held.prepare() >= 0 and held._word(hold.PREPPED_AT) == 1
     held.go()
-    assert held._word(hold.GO_AT) == 1 and not held.held
+    assert held._word(hold.GO_AT) == 1
     held.take(0xA000, 0xB000, 4096, (0xC000, 16), (0xD000, 16))
     assert device.launches[1]["seq"] == 2  # one launch, one seq, per window
     held.go()
