@@ -403,9 +403,11 @@ def cli(journal: Journal, runs: int) -> None:
         ("level1/26_GELU_", examples / "level1/26_GELU_.py"),
         ("level1/1_Square_matrix_multiplication_", examples / "level1/1_Square_matrix_multiplication_.py"),
     ]
+    gate = os.environ.get("KBV3_GATE", "")  # handed on to each kbv3 (`--gate`)
+    tag = f"cli-{gate}" if gate else "cli"  # each gate's figures apart in one journal
     for problem_id, path in cases:
         for run in range(runs):
-            key = f"cli|{problem_id}|{run}"
+            key = f"{tag}|{problem_id}|{run}"
             if journal.has(key):
                 continue
             rc, wall, out, err = _kbv3("eval", "--problem", problem_id, "--solution", str(path), "--json")
@@ -429,6 +431,7 @@ def cli(journal: Journal, runs: int) -> None:
                 entry["record_wall_s"] = rec.get("wall_s")  # the CLI's own, from its start (evaluate/wall.py)
                 details = rec.get("timing_details") or {}
                 entry["mps"] = details.get("mps")
+                entry["gate"], entry["echo"] = details.get("gate"), details.get("echo")
                 entry["raw_calls_ms"] = details.get("raw_calls_ms")  # to read a stray figure offline
             except ValueError:
                 entry = {"stderr": err[-800:]}
@@ -444,7 +447,7 @@ def cli(journal: Journal, runs: int) -> None:
                     **entry,
                 },
             )
-    if not journal.has("cli|kill9"):
+    if not journal.has(f"{tag}|kill9"):
         softmax = examples / "level1/23_Softmax.py"
         started = time.perf_counter()
         proc = subprocess.Popen(
@@ -484,9 +487,10 @@ def cli(journal: Journal, runs: int) -> None:
         except ValueError:
             after = {"stderr": err[-800:]}
         journal.write(
-            "cli|kill9",
+            f"{tag}|kill9",
             {
                 "part": "cli-kill9",
+                "gate": gate,
                 "killed_after_s": round(time.perf_counter() - started, 1),
                 "stderr_seen": seen[-5:],
                 "left_at_kill": left_at_kill,
@@ -497,7 +501,7 @@ def cli(journal: Journal, runs: int) -> None:
                 "left_after_next": _mps_left(),
             },
         )
-    if not journal.has("cli|fault"):
+    if not journal.has(f"{tag}|fault"):
         import pandas as pd
 
         folder = Path(tempfile.mkdtemp(prefix="kbv3-fault-"))
@@ -508,9 +512,10 @@ def cli(journal: Journal, runs: int) -> None:
         rc, wall, out, err = _kbv3("eval-batch", str(folder), "--split", "h100", "--out", str(result), timeout=600)
         rows = pd.read_parquet(result).to_dict("records") if result.exists() else []
         journal.write(
-            "cli|fault",
+            f"{tag}|fault",
             {
                 "part": "cli-fault",
+                "gate": gate,
                 "rc": rc,
                 "wall_s": wall,
                 "stderr": err[-1200:],

@@ -196,10 +196,11 @@ def report(journal: Path) -> str:
             f"once the reaper had 15 s: {sorted({len(e.get('mps_left_after') or []) for e in cli})} "
             f"(gone after {sorted({e.get('mps_gone_after_s') for e in cli}, key=str)} s)",
             "",
-            "| problem | run | wall s | duration_s | status | sol µs | speedup |",
-            "|---|---|---|---|---|---|---|",
+            "| problem | gate | run | wall s | duration_s | status | sol µs | speedup |",
+            "|---|---|---|---|---|---|---|---|",
             *(
-                f"| {e['problem']} | {e['run']} | {e['wall_s']} | {e.get('duration_s')} | {e.get('status')} | "
+                f"| {e['problem']} | {e.get('gate') or 'default'} | {e['run']} | {e['wall_s']} | "
+                f"{e.get('duration_s')} | {e.get('status')} | "
                 f"{_fmt((e.get('sol_ms') or 0) * 1e3 or None)} | {_fmt(e.get('speedup'), '.3g')} |"
                 for e in cli
             ),

@@ -17,7 +17,7 @@
 # the spin as the first node of the call's graph, and evaluator-node, the small kernels so;
 # ladder-hold and evaluator-hold: the occupancy gate, every honest solution with its baseline
 # and the attacks); `kbv3 eval` as a user
-# runs it, a SIGKILL mid-evaluation and a faulting solution; the small kernels with --no-mps; the
+# runs it, a SIGKILL mid-evaluation and a faulting solution (cli; cli-hold: under the occupancy gate); the small kernels with --no-mps; the
 # report.
 set -u
 KB=${KB:-/tmp/kbv3-small}
@@ -33,7 +33,7 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-outside ladder-hold evaluator-hold cli}
+    STEPS=${STEPS:-outside ladder-hold evaluator-hold cli-hold plain}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
       [event-gate]="timeout -k 5 200 python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500}"
@@ -50,6 +50,7 @@ case "${1:-}" in
       [evaluator-hold]="timeout -k 5 780 $B --parts evaluator --gate hold"
       [evaluator-node]="$B --parts evaluator --no-attacks --only-small --no-baseline --gate node"
       [cli]="$B --parts cli"
+      [cli-hold]="$B --parts cli --gate hold"
       [plain]="$B --parts evaluator --no-mps --only-small --no-baseline --runs 1"
     )
     SCRIPT="cd $REPO"
