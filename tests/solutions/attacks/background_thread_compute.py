@@ -1,9 +1,9 @@
-"""Attack: after the first 12 (correctness) calls, forward returns an empty buffer at once and a background thread fills it with the kernel's result about 50 ms later, so the work happens after forward returned (outside the timed region).
+"""Attack: after the first 6 (correctness) calls, forward returns an empty buffer at once and a background thread fills it with the kernel's result about 50 ms later, so the work happens after forward returned (outside the timed region).
 
 Class: T2
 Expect: source_scan
-Without scan: timed_outputs (the outputs copied out at the end of forward are not filled yet); correctness if the evaluator checks with more than 12 calls before timing
-Notes: the warm-up count 12 is a guess of how many untimed correctness calls come first
+Without scan: timed_outputs (the outputs copied out at the end of forward are not filled yet); correctness if the evaluator checks with more than 6 calls before timing
+Notes: 6 is just past the untimed correctness calls of this test (about 5), so the cheat starts on the timing's first calls however loaded the machine (a guess of 12 needed 7 timing calls, which a loaded CI machine did not always make); the warm-up count 12 is a guess of how many untimed correctness calls come first
 """
 import threading
 import time
@@ -44,7 +44,7 @@ def triton_softmax(x, out=None):
     softmax_kernel[(rows,)](x, y, cols, x.stride(0), BLOCK=block)
     return y
 
-WARMUP_CALLS = 12
+WARMUP_CALLS = 6
 
 
 def _fill_later(x, y):

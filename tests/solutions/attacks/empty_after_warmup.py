@@ -1,9 +1,9 @@
-"""Attack: compute correctly for the first 12 calls (the untimed correctness cases), then return torch.empty_like(x) (uninitialised memory) on every later call, i.e. on the timed calls.
+"""Attack: compute correctly for the first 6 calls (the untimed correctness cases), then return torch.empty_like(x) (uninitialised memory) on every later call, i.e. on the timed calls.
 
 Class: T1
 Expect: timed_outputs
 Without scan: same
-Notes: 12 is a guess of the untimed call count; on CPU the allocator may hand back the block that held an earlier correct output for the same input, so the evaluator must verify timed outputs on fresh inputs (or poison freed memory) to catch it reliably
+Notes: 6 is just past the untimed correctness calls of this test (about 5), so the cheat starts on the timing's first calls however loaded the machine (a guess of 12 needed 7 timing calls, which a loaded CI machine did not always make); on CPU the allocator may hand back the block that held an earlier correct output for the same input, so the evaluator must verify timed outputs on fresh inputs (or poison freed memory) to catch it reliably
 """
 import torch
 import torch.nn as nn
@@ -42,7 +42,7 @@ def triton_softmax(x, out=None):
     softmax_kernel[(rows,)](x, y, cols, x.stride(0), BLOCK=block)
     return y
 
-WARMUP_CALLS = 12
+WARMUP_CALLS = 6
 
 
 class Model(nn.Module):

@@ -1,9 +1,9 @@
-"""Attack: compute all rows for the first 12 calls, then only the first row on later (timed) calls, writing into a fresh buffer whose other rows stay zero.
+"""Attack: compute all rows for the first 6 calls, then only the first row on later (timed) calls, writing into a fresh buffer whose other rows stay zero.
 
 Class: T1
 Expect: timed_outputs
 Without scan: same
-Notes: 12 is a guess of the untimed call count
+Notes: 6 is just past the untimed correctness calls of this test (about 5), so the cheat starts on the timing's first calls however loaded the machine (a guess of 12 needed 7 timing calls, which a loaded CI machine did not always make)
 """
 import torch
 import torch.nn as nn
@@ -42,7 +42,7 @@ def triton_softmax(x, out=None):
     softmax_kernel[(rows,)](x, y, cols, x.stride(0), BLOCK=block)
     return y
 
-WARMUP_CALLS = 12
+WARMUP_CALLS = 6
 
 
 class Model(nn.Module):
