@@ -40,6 +40,7 @@ MODE_TITLES = {
     "mps-echo-graph": "MPS, the spin at GO, the echo a graph behind the spin (TIMING_VERSION 9's spin)",
     "mps-gate-wait-echo-fused": "MPS, the stream's wait at GO, the fused echo",
     "mps-gate-node": "MPS, the spin as the first node of the call's graph, the fused echo",
+    "mps-gate-hold": "MPS, the occupancy gate (the timer's HOLD owns every SM until GO), the held echo",
 }
 
 

@@ -304,6 +304,8 @@ def _ray_worker_name() -> str:
     try:
         import ray
 
+        if not ray.is_initialized():  # not in a Ray task: asking for a context would start Ray
+            return "ray"
         context = ray.get_runtime_context()
         gpus = ",".join(str(g) for g in context.get_accelerator_ids().get("GPU", []))
         return f"{context.get_node_id()[:8]}" + (f":gpu{gpus}" if gpus else "")
