@@ -406,3 +406,36 @@ def test_the_report_shows_the_gate_modes_beside_it_and_the_clis_wall_parts(tmp_p
     assert "each part of the CLI's wall (`wall_phase_s`): cli_import 1.00, reference 2.00." in text
     assert "| mps | path_fused | 3.9 / 4.2 / 4.8 (1%) |  |  |" in text
     assert "torch 0.918 µs, Triton 0.804 µs" in text and "| mps | spin |  |  | TimeoutError: call 3 |" in text
+
+
+def test_the_spread_probe_counts_where_blocks_land_and_the_report_shows_it(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS / "diagnostics"))
+    import hold_spread_gpu as spread
+    import torch
+
+    # (SM, start ns, end ns, value) per block; the rows past the grid are another launch's
+    packed = torch.tensor([[3, 100, 2100, 0], [3, 150, 2300, 0], [5, 120, 1200, 0], [9, 0, 0, 0]])
+    one = spread.placement(packed, grid=3)
+    assert one == {"sms": 2, "most_on_one_sm": 2, "span_us": 2.2, "start_spread_us": 0.05}
+    entry = spread._summary("hold", 256, 3, 2000, [one, {**one, "sms": 3, "most_on_one_sm": 1}])
+    assert entry["sms_median"] == 2.5 and entry["sms_min"] == 2 and entry["release_delay_ns"] == 2000
+    assert b".entry kbv3_spread(" in spread.SPREAD_PTX and "%smid" in spread.SPREAD_PTX.decode()
+    assert 0 in spread.DELAYS_NS  # the sixth lease's HOLD, as the control
+
+    bench = _small_kernels_module()
+    journal = bench.Journal(tmp_path)
+    journal.write("probe", {"part": "probe"})
+    lines = [
+        {"variant": "probe", "mps": True, "gpu": "NVIDIA H100"},
+        {**entry, "variant": "idle", "release_delay_ns": None},
+        entry,
+        {"variant": "hold", "threads": 128, "grid": 132, "release_delay_ns": 0, "error": "HoldRefused: busy"},
+    ]
+    (tmp_path / "hold_spread.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    from small_kernels_report import report
+
+    text = report(journal.path)
+    assert "NVIDIA H100, MPS True" in text
+    assert "| 256 x 3 | idle GPU | 2.5 (2) | 1.5 | 2.2 | 0.05 |" in text
+    assert "| 256 x 3 | HOLD, delay 2000 ns | 2.5 (2) |" in text
+    assert "| 128 x 132 | HOLD, delay 0 ns | HoldRefused: busy |" in text

@@ -216,6 +216,7 @@ def report(journal: Path) -> str:
                     "",
                 ]
     lines += _gate_modes(journal.parent)
+    lines += _hold_spread(journal.parent)
     return "\n".join(lines)
 
 
@@ -255,5 +256,36 @@ def _gate_modes(folder: Path) -> list[str]:
             note = f"per kernel in a graph: torch {e.get('torch_us_per_kernel')} µs, Triton {e.get('triton_us_per_kernel')} µs"
         lines.append(
             f"| {e.get('mode')} | {e.get('variant', '')} | {client(e.get('client0'))} | {client(e.get('client1'))} | {note} |"
+        )
+    return lines + [""]
+
+
+def _hold_spread(folder: Path) -> list[str]:
+    """`hold_spread_gpu.py`'s placements, if its journal lies beside this one."""
+    found = [p for p in (folder / "hold_spread.jsonl", folder / "hold_spread_gpu.jsonl") if p.exists()]
+    if not found:
+        return []
+    entries = [json.loads(line) for line in found[0].read_text().splitlines() if line.strip()]
+    probe = next((e for e in entries if e.get("variant") == "probe"), {})
+    lines = [
+        "## Where a held call's blocks land (`diagnostics/hold_spread_gpu.py`)",
+        "",
+        f"{probe.get('gpu', '?')}, MPS {probe.get('mps', '?')}. A grid of FMA chains launched on an idle GPU, and "
+        "queued behind HOLD released with each delay (0: each block leaves as it reads the release; else all "
+        "at one deadline). Medians over the trials.",
+        "",
+        "| threads x grid | launch | SMs used (min) | most blocks on one SM | span µs | starts' spread µs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in entries:
+        if e.get("variant") not in ("idle", "hold"):
+            continue
+        launch = "idle GPU" if e["variant"] == "idle" else f"HOLD, delay {e.get('release_delay_ns')} ns"
+        if "error" in e:
+            lines.append(f"| {e['threads']} x {e['grid']} | {launch} | {e['error']} | | | |")
+            continue
+        lines.append(
+            f"| {e['threads']} x {e['grid']} | {launch} | {e['sms_median']:g} ({e['sms_min']}) | "
+            f"{e['most_on_one_sm_median']:g} | {e['span_us_median']:g} | {e['start_spread_us_median']:g} |"
         )
     return lines + [""]

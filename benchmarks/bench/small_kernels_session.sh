@@ -8,7 +8,8 @@
 #   bash benchmarks/bench/small_kernels_session.sh poll SECONDS   # wait until done or SECONDS pass
 #
 # Within one lease a second `start` resumes the journal in $KB.
-# Steps: the occupancy gate (occupancy_gate_gpu.py: the timer holds a call by owning every SM);
+# Steps: where a held call's blocks land as HOLD lets go, by release delay (spread,
+# hold_spread_gpu.py); the occupancy gate (occupancy_gate_gpu.py: the timer holds a call by owning every SM);
 # outside timing (no MPS); the gate's modes (benchmarks/diagnostics/gate_modes_gpu.py); a
 # gate on interprocess events the solution cannot read (event-gate, event_gate_gpu.py);
 # the evaluator under MPS (the default; EVAL_ARGS adds bench options, e.g. --only-small); the
@@ -33,10 +34,11 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-outside ladder-hold evaluator-hold cli-hold plain}
+    STEPS=${STEPS:-spread outside ladder-hold evaluator-hold cli-hold}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
       [event-gate]="timeout -k 5 200 python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500}"
+      [spread]="timeout -k 5 180 python3 benchmarks/diagnostics/hold_spread_gpu.py $KB/out/hold_spread.jsonl --trials ${SPREAD_TRIALS:-20}"
       [occupancy]="timeout -k 5 300 python3 benchmarks/diagnostics/occupancy_gate_gpu.py $KB/out/occupancy_gate.jsonl --calls ${GATE_CALLS:-300}"
       [gate-modes]="python3 benchmarks/diagnostics/gate_modes_gpu.py $KB/out/gate_modes.jsonl --calls ${GATE_CALLS:-1000}"
       [evaluator-mps]="$B --parts evaluator $NO_ATTACKS ${EVAL_ARGS:-}"

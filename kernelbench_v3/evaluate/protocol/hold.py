@@ -6,7 +6,7 @@ threads as fill every SM's thread slots. Its block 0 waits until every block is 
 then writes ARMED; from then on no kernel of any other process can start. The call is enqueued
 after ARMED and waits in the hardware's queue. At PREP, HOLD's threads write the call's inputs
 (a copy of the timer's stage into the set the call reads) and clear the L2, then block 0 writes
-PREPPED; at GO every block exits and the call's kernels take the SMs.
+PREPPED; at GO every block exits, all at one deadline, and the call's kernels take the SMs.
 
 Why (docs/timing.md, "The occupancy gate"): nothing of the solution's reads GO, which lives in
 a page only the timer's process maps, so no solution can open its window sooner than an honest
@@ -33,7 +33,14 @@ from .gate import Driver, GateUnavailable, private_block
 MAX_BLOCK_THREADS = 1024
 # The timer's words in its private page (bytes), a cache line apart; counters on the device.
 GO_AT, ARMED_AT, PREP_AT, PREPPED_AT = 0, 128, 256, 384
-ARRIVED, PREPPED_COUNT, PREP_FLAG, RELEASE_FLAG = 0, 4, 8, 12  # bytes into the counters
+ARRIVED, PREPPED_COUNT, PREP_FLAG, RELEASE_FLAG, EXIT_AT = 0, 4, 8, 12, 16  # bytes into the counters
+COUNTER_WORDS = 6  # 32-bit words: EXIT_AT is a 64-bit %globaltimer deadline
+# Every block of HOLD leaves at one %globaltimer deadline this long after block 0 saw GO, not as
+# each happens to see the release: a block of the call starts wherever an SM has room, so SMs
+# freed a little apart took all of a small grid's blocks (two to three times its time on the
+# H100, docs/timing.md "The occupancy gate in the evaluator"). Long enough for every block to
+# read the release first; the echo is held the same way, so the wait cancels in the net time.
+RELEASE_DELAY_NS = 2000
 WORDS_BYTES = 512
 ARM_LIMIT_S = 2.0  # every block resident within this, or a kernel of another process holds an SM
 PREP_LIMIT_S = 10.0
@@ -96,7 +103,9 @@ def _grid_stride(label: str, body: str, count: str) -> str:
 
 
 # kbv3_hold(words, counters, src, dst, copy_vecs, flush, flush_vecs, dirty, dirty_vecs, sink,
-#           seq, blocks, limit_ns): the module docstring's HOLD. Vectors are 16 bytes.
+#           seq, blocks, limit_ns, release_delay_ns): the module docstring's HOLD. Vectors are
+#           16 bytes. Every block waits out its exit until the deadline block 0 set at GO (at
+#           most release_delay_ns + 100 us after it read the release).
 HOLD_PTX = (
     """.version 7.0
 .target sm_70
@@ -105,7 +114,7 @@ HOLD_PTX = (
 .visible .entry kbv3_hold(.param .u64 words, .param .u64 counters, .param .u64 src,
     .param .u64 dst, .param .u64 copy_vecs, .param .u64 flush, .param .u64 flush_vecs,
     .param .u64 dirty, .param .u64 dirty_vecs, .param .u64 sink, .param .u32 seq,
-    .param .u32 blocks, .param .u64 limit_ns)
+    .param .u32 blocks, .param .u64 limit_ns, .param .u64 release_delay_ns)
 .maxntid 1024, 1, 1
 .minnctapersm 2
 {
@@ -143,6 +152,9 @@ HOLD_PTX = (
     + """;
     add.u64 %rd17, %rd6, """
     + str(RELEASE_FLAG)
+    + """;
+    add.u64 %rd18, %rd6, """
+    + str(EXIT_AT)
     + """;
     mov.u32 %r3, %tid.x;
     mov.u32 %r4, %ctaid.x;
@@ -231,11 +243,30 @@ SUNK:
 """
     + _wait("GOWAIT", "%rd10", "RELEASE", "RELEASE")
     + """RELEASE:
+    ld.param.u64 %rd27, [release_delay_ns];
+    mov.u64 %rd28, %globaltimer;
+    add.u64 %rd26, %rd28, %rd27;
+    st.volatile.u64 [%rd18], %rd26;
+    membar.gl;
     st.volatile.u32 [%rd17], %r1;
-    bra JOIN2;
+    bra EXITAT;
 """
-    + _wait("FOLLOW2", "%rd17", "JOIN2", "JOIN2")
-    + """JOIN2:
+    + _wait("FOLLOW2", "%rd17", "FOLLOWED", "JOIN2")
+    + """FOLLOWED:
+    membar.gl;
+    ld.volatile.u64 %rd26, [%rd18];
+    ld.param.u64 %rd27, [release_delay_ns];
+    mov.u64 %rd28, %globaltimer;
+EXITAT:
+    add.u64 %rd27, %rd27, 100000;
+EXITWAIT:
+    mov.u64 %rd4, %globaltimer;
+    setp.ge.u64 %p4, %rd4, %rd26;
+    @%p4 bra JOIN2;
+    sub.u64 %rd5, %rd4, %rd28;
+    setp.lt.u64 %p4, %rd5, %rd27;
+    @%p4 bra EXITWAIT;
+JOIN2:
     barrier.sync 0;
     ret;
 }
@@ -256,11 +287,18 @@ class Hold:
     """HOLD as the timer drives it, one launch per window (module docstring). `seq` counts the
     launches; its words live in a private page of this process, its counters on the device."""
 
-    def __init__(self, driver: Driver, limit_s: float, clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        driver: Driver,
+        limit_s: float,
+        clock: Callable[[], float] = time.perf_counter,
+        release_delay_ns: int = RELEASE_DELAY_NS,
+    ):
         import torch
 
         self.driver, self.clock = driver, clock
         self.limit_ns = int(limit_s * 1e9)
+        self.release_delay_ns = int(release_delay_ns)  # 0: each block leaves as it reads the release
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         self.threads, per_sm = hold_shape(int(getattr(props, "max_threads_per_multi_processor", 0) or 2048))
         self.blocks = per_sm * int(props.multi_processor_count)
@@ -268,7 +306,7 @@ class Hold:
         self._words = self._view[:WORDS_BYTES].cast("I")
         self.words_device = driver.register(address, WORDS_BYTES, fresh=True)
         self._address = address
-        self.counters = torch.zeros(4, dtype=torch.int32, device="cuda")
+        self.counters = torch.zeros(COUNTER_WORDS, dtype=torch.int32, device="cuda")
         self.sink = torch.zeros(1, dtype=torch.int32, device="cuda")
         self.stream = torch.cuda.ExternalStream(driver.create_stream())
         self.function = driver._kernel(HOLD_PTX, b"kbv3_hold")
@@ -300,6 +338,7 @@ class Hold:
             ctypes.c_uint32(seq),
             ctypes.c_uint32(self.blocks),
             ctypes.c_uint64(self.limit_ns),
+            ctypes.c_uint64(self.release_delay_ns),
         ]
         self.driver.launch(self.function, self.stream, self.blocks, self.threads, *args)
         armed = self._until(ARMED_AT, seq, ARM_LIMIT_S)

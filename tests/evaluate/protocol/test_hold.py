@@ -44,7 +44,7 @@ def test_hold_takes_exactly_every_thread_slot():
     assert hold.hold_shape(1024) == (1024, 1)
     with pytest.raises(gate.GateUnavailable):
         hold.hold_shape(2050)
-    assert hold.launch_args_count() == 13
+    assert hold.launch_args_count() == 14
 
 
 def test_holds_steps_come_in_the_order_that_makes_it_a_gate():
@@ -61,6 +61,14 @@ def test_holds_steps_come_in_the_order_that_makes_it_a_gate():
     assert body.index("FLUSH:") > copy and body.index("DIRTY:") > body.index("FLUSH:")
     assert body.count("barrier.sync 0") == 3  # arrive, prep, release: every thread waits its block
     assert "%globaltimer" in body and body.count("bra GIVEUP") >= 2  # bounded: it always ends
+    # The blocks leave together: block 0 writes the deadline before the release, a follower reads
+    # it only after the release (a fence between), and every block waits for it, bounded.
+    deadline = body.index("st.volatile.u64 [%rd18], %rd26")
+    assert deadline < release < body.index("FOLLOWED:") < body.index("ld.volatile.u64 %rd26, [%rd18]")
+    assert "membar.gl;\n    st.volatile.u32 [%rd17]" in body and "FOLLOWED:\n    membar.gl;" in body
+    exit_wait = body[body.index("EXITWAIT:") : body.index("JOIN2:")]
+    assert "%globaltimer" in exit_wait and "setp.ge.u64 %p4, %rd4, %rd26" in exit_wait and "%rd28" in exit_wait
+    assert hold.EXIT_AT % 8 == 0 and hold.EXIT_AT + 8 <= hold.COUNTER_WORDS * 4
     # GO, ARMED, PREP and PREPPED are words of the timer's page, a cache line apart
     offsets = [hold.GO_AT, hold.ARMED_AT, hold.PREP_AT, hold.PREPPED_AT]
     assert all(b - a >= 64 for a, b in zip(offsets, offsets[1:])) and offsets[-1] + 4 <= hold.WORDS_BYTES
@@ -93,7 +101,8 @@ class _Device:
 
         values = [ctypes.cast(params[i], ctypes.POINTER(ctypes.c_uint64)).contents.value for i in range(10)]
         seq = ctypes.cast(params[10], ctypes.POINTER(ctypes.c_uint32)).contents.value
-        self.launches.append({"grid": gx, "block": bx, "values": values, "seq": seq})
+        delay = ctypes.cast(params[13], ctypes.POINTER(ctypes.c_uint64)).contents.value
+        self.launches.append({"grid": gx, "block": bx, "values": values, "seq": seq, "release_delay_ns": delay})
         if self.arms:
             self.held._set(hold.ARMED_AT, seq)
             t = threading.Thread(target=self._run, args=(seq,), daemon=True)
@@ -130,6 +139,7 @@ def _hold(device, clock=None):
 
     held = hold.Hold.__new__(hold.Hold)
     held.driver, held.clock, held.limit_ns = device, clock or time.perf_counter, 10**9
+    held.release_delay_ns = hold.RELEASE_DELAY_NS
     held.threads, held.blocks = 1024, 264
     held._page, held._view, held._address = gate.private_block()
     held._words = held._view[: hold.WORDS_BYTES].cast("I")
@@ -147,6 +157,7 @@ def test_the_host_drives_hold_take_prepare_go_in_order():
     assert launch["grid"] == 264 and launch["block"] == 1024 and launch["seq"] == 1
     # words, counters, src, dst, 16-byte vectors to copy, flush, its vectors, dirty, its vectors, sink
     assert launch["values"] == [0x1000, 0x2000, 0xA000, 0xB000, 256, 0xC000, 65536, 0xD000, 4, 0x3000]
+    assert launch["release_delay_ns"] == hold.RELEASE_DELAY_NS > 0  # every block leaves at one deadline
     assert held._word(hold.GO_AT) == 0  # HOLD holds until GO
     assert held.prepare() >= 0 and held._word(hold.PREPPED_AT) == 1
     held.go()
