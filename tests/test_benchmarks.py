@@ -430,6 +430,7 @@ def test_the_spread_probe_counts_where_blocks_land_and_the_report_shows_it(tmp_p
         {**entry, "variant": "idle", "release_delay_ns": None},
         entry,
         {"variant": "hold", "threads": 128, "grid": 132, "release_delay_ns": 0, "error": "HoldRefused: busy"},
+        {**entry, "variant": "absorb", "release_delay_ns": 0},
     ]
     (tmp_path / "hold_spread.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
     from small_kernels_report import report
@@ -439,3 +440,5 @@ def test_the_spread_probe_counts_where_blocks_land_and_the_report_shows_it(tmp_p
     assert "| 256 x 3 | idle GPU | 2.5 (2) | 1.5 | 2.2 | 0.05 |" in text
     assert "| 256 x 3 | HOLD, delay 2000 ns | 2.5 (2) |" in text
     assert "| 128 x 132 | HOLD, delay 0 ns | HoldRefused: busy |" in text
+    assert "| 256 x 3 | HOLD, an empty kernel of its shape ahead, delay 0 ns | 2.5 (2) |" in text
+    assert b".entry kbv3_empty(" in spread.EMPTY_PTX

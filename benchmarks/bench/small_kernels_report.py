@@ -278,9 +278,12 @@ def _hold_spread(folder: Path) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for e in entries:
-        if e.get("variant") not in ("idle", "hold"):
+        if e.get("variant") not in ("idle", "hold", "absorb"):
             continue
-        launch = "idle GPU" if e["variant"] == "idle" else f"HOLD, delay {e.get('release_delay_ns')} ns"
+        launch = {"idle": "idle GPU", "hold": "HOLD", "absorb": "HOLD, an empty kernel of its shape ahead"}[
+            e["variant"]
+        ]
+        launch += f", delay {e.get('release_delay_ns')} ns" if e["variant"] != "idle" else ""
         if "error" in e:
             lines.append(f"| {e['threads']} x {e['grid']} | {launch} | {e['error']} | | | |")
             continue

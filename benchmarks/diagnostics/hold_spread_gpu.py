@@ -12,8 +12,11 @@ HOLD as another MPS client's is: blocks start where an SM has room): SPREAD, a g
 blocks each run a fixed chain of FMAs and record their SM and %globaltimer start and end, is
 launched on an idle GPU and behind `protocol.hold.Hold` with each release delay (0: each of
 HOLD's blocks leaves as it reads the release, the sixth lease's HOLD; otherwise all at one
-deadline that long after GO). Per variant, over TRIALS launches: distinct SMs, the most blocks
-on one SM, the span (last end less first start) and the spread of the starts.
+deadline that long after GO), and behind HOLD (delay 0) with an empty kernel of HOLD's shape
+queued ahead of it on its stream (`absorb`: the empty blocks take the SMs as HOLD frees them,
+and SPREAD starts only once they have all ended, as on an idle GPU; the fallback if no delay
+helps, at the cost of one kernel boundary). Per variant, over TRIALS launches: distinct SMs, the
+most blocks on one SM, the span (last end less first start) and the spread of the starts.
 
     PYTHONPATH=. python3 benchmarks/diagnostics/hold_spread_gpu.py OUT.jsonl [--trials 20] [--no-mps]
 """
@@ -86,6 +89,16 @@ END:
 }
 \0"""
 
+EMPTY_PTX = b""".version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry kbv3_empty()
+{
+    ret;
+}
+\0"""
+
 
 def placement(records, grid: int) -> dict:
     """Distinct SMs, the most blocks on one SM, the span and the starts' spread (us) of one
@@ -124,6 +137,7 @@ def run(out: Path, trials: int, iters: int) -> None:
 
     driver = Driver()
     spread = driver._kernel(SPREAD_PTX, b"kbv3_spread")
+    empty = driver._kernel(EMPTY_PTX, b"kbv3_empty")
     stream = torch.cuda.ExternalStream(driver.create_stream())
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     records = torch.zeros(4 * sms * 4, dtype=torch.int64, device="cuda")
@@ -148,22 +162,25 @@ def run(out: Path, trials: int, iters: int) -> None:
             torch.cuda.synchronize()
             idle.append(placement(records.view(-1, 4).cpu(), grid))
         journal(_summary("idle", threads, grid, None, idle))
-        for delay in DELAYS_NS:
+        for delay, absorb in [(d, False) for d in DELAYS_NS] + [(0, True)]:
             held, found = Hold(driver, limit_s=2.0, release_delay_ns=delay), []
+            name = "absorb" if absorb else "hold"
             try:
                 for _ in range(trials):
                     held.take(src, dst, 4096, (src, 4096), (dst, 4096))
+                    if absorb:  # HOLD's shape, nothing to do: it takes the SMs as they free
+                        driver.launch(empty, stream, held.blocks, held.threads)
                     launch(threads, grid)  # queued behind HOLD, as a held call is
                     time.sleep(QUEUE_SETTLE_S)
                     held.prepare()
                     held.go()
                     torch.cuda.synchronize()
                     found.append(placement(records.view(-1, 4).cpu(), grid))
-                journal(_summary("hold", threads, grid, delay, found))
+                journal(_summary(name, threads, grid, delay, found))
             except Exception as exc:  # noqa: BLE001 - one broken variant must not end the probe
                 journal(
                     {
-                        "variant": "hold",
+                        "variant": name,
                         "threads": threads,
                         "grid": grid,
                         "release_delay_ns": delay,
