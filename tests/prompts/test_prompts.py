@@ -48,6 +48,7 @@ RULE_PHRASES = (
     "Every timed call, first to last, has the same chance of being judged exactly as a correctness case",
     "queued behind a gate the evaluator opens",
     "running on the GPU while the evaluator writes the inputs",
+    "cannot be told from a call armed on several streams waiting its turn, the time is reported as unresolved",
     "times every call of your forward on its own, by its own clock",
     "clears the L2 cache",
     "beats the GPU's roofline is never scored",

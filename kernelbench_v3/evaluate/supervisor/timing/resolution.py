@@ -16,6 +16,13 @@ MPS_FLOOR_S is the shortest rung the ladder resolves within 0.5 us.
 Below the floor the verdict stands (the calls were judged), but `sol_ms` and `speedup` read null
 and the record names `timing_unresolved` and why (`scoring.fill_timing`); physics is not judged
 on such a figure, so an honest small kernel is never `impossible_time` for the gate's noise.
+
+Without MPS the prep witness cannot tell work from waiting either: a call armed on several
+streams (a forked side stream) held its context on the GPU for a time slice, about 1.4 ms, while
+the timer wrote its inputs (0.15 ms before the echo's), just as work run before the window
+would. So there a prep over its bound leaves the time unresolved (`time_sliced_prep`) rather
+than failing the solution; under MPS, where the contexts share the SMs and a held call runs
+nothing, it still fails (`work_before_window`). Either way no figure is reported.
 """
 
 from __future__ import annotations
@@ -43,4 +50,16 @@ def unresolved(median_s: float, mps: bool, what: str = "the solution's calls") -
     return (
         f"{UNRESOLVED}: {what} measured {median_s * 1e6:.1f} us, under the {floor * 1e6:.0f} us the gate resolves "
         f"{'without' if not mps else 'under'} MPS (docs/timing.md); {hint}"
+    )
+
+
+def time_sliced_prep(solution_ms: float, echo_ms: float) -> str:
+    """Why, without MPS, a slow write of the inputs before the solution's calls leaves its time
+    unresolved (module docstring)."""
+    return (
+        f"{UNRESOLVED}: writing the inputs and clearing the L2 before the solution's calls took "
+        f"{solution_ms:.4g} ms against {echo_ms:.4g} ms before the echo's; without MPS the GPU "
+        "time-slices contexts, and a call armed on several streams holds its context's slice just as "
+        "work run before the window would (docs/timing.md); run under MPS (the default; remove --no-mps "
+        "or KBV3_MPS=0) to time it"
     )

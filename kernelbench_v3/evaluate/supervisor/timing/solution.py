@@ -41,7 +41,7 @@ from .errors import GateTampered, GateUnavailable, TimingUnavailable
 from .judging import Judging, OutputCheck, Outputs
 from .measure import CallTimes, Feed
 from .memory import TimedMemory, solution_memory
-from .resolution import UNRESOLVED, unresolved
+from .resolution import UNRESOLVED, time_sliced_prep, unresolved
 from .rig import Figures, Rig
 from .snapshot import Snapshots
 from .stats import summarize
@@ -258,6 +258,8 @@ def _finish(
             :MAX_RAW_CALLS
         ],
     )
+    under_mps = bool(outcome.details.get("mps"))
+    sliced = ""  # without MPS, why the prep witness leaves the time unresolved instead of failing
     if work.cuda:
         found, failed = gap(calls.after, calls.after_echo, memory.out_nbytes, work)
         outcome.details["gap"] = found
@@ -270,15 +272,16 @@ def _finish(
             )
         found, failed = prep(calls.preps, calls.echo_preps)
         outcome.details["prep"] = found
-        if failed:
+        if failed and not under_mps:
+            sliced = time_sliced_prep(found["solution_ms"], found["echo_ms"])
+        elif failed:
             outcome.flag(
                 WORK_BEFORE_WINDOW,
                 f"writing the inputs and clearing the L2 before the solution's calls took {found['solution_ms']:.4g} ms "
                 f"against {found['echo_ms']:.4g} ms before the echo's (at most {found['bound_ms']:.4g}): "
                 "work of the solution's ran beside them, before its window opened",
             )
-    under_mps = bool(outcome.details.get("mps"))
-    why_unresolved = unresolved(summary.median_s, under_mps) if work.cuda else ""
+    why_unresolved = (unresolved(summary.median_s, under_mps) if work.cuda else "") or sliced
     if why_unresolved:  # the verdict stands; the figure is kept as evidence, never scored
         outcome.flags.append(UNRESOLVED)
         outcome.details["unresolved"] = why_unresolved
