@@ -34,7 +34,7 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-spread outside ladder-hold evaluator-hold cli-hold}
+    STEPS=${STEPS:-spread outside ladder-hold evaluator-hold cli-hold plain}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
       [event-gate]="timeout -k 5 200 python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500}"
