@@ -17,12 +17,13 @@ Below the floor the verdict stands (the calls were judged), but `sol_ms` and `sp
 and the record names `timing_unresolved` and why (`scoring.fill_timing`); physics is not judged
 on such a figure, so an honest small kernel is never `impossible_time` for the gate's noise.
 
-Without MPS the prep witness cannot tell work from waiting either: a call armed on several
-streams (a forked side stream) held its context on the GPU for a time slice, about 1.4 ms, while
-the timer wrote its inputs (0.15 ms before the echo's), just as work run before the window
-would. So there a prep over its bound leaves the time unresolved (`time_sliced_prep`) rather
-than failing the solution; under MPS, where the contexts share the SMs and a held call runs
-nothing, it still fails (`work_before_window`). Either way no figure is reported.
+Without MPS the prep witness cannot tell work from waiting either: with an honest softmax's
+call armed on two streams, the timer's write of the inputs took 1.56 ms against 0.149 before the
+echo's, just as work run before the window would make it (the likely cause, the solution's
+context keeping its time slice, is not measured). So there a prep over its bound leaves the time
+unresolved (`time_sliced_prep`) rather than failing the solution; under MPS, where the contexts
+share the SMs and a held call runs nothing, it still fails (`work_before_window`). Either way no
+figure is reported.
 """
 
 from __future__ import annotations
