@@ -1,6 +1,6 @@
 """Where a held call's blocks land when HOLD lets go, and what that costs (issue 38).
 
-The sixth lease ran the evaluator under the occupancy gate (`KBV3_GATE=hold`): the null-call
+The seventh lease ran the evaluator under the occupancy gate (`KBV3_GATE=hold`): the null-call
 ladder read +0.9 to +1.1 us over its rotating figures, but small grids were scored two to
 three times their time (the persistent GELU, one program per SM, at exactly 2.0x; the honest
 sum, 256 blocks of 128 threads, at 2.4x), while kernels of many blocks were right. The
@@ -39,7 +39,7 @@ from kernelbench_v3.evaluate import mps  # noqa: E402
 from kernelbench_v3.evaluate.protocol.gate import Driver  # noqa: E402
 from kernelbench_v3.evaluate.protocol.hold import Hold  # noqa: E402
 
-RECORD_BYTES = 32  # per block: SM, start ns, end ns, the chain's value (kept so it is computed)
+RECORD_WORDS = 4  # int64 per block (32 bytes, SPREAD's stride): SM, start ns, end ns, the chain's value
 QUEUE_SETTLE_S = 100e-6  # after the launch returns, before PREP: the launch reaches the GPU
 DELAYS_NS = (0, 500, 2000, 5000)
 SHAPES = ((128, 1), (256, 1), (256, 2), (1024, 1))  # (threads, grid in SMs)
@@ -140,7 +140,7 @@ def run(out: Path, trials: int, iters: int) -> None:
     empty = driver._kernel(EMPTY_PTX, b"kbv3_empty")
     stream = torch.cuda.ExternalStream(driver.create_stream())
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    records = torch.zeros(4 * sms * 4, dtype=torch.int64, device="cuda")
+    records = torch.zeros(RECORD_WORDS * 4 * sms, dtype=torch.int64, device="cuda")  # room for 4 blocks an SM
     scratch = torch.zeros(1 << 16, dtype=torch.uint8, device="cuda")  # HOLD's copy, flush and dirty
     src, dst = scratch.data_ptr(), scratch.data_ptr() + (1 << 15)
 
@@ -160,7 +160,7 @@ def run(out: Path, trials: int, iters: int) -> None:
         for _ in range(trials):
             launch(threads, grid)
             torch.cuda.synchronize()
-            idle.append(placement(records.view(-1, 4).cpu(), grid))
+            idle.append(placement(records.view(-1, RECORD_WORDS).cpu(), grid))
         journal(_summary("idle", threads, grid, None, idle))
         for delay, absorb in [(d, False) for d in DELAYS_NS] + [(0, True)]:
             held, found = Hold(driver, limit_s=2.0, release_delay_ns=delay), []
@@ -175,7 +175,7 @@ def run(out: Path, trials: int, iters: int) -> None:
                     held.prepare()
                     held.go()
                     torch.cuda.synchronize()
-                    found.append(placement(records.view(-1, 4).cpu(), grid))
+                    found.append(placement(records.view(-1, RECORD_WORDS).cpu(), grid))
                 journal(_summary(name, threads, grid, delay, found))
             except Exception as exc:  # noqa: BLE001 - one broken variant must not end the probe
                 journal(
