@@ -135,6 +135,7 @@ def _summary(name: str, threads: int, grid: int, delay, trials: list[dict]) -> d
 def run(out: Path, trials: int, iters: int) -> None:
     import torch
 
+    torch.zeros(1, device="cuda")  # torch's context current first: the driver loads modules into it
     driver = Driver()
     spread = driver._kernel(SPREAD_PTX, b"kbv3_spread")
     empty = driver._kernel(EMPTY_PTX, b"kbv3_empty")
