@@ -417,8 +417,13 @@ def test_the_spread_probe_counts_where_blocks_land_and_the_report_shows_it(tmp_p
     packed = torch.tensor([[3, 100, 2100, 0], [3, 150, 2300, 0], [5, 120, 1200, 0], [9, 0, 0, 0]])
     one = spread.placement(packed, grid=3)
     assert one == {"sms": 2, "most_on_one_sm": 2, "span_us": 2.2, "start_spread_us": 0.05}
-    entry = spread._summary("hold", 256, 3, 2000, [one, {**one, "sms": 3, "most_on_one_sm": 1}])
+    assert spread.placement(packed, grid=3, exit_at=40)["open_us"] == 0.06  # first start 100 ns, deadline 40
+    opened = [{**one, "open_us": 0.06}, {**one, "sms": 3, "most_on_one_sm": 1, "open_us": 0.08}]
+    entry = spread._summary("hold", 256, 3, 2000, opened)
     assert entry["sms_median"] == 2.5 and entry["sms_min"] == 2 and entry["release_delay_ns"] == 2000
+    assert entry["open_us_median"] == 0.07 and entry["hold_threads"] is None
+    assert "open_us_median" not in spread._summary("idle", 256, 3, None, [one])
+    assert spread.HOLD_BLOCK_THREADS[-1] * 32 == 2048  # the smallest takes every block slot of an H100 SM
     assert b".entry kbv3_spread(" in spread.SPREAD_PTX and "%smid" in spread.SPREAD_PTX.decode()
     assert 0 in spread.DELAYS_NS  # the sixth lease's HOLD, as the control
 
@@ -427,18 +432,24 @@ def test_the_spread_probe_counts_where_blocks_land_and_the_report_shows_it(tmp_p
     journal.write("probe", {"part": "probe"})
     lines = [
         {"variant": "probe", "mps": True, "gpu": "NVIDIA H100"},
-        {**entry, "variant": "idle", "release_delay_ns": None},
+        {**{k: v for k, v in entry.items() if k != "open_us_median"}, "variant": "idle", "release_delay_ns": None},
         entry,
         {"variant": "hold", "threads": 128, "grid": 132, "release_delay_ns": 0, "error": "HoldRefused: busy"},
         {**entry, "variant": "absorb", "release_delay_ns": 0},
+        {**entry, "hold_threads": 64},
     ]
     (tmp_path / "hold_spread.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    assert spread.best_hold_threads(tmp_path / "hold_spread.jsonl") is None  # blocks of 64 did no better
+    with (tmp_path / "hold_spread.jsonl").open("a") as f:
+        f.write(json.dumps({**entry, "hold_threads": 128, "sms_median": 3.0}) + "\n")
+    assert spread.best_hold_threads(tmp_path / "hold_spread.jsonl") == 128
     from small_kernels_report import report
 
     text = report(journal.path)
     assert "NVIDIA H100, MPS True" in text
-    assert "| 256 x 3 | idle GPU | 2.5 (2) | 1.5 | 2.2 | 0.05 |" in text
-    assert "| 256 x 3 | HOLD, delay 2000 ns | 2.5 (2) |" in text
+    assert "| 256 x 3 | idle GPU | 2.5 (2) | 1.5 | 2.2 | 0.05 |  |" in text
+    assert "| 256 x 3 | HOLD, delay 2000 ns | 2.5 (2) | 1.5 | 2.2 | 0.05 | 0.07 |" in text
+    assert "| 256 x 3 | HOLD in blocks of 64, delay 2000 ns | 2.5 (2) |" in text
     assert "| 128 x 132 | HOLD, delay 0 ns | HoldRefused: busy |" in text
     assert "| 256 x 3 | HOLD, an empty kernel of its shape ahead, delay 0 ns | 2.5 (2) |" in text
     assert b".entry kbv3_empty(" in spread.EMPTY_PTX

@@ -541,6 +541,9 @@ def main() -> int:
         "--gate", choices=("spin", "wait", "node", "hold"), help="the gate's kind (KBV3_GATE); else the default"
     )
     parser.add_argument("--echo", choices=("fused", "graph"), help="the echo's call (KBV3_ECHO); else the default")
+    parser.add_argument(
+        "--hold-threads", type=int, help="HOLD's block size (KBV3_HOLD_THREADS); else the fewest blocks"
+    )
     parser.add_argument("--report", type=Path)
     args = parser.parse_args()
     if args.report:
@@ -557,6 +560,8 @@ def main() -> int:
         os.environ["KBV3_GATE"] = args.gate  # read by the evaluator's timing in this process
     if args.echo:
         os.environ["KBV3_ECHO"] = args.echo
+    if args.hold_threads:
+        os.environ["KBV3_HOLD_THREADS"] = str(args.hold_threads)
     if args.only_small:
         sizes = _outside_us(journal.path)
         solutions = [s for s in SOLUTIONS if sizes.get((s[0], _rel(s[1])), 1e9) < SMALL_US]
@@ -572,6 +577,7 @@ def main() -> int:
             elif part == "evaluator":
                 mode = ("mps" if under_mps else "plain") + (f"-gate-{args.gate}" if args.gate else "")
                 mode += f"-echo-{args.echo}" if args.echo else ""
+                mode += f"-blocks-{args.hold_threads}" if args.hold_threads else ""
                 evaluator(
                     journal,
                     solutions,

@@ -272,10 +272,11 @@ def _hold_spread(folder: Path) -> list[str]:
         "",
         f"{probe.get('gpu', '?')}, MPS {probe.get('mps', '?')}. A grid of FMA chains launched on an idle GPU, and "
         "queued behind HOLD released with each delay (0: each block leaves as it reads the release; else all "
-        "at one deadline). Medians over the trials.",
+        "at one deadline), HOLD in blocks of 1024 threads unless named. Opens: the first block's start less "
+        "HOLD's exit deadline. Medians over the trials.",
         "",
-        "| threads x grid | launch | SMs used (min) | most blocks on one SM | span µs | starts' spread µs |",
-        "|---|---|---|---|---|---|",
+        "| threads x grid | launch | SMs used (min) | most blocks on one SM | span µs | starts' spread µs | opens µs |",
+        "|---|---|---|---|---|---|---|",
     ]
     for e in entries:
         if e.get("variant") not in ("idle", "hold", "absorb"):
@@ -283,12 +284,14 @@ def _hold_spread(folder: Path) -> list[str]:
         launch = {"idle": "idle GPU", "hold": "HOLD", "absorb": "HOLD, an empty kernel of its shape ahead"}[
             e["variant"]
         ]
+        launch += f" in blocks of {e['hold_threads']}" if e.get("hold_threads") else ""
         launch += f", delay {e.get('release_delay_ns')} ns" if e["variant"] != "idle" else ""
         if "error" in e:
-            lines.append(f"| {e['threads']} x {e['grid']} | {launch} | {e['error']} | | | |")
+            lines.append(f"| {e['threads']} x {e['grid']} | {launch} | {e['error']} | | | | |")
             continue
+        opens = f"{e['open_us_median']:g}" if "open_us_median" in e else ""
         lines.append(
             f"| {e['threads']} x {e['grid']} | {launch} | {e['sms_median']:g} ({e['sms_min']}) | "
-            f"{e['most_on_one_sm_median']:g} | {e['span_us_median']:g} | {e['start_spread_us_median']:g} |"
+            f"{e['most_on_one_sm_median']:g} | {e['span_us_median']:g} | {e['start_spread_us_median']:g} | {opens} |"
         )
     return lines + [""]

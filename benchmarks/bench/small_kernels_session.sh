@@ -17,7 +17,8 @@
 # (ladder-wait-graph: TIMING_VERSION 9's default; ladder-spin-graph; ladder-wait-fused; ladder-node:
 # the spin as the first node of the call's graph, and evaluator-node, the small kernels so;
 # ladder-hold and evaluator-hold: the occupancy gate, every honest solution with its baseline
-# and the attacks); `kbv3 eval` as a user
+# and the attacks; small-hold-blocks and ladder-hold-blocks: the small kernels and the ladder
+# under HOLD in the block size `spread` found best, if smaller blocks did better); `kbv3 eval` as a user
 # runs it, a SIGKILL mid-evaluation and a faulting solution (cli; cli-hold: under the occupancy gate); the small kernels with --no-mps; the
 # report.
 set -u
@@ -50,6 +51,8 @@ case "${1:-}" in
       [ladder-node]="$B --parts evaluator --only-ladder --gate node"
       [ladder-hold]="timeout -k 5 240 $B --parts evaluator --only-ladder --gate hold"
       [evaluator-hold]="timeout -k 5 780 $B --parts evaluator --gate hold"
+      [small-hold-blocks]="T=\$(python3 benchmarks/diagnostics/hold_spread_gpu.py $KB/out/hold_spread.jsonl --best); [ \$T != 0 ] && timeout -k 5 300 $B --parts evaluator --gate hold --hold-threads \$T --only-small --no-attacks --no-baseline --runs 1"
+      [ladder-hold-blocks]="T=\$(python3 benchmarks/diagnostics/hold_spread_gpu.py $KB/out/hold_spread.jsonl --best); [ \$T != 0 ] && timeout -k 5 240 $B --parts evaluator --only-ladder --gate hold --hold-threads \$T --runs 1"
       [evaluator-node]="$B --parts evaluator --no-attacks --only-small --no-baseline --gate node"
       [cli]="$B --parts cli"
       [cli-hold]="$B --parts cli --gate hold"

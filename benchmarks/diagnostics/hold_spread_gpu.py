@@ -37,12 +37,15 @@ sys.path.insert(0, str(REPO))
 
 from kernelbench_v3.evaluate import mps  # noqa: E402
 from kernelbench_v3.evaluate.protocol.gate import Driver  # noqa: E402
-from kernelbench_v3.evaluate.protocol.hold import Hold  # noqa: E402
+from kernelbench_v3.evaluate.protocol.hold import EXIT_AT, RELEASE_DELAY_NS, Hold  # noqa: E402
 
 RECORD_WORDS = 4  # int64 per block (32 bytes, SPREAD's stride): SM, start ns, end ns, the chain's value
 QUEUE_SETTLE_S = 100e-6  # after the launch returns, before PREP: the launch reaches the GPU
 DELAYS_NS = (0, 500, 2000, 5000)
 SHAPES = ((128, 1), (256, 1), (256, 2), (1024, 1))  # (threads, grid in SMs)
+# HOLD in smaller blocks (at the default delay, and the smallest also at delay 0): each block that
+# leaves frees room for fewer of the call's blocks, so no SM that frees first can take many.
+HOLD_BLOCK_THREADS = (512, 256, 128, 64)
 
 # kbv3_spread(out, iters): every thread runs `iters` dependent FMAs; thread 0 records its block.
 SPREAD_PTX = b""".version 7.0
@@ -100,29 +103,36 @@ EMPTY_PTX = b""".version 7.0
 \0"""
 
 
-def placement(records, grid: int) -> dict:
+def placement(records, grid: int, exit_at: int | None = None) -> dict:
     """Distinct SMs, the most blocks on one SM, the span and the starts' spread (us) of one
-    launch's `records` (a (grid, 4) int64 tensor on the host)."""
+    launch's `records` (a (grid, 4) int64 tensor on the host); behind HOLD also `open_us`, the
+    first block's start less HOLD's exit deadline (`exit_at`, %globaltimer ns)."""
     rows = records.tolist()[:grid]
     per_sm = collections.Counter(r[0] for r in rows)
     starts, ends = [r[1] for r in rows], [r[2] for r in rows]
-    return {
+    found = {
         "sms": len(per_sm),
         "most_on_one_sm": max(per_sm.values()),
         "span_us": (max(ends) - min(starts)) / 1e3,
         "start_spread_us": (max(starts) - min(starts)) / 1e3,
     }
+    if exit_at is not None:
+        found["open_us"] = (min(starts) - exit_at) / 1e3
+    return found
 
 
-def _summary(name: str, threads: int, grid: int, delay, trials: list[dict]) -> dict:
+def _summary(name: str, threads: int, grid: int, delay, trials: list[dict], hold_threads: int | None = None) -> dict:
     def med(key):
         return round(statistics.median(t[key] for t in trials), 3)
 
+    opened = {"open_us_median": med("open_us")} if all("open_us" in t for t in trials) else {}
     return {
         "variant": name,
         "threads": threads,
         "grid": grid,
         "release_delay_ns": delay,
+        "hold_threads": hold_threads,
+        **opened,
         "trials": len(trials),
         "sms_median": med("sms"),
         "sms_min": min(t["sms"] for t in trials),
@@ -163,9 +173,24 @@ def run(out: Path, trials: int, iters: int) -> None:
             torch.cuda.synchronize()
             idle.append(placement(records.view(-1, RECORD_WORDS).cpu(), grid))
         journal(_summary("idle", threads, grid, None, idle))
-        for delay, absorb in [(d, False) for d in DELAYS_NS] + [(0, True)]:
-            held, found = Hold(driver, limit_s=2.0, release_delay_ns=delay), []
+        variants = [(d, False, None) for d in DELAYS_NS] + [(0, True, None), (RELEASE_DELAY_NS, True, None)]
+        variants += [(RELEASE_DELAY_NS, False, t) for t in HOLD_BLOCK_THREADS] + [(0, False, HOLD_BLOCK_THREADS[-1])]
+        for delay, absorb, hold_threads in variants:
             name = "absorb" if absorb else "hold"
+            try:
+                held, found = Hold(driver, limit_s=2.0, release_delay_ns=delay, block_threads=hold_threads), []
+            except Exception as exc:  # noqa: BLE001 - a shape this GPU cannot take: say so, go on
+                journal(
+                    {
+                        "variant": name,
+                        "threads": threads,
+                        "grid": grid,
+                        "release_delay_ns": delay,
+                        "hold_threads": hold_threads,
+                        "error": f"{type(exc).__name__}: {exc}"[:400],
+                    }
+                )
+                continue
             try:
                 for _ in range(trials):
                     held.take(src, dst, 4096, (src, 4096), (dst, 4096))
@@ -176,8 +201,9 @@ def run(out: Path, trials: int, iters: int) -> None:
                     held.prepare()
                     held.go()
                     torch.cuda.synchronize()
-                    found.append(placement(records.view(-1, RECORD_WORDS).cpu(), grid))
-                journal(_summary(name, threads, grid, delay, found))
+                    exit_at = int(held.counters.view(torch.int64)[EXIT_AT // 8])
+                    found.append(placement(records.view(-1, RECORD_WORDS).cpu(), grid, exit_at))
+                journal(_summary(name, threads, grid, delay, found, hold_threads))
             except Exception as exc:  # noqa: BLE001 - one broken variant must not end the probe
                 journal(
                     {
@@ -185,11 +211,24 @@ def run(out: Path, trials: int, iters: int) -> None:
                         "threads": threads,
                         "grid": grid,
                         "release_delay_ns": delay,
+                        "hold_threads": hold_threads,
                         "error": f"{type(exc).__name__}: {exc}"[:400],
                     }
                 )
             finally:
                 held.close()
+
+
+def best_hold_threads(path: Path) -> int | None:
+    """The HOLD block size whose held grids (at the default delay) used the most SMs, summed over
+    the probe's shapes; None where no smaller block did better than the fewest blocks."""
+    used: dict = collections.defaultdict(float)
+    for line in path.read_text().splitlines():
+        e = json.loads(line)
+        if e.get("variant") == "hold" and e.get("release_delay_ns") == RELEASE_DELAY_NS and "error" not in e:
+            used[e.get("hold_threads")] += e["sms_median"]
+    best = max(used, key=lambda t: used[t], default=None)
+    return best if best is not None and used[best] > used.get(None, 0.0) else None
 
 
 def main() -> int:
@@ -198,7 +237,11 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--iters", type=int, default=20000, help="FMAs a thread (about 45 us alone on an SM)")
     parser.add_argument("--no-mps", action="store_true")
+    parser.add_argument("--best", action="store_true", help="print the best HOLD block size in OUT (or 0), run nothing")
     args = parser.parse_args()
+    if args.best:
+        print(best_hold_threads(args.out) or 0)
+        return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with mps.daemon(not args.no_mps) as under_mps:  # before any CUDA context of this process
         import torch

@@ -25,12 +25,14 @@ Without MPS the GPU time-slices contexts and HOLD holds nothing of another's: it
 from __future__ import annotations
 
 import ctypes
+import os
 import time
 from collections.abc import Callable
 
 from .gate import Driver, GateUnavailable, private_block
 
 MAX_BLOCK_THREADS = 1024
+HOLD_THREADS_ENV = "KBV3_HOLD_THREADS"  # HOLD's block size, for measuring (`hold_block_threads`)
 # The timer's words in its private page (bytes), a cache line apart; counters on the device.
 GO_AT, ARMED_AT, PREP_AT, PREPPED_AT = 0, 128, 256, 384
 ARRIVED, PREPPED_COUNT, PREP_FLAG, RELEASE_FLAG, EXIT_AT = 0, 4, 8, 12, 16  # bytes into the counters
@@ -274,13 +276,28 @@ JOIN2:
 ).encode()
 
 
-def hold_shape(slots_per_sm: int) -> tuple[int, int]:
-    """(threads a block, blocks an SM) that take exactly an SM's thread slots: 1024 x 2 on Hopper
-    and the A100 (2048 slots), 768 x 2 on the RTX 3090 (1536)."""
-    per_sm = -(-slots_per_sm // MAX_BLOCK_THREADS)
-    if slots_per_sm % per_sm:
+def hold_shape(slots_per_sm: int, block_threads: int | None = None) -> tuple[int, int]:
+    """(threads a block, blocks an SM) that take exactly an SM's thread slots: by default the
+    fewest blocks, 1024 x 2 on Hopper and the A100 (2048 slots), 768 x 2 on the RTX 3090 (1536);
+    with `block_threads`, blocks of that many threads (`hold_block_threads`)."""
+    per_sm = -(-slots_per_sm // MAX_BLOCK_THREADS) if block_threads is None else slots_per_sm // block_threads
+    exact = block_threads is None or per_sm * block_threads == slots_per_sm
+    if per_sm < 1 or slots_per_sm % per_sm or not exact or slots_per_sm // per_sm > MAX_BLOCK_THREADS:
         raise GateUnavailable(f"{slots_per_sm} thread slots per SM do not split into equal blocks")
     return slots_per_sm // per_sm, per_sm
+
+
+def hold_block_threads() -> int | None:
+    """HOLD's block size as KBV3_HOLD_THREADS names it (a multiple of 32, at most 1024), for
+    measuring where a held call's blocks land (`benchmarks/diagnostics/hold_spread_gpu.py`);
+    None (the fewest blocks) when unset. Too many blocks for an SM's block slots and HOLD never
+    arms: timing then ends as a busy GPU, never a wrong figure."""
+    raw = os.environ.get(HOLD_THREADS_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) % 32 or not 32 <= int(raw) <= MAX_BLOCK_THREADS:
+        raise ValueError(f"{HOLD_THREADS_ENV}={raw!r}: expected a multiple of 32 from 32 to {MAX_BLOCK_THREADS}")
+    return int(raw)
 
 
 class Hold:
@@ -293,6 +310,7 @@ class Hold:
         limit_s: float,
         clock: Callable[[], float] = time.perf_counter,
         release_delay_ns: int = RELEASE_DELAY_NS,
+        block_threads: int | None = None,
     ):
         import torch
 
@@ -300,7 +318,8 @@ class Hold:
         self.limit_ns = int(limit_s * 1e9)
         self.release_delay_ns = int(release_delay_ns)  # 0: each block leaves as it reads the release
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        self.threads, per_sm = hold_shape(int(getattr(props, "max_threads_per_multi_processor", 0) or 2048))
+        slots = int(getattr(props, "max_threads_per_multi_processor", 0) or 2048)
+        self.threads, per_sm = hold_shape(slots, block_threads if block_threads is not None else hold_block_threads())
         self.blocks = per_sm * int(props.multi_processor_count)
         self._page, self._view, address = private_block()
         self._words = self._view[:WORDS_BYTES].cast("I")

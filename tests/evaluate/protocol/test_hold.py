@@ -44,7 +44,22 @@ def test_hold_takes_exactly_every_thread_slot():
     assert hold.hold_shape(1024) == (1024, 1)
     with pytest.raises(gate.GateUnavailable):
         hold.hold_shape(2050)
+    assert hold.hold_shape(2048, block_threads=64) == (64, 32)  # every block slot of an H100 SM too
+    assert hold.hold_shape(1536, block_threads=256) == (256, 6)
+    with pytest.raises(gate.GateUnavailable):
+        hold.hold_shape(1536, block_threads=1000)
     assert hold.launch_args_count() == 14
+
+
+def test_holds_block_size_is_named_by_the_environment_or_left_to_the_fewest_blocks(monkeypatch):
+    monkeypatch.delenv(hold.HOLD_THREADS_ENV, raising=False)
+    assert hold.hold_block_threads() is None
+    monkeypatch.setenv(hold.HOLD_THREADS_ENV, "128")
+    assert hold.hold_block_threads() == 128
+    for bad in ("100", "0", "2048", "many"):
+        monkeypatch.setenv(hold.HOLD_THREADS_ENV, bad)
+        with pytest.raises(ValueError, match="KBV3_HOLD_THREADS"):
+            hold.hold_block_threads()
 
 
 def test_holds_steps_come_in_the_order_that_makes_it_a_gate():
