@@ -37,7 +37,8 @@ sys.path.insert(0, str(REPO))
 
 from kernelbench_v3.evaluate import mps  # noqa: E402
 from kernelbench_v3.evaluate.protocol.gate import Driver  # noqa: E402
-from kernelbench_v3.evaluate.protocol.hold import EXIT_AT, RELEASE_DELAY_NS, Hold  # noqa: E402
+from kernelbench_v3.evaluate.protocol.hold import RELEASE_DELAY_NS, Hold  # noqa: E402
+from kernelbench_v3.evaluate.protocol.hold_kernel import EXIT_AT  # noqa: E402
 
 RECORD_WORDS = 4  # int64 per block (32 bytes, SPREAD's stride): SM, start ns, end ns, the chain's value
 QUEUE_SETTLE_S = 100e-6  # after the launch returns, before PREP: the launch reaches the GPU

@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 
-from kernelbench_v3.evaluate.protocol import gate, hold
+from kernelbench_v3.evaluate.protocol import gate, hold, hold_kernel
 from kernelbench_v3.evaluate.protocol.gate_kernels import DONE_NOW_PTX
 from kernelbench_v3.evaluate.supervisor.timing.measure import Feed, measure
 from kernelbench_v3.evaluate.supervisor.timing.stats import CallPlan
@@ -83,7 +83,7 @@ def test_holds_steps_come_in_the_order_that_makes_it_a_gate():
     assert "membar.gl;\n    st.volatile.u32 [%rd17]" in body and "FOLLOWED:\n    membar.gl;" in body
     exit_wait = body[body.index("EXITWAIT:") : body.index("JOIN2:")]
     assert "%globaltimer" in exit_wait and "setp.ge.u64 %p4, %rd4, %rd26" in exit_wait and "%rd28" in exit_wait
-    assert hold.EXIT_AT % 8 == 0 and hold.EXIT_AT + 8 <= hold.COUNTER_WORDS * 4
+    assert hold_kernel.EXIT_AT % 8 == 0 and hold_kernel.EXIT_AT + 8 <= hold.COUNTER_WORDS * 4
     # GO, ARMED, PREP and PREPPED are words of the timer's page, a cache line apart
     offsets = [hold.GO_AT, hold.ARMED_AT, hold.PREP_AT, hold.PREPPED_AT]
     assert all(b - a >= 64 for a, b in zip(offsets, offsets[1:])) and offsets[-1] + 4 <= hold.WORDS_BYTES
