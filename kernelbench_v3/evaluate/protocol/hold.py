@@ -35,10 +35,11 @@ from .hold_kernel import ARMED_AT, COUNTER_WORDS, GO_AT, HOLD_PTX, PREP_AT, PREP
 MAX_BLOCK_THREADS = 1024
 HOLD_THREADS_ENV = "KBV3_HOLD_THREADS"  # HOLD's block size, for measuring (`hold_block_threads`)
 # Every block of HOLD leaves at one %globaltimer deadline this long after block 0 saw GO, not as
-# each happens to see the release: a block of the call starts wherever an SM has room, so SMs
-# freed a little apart took all of a small grid's blocks (two to three times its time on the
-# H100, docs/timing.md "The occupancy gate in the evaluator"). Long enough for every block to
-# read the release first; the echo is held the same way, so the wait cancels in the net time.
+# each happens to see the release: a block of the call starts wherever an SM has room, and SMs
+# freed a little apart took all of a small grid's blocks. The deadline spreads a grid over more
+# SMs (80 of 132 against 12 on the H100) but leaves the busiest as crowded, so small grids are
+# still scored up to 2-2.6x their time: why this gate is not the default (docs/timing.md,
+# "Where a held call's blocks land"). The echo is held the same way, so the wait cancels.
 RELEASE_DELAY_NS = 2000
 WORDS_BYTES = 512
 ARM_LIMIT_S = 2.0  # every block resident within this, or a kernel of another process holds an SM
