@@ -453,3 +453,18 @@ def test_the_spread_probe_counts_where_blocks_land_and_the_report_shows_it(tmp_p
     assert "| 128 x 132 | HOLD, delay 0 ns | HoldRefused: busy |" in text
     assert "| 256 x 3 | HOLD, an empty kernel of its shape ahead, delay 0 ns | 2.5 (2) |" in text
     assert b".entry kbv3_empty(" in spread.EMPTY_PTX
+
+
+def test_the_exits_probe_records_where_and_when_each_hold_block_leaves(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS / "diagnostics"))
+    import hold_exits_gpu as exits
+
+    body = exits.EXITS_PTX.decode()
+    assert body.count("%smid") == 1 and body.count("JOIN2:") == 1 and body.rstrip("\0").endswith("}\n")
+    assert exits.exit_spread([[1, 100], [2, 1600]], exit_at=1000) == {
+        "exit_spread_us": 1.5,
+        "last_exit_late_us": 0.6,
+        "first_exit_late_us": -0.9,
+    }
+    entry = exits.summary(2000, [{"exit_spread_us": 1.5, "sms": 3}, {"exit_spread_us": 2.5, "sms": 5}])
+    assert entry["exit_spread_us_median"] == 2.0 and entry["exit_spread_us_max"] == 2.5 and entry["sms_median"] == 4.0
