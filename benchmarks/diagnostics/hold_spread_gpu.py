@@ -178,19 +178,12 @@ def run(out: Path, trials: int, iters: int) -> None:
         variants += [(RELEASE_DELAY_NS, False, t) for t in HOLD_BLOCK_THREADS] + [(0, False, HOLD_BLOCK_THREADS[-1])]
         for delay, absorb, hold_threads in variants:
             name = "absorb" if absorb else "hold"
+            failed = {"variant": name, "threads": threads, "grid": grid, "release_delay_ns": delay}
+            failed["hold_threads"] = hold_threads
             try:
                 held, found = Hold(driver, limit_s=2.0, release_delay_ns=delay, block_threads=hold_threads), []
             except Exception as exc:  # noqa: BLE001 - a shape this GPU cannot take: say so, go on
-                journal(
-                    {
-                        "variant": name,
-                        "threads": threads,
-                        "grid": grid,
-                        "release_delay_ns": delay,
-                        "hold_threads": hold_threads,
-                        "error": f"{type(exc).__name__}: {exc}"[:400],
-                    }
-                )
+                journal({**failed, "error": f"{type(exc).__name__}: {exc}"[:400]})
                 continue
             try:
                 for _ in range(trials):
@@ -206,16 +199,7 @@ def run(out: Path, trials: int, iters: int) -> None:
                     found.append(placement(records.view(-1, RECORD_WORDS).cpu(), grid, exit_at))
                 journal(_summary(name, threads, grid, delay, found, hold_threads))
             except Exception as exc:  # noqa: BLE001 - one broken variant must not end the probe
-                journal(
-                    {
-                        "variant": name,
-                        "threads": threads,
-                        "grid": grid,
-                        "release_delay_ns": delay,
-                        "hold_threads": hold_threads,
-                        "error": f"{type(exc).__name__}: {exc}"[:400],
-                    }
-                )
+                journal({**failed, "error": f"{type(exc).__name__}: {exc}"[:400]})
             finally:
                 held.close()
 
