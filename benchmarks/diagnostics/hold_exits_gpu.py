@@ -21,19 +21,18 @@ import ctypes
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hold_spread_gpu import QUEUE_SETTLE_S, RECORD_WORDS, SPREAD_PTX, placement  # noqa: E402
+from hold_spread_gpu import RECORD_WORDS, SPREAD_PTX, behind_hold, placement  # noqa: E402
 
 from kernelbench_v3.evaluate import mps  # noqa: E402
 from kernelbench_v3.evaluate.protocol.gate import Driver  # noqa: E402
 from kernelbench_v3.evaluate.protocol.hold import Hold  # noqa: E402
-from kernelbench_v3.evaluate.protocol.hold_kernel import EXIT_AT, HOLD_PTX  # noqa: E402
+from kernelbench_v3.evaluate.protocol.hold_kernel import HOLD_PTX  # noqa: E402
 
 EXIT_RECORDS_AT = 64  # bytes into the sink buffer: the flush's sink word stays at 0
 DELAYS_NS = (0, 2000)
@@ -92,6 +91,11 @@ def run(out: Path, trials: int, iters: int) -> None:
     records = torch.zeros(RECORD_WORDS * grid, dtype=torch.int64, device="cuda")
     scratch = torch.zeros(1 << 16, dtype=torch.uint8, device="cuda")
     src, dst = scratch.data_ptr(), scratch.data_ptr() + (1 << 15)
+
+    def queue() -> None:
+        args = ctypes.c_uint64(records.data_ptr()), ctypes.c_uint32(iters)
+        driver.launch(spread, stream, grid, GRID_THREADS, *args)
+
     for delay in DELAYS_NS:
         held = Hold(driver, limit_s=2.0, release_delay_ns=delay)
         held.function = driver._kernel(EXITS_PTX, b"kbv3_hold_exits")  # the driver keeps kernels by name
@@ -99,15 +103,7 @@ def run(out: Path, trials: int, iters: int) -> None:
         found = []
         try:
             for _ in range(trials):
-                held.take(src, dst, 4096, (src, 4096), (dst, 4096))
-                driver.launch(
-                    spread, stream, grid, GRID_THREADS, ctypes.c_uint64(records.data_ptr()), ctypes.c_uint32(iters)
-                )
-                time.sleep(QUEUE_SETTLE_S)
-                held.prepare()
-                held.go()
-                torch.cuda.synchronize()
-                exit_at = int(held.counters.view(torch.int64)[EXIT_AT // 8])
+                exit_at = behind_hold(held, queue, (src, dst))
                 exits = held.sink[EXIT_RECORDS_AT // 8 :].view(-1, 2).tolist()
                 call = placement(records.view(-1, RECORD_WORDS).cpu(), grid, exit_at)
                 found.append({**exit_spread(exits, exit_at), **call})

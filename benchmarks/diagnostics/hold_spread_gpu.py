@@ -30,6 +30,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,6 +123,22 @@ def placement(records, grid: int, exit_at: int | None = None) -> dict:
     return found
 
 
+def behind_hold(held, queue: Callable[[], None], scratch: tuple[int, int]) -> int:
+    """One window: `held` (a `Hold`) takes every SM, `queue()` enqueues what waits behind it, HOLD
+    writes and flushes a little of `scratch` (src, dst device addresses), lets go and everything
+    ends; HOLD's exit deadline (%globaltimer ns)."""
+    import torch
+
+    src, dst = scratch
+    held.take(src, dst, 4096, (src, 4096), (dst, 4096))
+    queue()
+    time.sleep(QUEUE_SETTLE_S)  # the launches reach the GPU before PREP
+    held.prepare()
+    held.go()
+    torch.cuda.synchronize()
+    return int(held.counters.view(torch.int64)[EXIT_AT // 8])
+
+
 def _summary(name: str, threads: int, grid: int, delay, trials: list[dict], hold_threads: int | None = None) -> dict:
     def med(key):
         return round(statistics.median(t[key] for t in trials), 3)
@@ -178,24 +195,27 @@ def run(out: Path, trials: int, iters: int) -> None:
         variants += [(RELEASE_DELAY_NS, False, t) for t in HOLD_BLOCK_THREADS] + [(0, False, HOLD_BLOCK_THREADS[-1])]
         for delay, absorb, hold_threads in variants:
             name = "absorb" if absorb else "hold"
-            failed = {"variant": name, "threads": threads, "grid": grid, "release_delay_ns": delay}
-            failed["hold_threads"] = hold_threads
+            failed = {
+                "variant": name,
+                "threads": threads,
+                "grid": grid,
+                "release_delay_ns": delay,
+                "hold_threads": hold_threads,
+            }
             try:
                 held, found = Hold(driver, limit_s=2.0, release_delay_ns=delay, block_threads=hold_threads), []
             except Exception as exc:  # noqa: BLE001 - a shape this GPU cannot take: say so, go on
                 journal({**failed, "error": f"{type(exc).__name__}: {exc}"[:400]})
                 continue
+
+            def queue(held=held, absorb=absorb, threads=threads, grid=grid) -> None:
+                if absorb:  # HOLD's shape, nothing to do: it takes the SMs as they free
+                    driver.launch(empty, stream, held.blocks, held.threads)
+                launch(threads, grid)  # queued behind HOLD, as a held call is
+
             try:
                 for _ in range(trials):
-                    held.take(src, dst, 4096, (src, 4096), (dst, 4096))
-                    if absorb:  # HOLD's shape, nothing to do: it takes the SMs as they free
-                        driver.launch(empty, stream, held.blocks, held.threads)
-                    launch(threads, grid)  # queued behind HOLD, as a held call is
-                    time.sleep(QUEUE_SETTLE_S)
-                    held.prepare()
-                    held.go()
-                    torch.cuda.synchronize()
-                    exit_at = int(held.counters.view(torch.int64)[EXIT_AT // 8])
+                    exit_at = behind_hold(held, queue, (src, dst))
                     found.append(placement(records.view(-1, RECORD_WORDS).cpu(), grid, exit_at))
                 journal(_summary(name, threads, grid, delay, found, hold_threads))
             except Exception as exc:  # noqa: BLE001 - one broken variant must not end the probe
