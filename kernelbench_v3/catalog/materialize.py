@@ -187,6 +187,18 @@ def make_inputs(module: ModuleType, device: torch.device | str = "cpu", seed: in
     return list(to_device(module.get_inputs(), device))
 
 
+def draw_inputs(module: ModuleType, device: torch.device | str, seed: int | None = None) -> list[Any]:
+    """`get_inputs()` under `seed` (or going on from the generators' state) with its factory calls
+    made on `device` directly (they follow the default device), so a set of inputs costs what
+    generating it there costs: on a GPU, milliseconds where the CPU generator takes about a second
+    per 268 MB. Other values than `make_inputs` draws (another generator), as random."""
+    if seed is not None:
+        seed_everything(seed)
+    with torch.device(device):
+        inputs = list(module.get_inputs())
+    return list(to_device(inputs, device))
+
+
 @dataclass
 class Instance:
     """A live problem: its module, the reference model and one set of inputs."""

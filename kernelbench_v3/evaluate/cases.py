@@ -1,8 +1,8 @@
 """The test cases of one evaluation: which inputs, drawn how, compared how.
 
-Both children build the same inputs from the same recipe (problem module + sizes + seed +
-transform, swap): the supervisor builds them, computes the expected outputs, and sends
-them to the solution process as raw bytes. Also owns parameter re-randomization, the
+The supervisor builds each case's inputs from its recipe (problem module + sizes + seed +
+transform, swap; on a GPU drawn there), computes the expected outputs, and sends the inputs
+to the solution process as raw bytes. Also owns parameter re-randomization, the
 choice of a second shape, and the precision name of a problem (from its first tensor input).
 
 One recipe probes caches keyed on input *content* (which the recompute case cannot see):
@@ -75,9 +75,14 @@ def apply_transform(inputs: list[Any], transform: tuple[float, float] | None) ->
 
 
 def build_inputs(module: Any, case: Case, device: str) -> list[Any]:
-    from ..catalog.materialize import make_inputs
+    """The case's inputs on `device`. On the CPU they are drawn as published (the CPU
+    generator); on a GPU by the GPU's generator, where they are made (`materialize.draw_inputs`):
+    the CPU generator's second per 268 MB, paid for each of a problem's cases, was most of the
+    reference phase of the large problems (issue 42)."""
+    from ..catalog.materialize import draw_inputs, make_inputs
 
-    inputs = apply_transform(make_inputs(module, "cpu", case.seed), case.transform)
+    drawn = make_inputs(module, "cpu", case.seed) if device == "cpu" else draw_inputs(module, device, case.seed)
+    inputs = apply_transform(drawn, case.transform)
     if case.swap:
         swap_two(inputs, case.seed)
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]

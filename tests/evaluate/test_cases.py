@@ -57,3 +57,27 @@ def test_other_shape_candidates_start_with_reduced_then_irregular():
     at_reduced = cases.other_shape_candidates(problem, problem.reduced)
     assert at_reduced[0] == {"batch_size": 24, "dim": 1536}
     assert all(c != problem.reduced for c in at_reduced)
+
+
+def test_inputs_are_drawn_where_the_reference_runs():
+    """On the CPU a case's inputs come from the CPU generator, as published; on another device
+    ("meta" stands for a GPU here) its factory calls run there and the CPU generator is untouched:
+    the CPU's draw of a 268 MB input costs about a second per case."""
+    from kernelbench_v3.catalog.materialize import load_module
+
+    problem = get_problem("level1/23_Softmax")
+    module = load_module(problem.path, problem.reduced)
+    case = cases.Case("stress_scaled", cases.STRESS, "main", 42, transform=(3.0, 0.0))
+
+    def cpu_state_after(device):
+        inputs = cases.build_inputs(module, case, device)
+        return inputs, torch.get_rng_state()
+
+    torch.manual_seed(case.seed)
+    untouched = torch.get_rng_state()
+    on_meta, state = cpu_state_after("meta")
+    assert all(x.device.type == "meta" for x in on_meta if isinstance(x, torch.Tensor))
+    assert torch.equal(state, untouched)
+    on_cpu, state = cpu_state_after("cpu")
+    assert not torch.equal(state, untouched)
+    assert [tuple(x.shape) for x in on_cpu] == [tuple(x.shape) for x in on_meta]

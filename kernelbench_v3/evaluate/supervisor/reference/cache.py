@@ -43,7 +43,7 @@ import torch
 
 from ....paths import cache_root, write_atomically
 
-CACHE_VERSION = 2  # bump when what is cached, or how the reference computes it, changes
+CACHE_VERSION = 3  # bump when what is cached, or how the reference computes it, changes (3: GPU-drawn inputs)
 DISABLE_ENV = "KBV3_NO_REFERENCE_CACHE"
 MAGIC = b"KBV3REF\x01"
 SUBDIR = "references"

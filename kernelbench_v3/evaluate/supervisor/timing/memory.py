@@ -40,15 +40,10 @@ def set_bytes(template: Sequence[Any], out_nbytes: int) -> int:
 
 def fresh_inputs(module: Any, device: str, seed: int | None = None) -> list[Any]:
     """The problem's `get_inputs()` (under `seed`, or going on from the generators' state), its
-    tensors made on `device` directly (factory calls follow the default device), so new inputs
-    cost what generating them costs."""
-    from ....catalog.materialize import seed_everything
+    tensors made on `device` directly (`materialize.draw_inputs`)."""
+    from ....catalog.materialize import draw_inputs
 
-    if seed is not None:
-        seed_everything(seed)
-    with torch.device(device):
-        inputs = list(module.get_inputs())
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    return draw_inputs(module, device, seed)
 
 
 class TimedMemory:

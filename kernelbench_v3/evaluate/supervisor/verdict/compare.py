@@ -128,6 +128,67 @@ class CaseVerdict:
     precision_ok: bool | None = None
 
 
+# Elements compared at a time: the float64 temporaries of a piece (output, reference, their
+# difference, the bound) stay near 0.5 GB whatever the output's size, so a 4 GB output is compared
+# on the GPU beside a solution's allocations, and on the CPU without gigabytes of page faults.
+COMPARE_PIECE = 1 << 24
+
+
+@dataclass
+class _Sums:
+    """What a comparison needs of the whole output, gathered piece by piece."""
+
+    diff_sq: float = 0.0  # ||out - ref||^2
+    ref_sq: float = 0.0  # ||ref||^2
+    max_abs: float = 0.0  # max|out - ref|
+    ref_max: float = 0.0  # max|ref|
+    within: bool = True  # every element within atol + rtol*|ref|
+    ref64_sq: float = 0.0  # ||ref64||^2 (ref + residual)
+    res_sq: float = 0.0  # ||ref64 - out||^2
+
+
+def _dot(x: torch.Tensor) -> float:
+    return float(torch.dot(x, x)) if x.numel() else 0.0
+
+
+def _sums(
+    out: torch.Tensor, expected: torch.Tensor, residual: torch.Tensor | None, on: Any, rtol: float, atol: float
+) -> _Sums | None:
+    """One pass over the flattened tensors, each piece widened to float64 on `on`; None as soon
+    as a piece of `out` holds a NaN or an infinity (widening keeps them)."""
+    flat_out, flat_ref = out.reshape(-1), expected.reshape(-1)
+    flat_res = residual.reshape(-1) if residual is not None else None
+    s = _Sums()
+    for i in range(0, flat_out.numel(), COMPARE_PIECE):
+        piece = slice(i, i + COMPARE_PIECE)
+        o = flat_out[piece].to(on, torch.float64)
+        if not all_finite(o):
+            return None
+        r = flat_ref[piece].to(on, torch.float64)
+        diff = o - r
+        s.diff_sq += _dot(diff)
+        diff.abs_()
+        s.max_abs = max(s.max_abs, float(diff.max()))
+        bound = r.abs()
+        s.ref_max = max(s.ref_max, float(bound.max()))
+        s.within = s.within and bool(diff.le(bound.mul_(rtol).add_(atol)).all())  # rounded as atol + rtol*|ref|
+        del diff, bound
+        s.ref_sq += _dot(r)
+        if flat_res is not None:
+            ref64 = flat_res[piece].to(on, torch.float64).add_(r)  # ref + residual: the float64 reference
+            s.ref64_sq += _dot(ref64)
+            s.res_sq += _dot(ref64.sub_(o))  # ref64 - out
+    return s
+
+
+def _non_finite(out: torch.Tensor, on: Any) -> int:
+    """How many NaN/Inf values `out` holds, counted piece by piece on `on`."""
+    flat = out.reshape(-1)
+    return sum(
+        int((~torch.isfinite(flat[i : i + COMPARE_PIECE].to(on))).sum()) for i in range(0, flat.numel(), COMPARE_PIECE)
+    )
+
+
 def compare_case(
     name: str,
     group: str,
@@ -137,7 +198,10 @@ def compare_case(
     mode: str,
     precision: str,
     calibrated: float | None,
+    on: Any = None,
 ) -> CaseVerdict:
+    """`out` against the reference's saved tensors, computed in float64 on `on` (default: where
+    `out` is). On a GPU a piece that does not fit is compared on the CPU instead."""
     v = CaseVerdict(name, group)
     expected = saved["expected"]
     if not isinstance(out, torch.Tensor):
@@ -148,43 +212,42 @@ def compare_case(
         return v
     if out.dtype != expected.dtype:
         v.failures["output_dtype"] = f"{name}: dtype {out.dtype}, expected {expected.dtype}"
-    # In float64, with as few full-size temporaries as the same numbers allow: a 268 MB output
-    # is 537 MB per float64 copy, and each fresh allocation is paid in page faults.
-    o, r = out.double(), expected.double()
-    if not all_finite(out):  # on the output itself: widening keeps NaN/Inf as they are
-        bad = int((~torch.isfinite(out)).sum())
-        v.failures["finite"] = f"{name}: {bad} NaN/Inf value(s) in the output"
-        return v
-    diff = o - r
-    diff_norm = float(diff.norm())  # ||out - ref||, before diff becomes |out - ref| in place
-    diff.abs_()
-    v.max_abs = float(diff.max()) if diff.numel() else 0.0
+    on = torch.device(on) if on is not None else out.device
     atol, rtol = tolerance_for(mode, precision, calibrated)
+    residual = saved.get("residual64")
+    moved = on != out.device
+    try:
+        sums = _sums(out, expected, residual, on, rtol, atol)
+    except torch.cuda.OutOfMemoryError:
+        if on.type != "cuda":
+            raise
+        torch.cuda.empty_cache()
+        on = torch.device("cpu")
+        sums = _sums(out, expected, residual, on, rtol, atol)
+    if sums is None:
+        v.failures["finite"] = f"{name}: {_non_finite(out, on)} NaN/Inf value(s) in the output"
+    if moved and on.type == "cuda":  # give the solution process back what the pieces took
+        torch.cuda.empty_cache()
+    if sums is None:
+        return v
+    v.max_abs = sums.max_abs
+    diff_norm, ref_norm = math.sqrt(sums.diff_sq), math.sqrt(sums.ref_sq)
     if mode == "v3":
-        bound = r.abs().mul_(rtol).add_(atol)  # atol + rtol*|ref|, rounded as that expression is
-        ok = bool(diff.le(bound).all())
-        del bound
+        ok = sums.within
         rule = f"allclose(atol={atol:g}, rtol={rtol:g})"
     else:
-        scale = float(torch.linalg.vector_norm(r, math.inf)) if r.numel() else 0.0  # max|ref|
-        ok = v.max_abs < atol + rtol * scale
+        ok = v.max_abs < atol + rtol * sums.ref_max
         rule = f"max|out-ref| < {atol:g} + {rtol:g}*max|ref| ({mode})"
-    del diff
     if not ok:
         v.failures[group] = f"{name}: max abs error {v.max_abs:.3g} (|out - ref| on this case's inputs) exceeds {rule}"
-    ref_norm = float(r.norm())
     gross = GROSS_RELATIVE_ERROR.get(precision, GROSS_DEFAULT)
     if ok and ref_norm > 0 and diff_norm / ref_norm > gross:
         v.failures[group] = (
             f"{name}: relative error {diff_norm / ref_norm:.3g} exceeds {gross:g} "
             f"(||out-ref||/||ref||; within {rule} only because the outputs are small)"
         )
-    residual = saved.get("residual64")
     if residual is not None:
-        r64 = residual.to(torch.float64, copy=True).add_(r)  # ref + residual: the float64 reference (a copy)
-        del r
-        norm = float(r64.norm()) or 1.0
-        v.rel_error = float(r64.sub_(o).norm()) / norm  # ||ref64 - out|| = ||out - ref64||
+        v.rel_error = math.sqrt(sums.res_sq) / (math.sqrt(sums.ref64_sq) or 1.0)  # ||out - ref64|| / ||ref64||
         v.error_reference = "float64"
         info = entry.get("float64") or {}
         bound = _precision_bound(info, expected.dtype)

@@ -245,8 +245,16 @@ def _judge_cases(
         key = (name, request.tolerance, rec.precision_used, calibrated)
         verdict = facts.compared.get(key)
         if verdict is None:
-            verdict = facts.compared[key] = compare_case(
-                name, group, got, run.saved, run.entry, request.tolerance, rec.precision_used, calibrated
+            verdict = facts.compared[key] = compare_case(  # on the GPU when the evaluation is there
+                name,
+                group,
+                got,
+                run.saved,
+                run.entry,
+                request.tolerance,
+                rec.precision_used,
+                calibrated,
+                request.device,
             )
         for check in ("output_shape", "output_dtype", "finite", group, "precision"):
             if check in verdict.failures:

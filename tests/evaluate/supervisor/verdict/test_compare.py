@@ -94,7 +94,9 @@ def test_compare_case_figures_are_exactly_their_definitions(mode, with_residual,
     frozen = {k: t.clone() for k, t in saved.items()}
     v = compare.compare_case("c", "correctness", out, saved, {}, mode, "fp32", None)
     max_abs, rel, ok = _reference_figures(out, expected, residual, mode, "fp32")
-    assert v.max_abs == max_abs and v.rel_error == rel  # bit for bit
+    # max|.| bit for bit; the norms are sums of squares gathered piece by piece (another order of
+    # the same float64 additions than torch's norm)
+    assert v.max_abs == max_abs and v.rel_error == pytest.approx(rel, rel=1e-12)
     o, r = out.double(), expected.double()
     gross = float((o - r).norm()) / float(r.norm()) > compare.GROSS_RELATIVE_ERROR["fp32"]
     assert ("correctness" in v.failures) == (not ok or gross)
@@ -113,3 +115,51 @@ def test_all_finite_is_isfinite_all(dtype):
                 y[at] = bad
                 assert compare.all_finite(y) is False and not torch.isfinite(y).all(), (n, bad, at)
     assert compare.all_finite(torch.empty(0)) and compare.all_finite(torch.arange(5))
+
+
+def _three_cases():
+    gen = torch.Generator().manual_seed(11)
+    expected = torch.randn(40, 77, generator=gen)
+    residual = 1e-7 * torch.randn(40, 77, generator=gen)
+    near = expected + 1e-6 * torch.randn(40, 77, generator=gen)
+    far = expected.clone()
+    far[39, 76] += 1.0  # the last element of the last piece
+    nan = near.clone()
+    nan[39, 70:] = float("nan")
+    return _saved(expected, residual), {"near": near, "far": far, "nan": nan}
+
+
+@pytest.mark.parametrize("mode", ["v3", "published"])
+def test_a_comparison_in_pieces_is_the_comparison_whole(monkeypatch, mode):
+    """Outputs are compared a piece at a time (bounded float64 temporaries): every figure and
+    failure is that of the whole tensor, whatever piece holds the difference or the NaN."""
+    saved, outs = _three_cases()
+    whole = {k: compare.compare_case(k, "correctness", o, saved, {}, mode, "fp32", None) for k, o in outs.items()}
+    monkeypatch.setattr(compare, "COMPARE_PIECE", 100)  # 31 pieces, the last one short
+    pieces = {k: compare.compare_case(k, "correctness", o, saved, {}, mode, "fp32", None) for k, o in outs.items()}
+    for k in outs:
+        assert pieces[k].failures == whole[k].failures
+        assert pieces[k].max_abs == whole[k].max_abs
+        assert pieces[k].rel_error == (whole[k].rel_error and pytest.approx(whole[k].rel_error, rel=1e-12))
+    assert "correctness" in pieces["far"].failures and not pieces["near"].failures
+    assert pieces["nan"].failures == {"finite": "nan: 7 NaN/Inf value(s) in the output"}
+
+
+def test_a_comparison_the_gpu_cannot_hold_is_made_on_the_cpu(monkeypatch):
+    """Asked to compare on a GPU (as `judge` does for a CUDA evaluation), a piece that runs out
+    of device memory sends the whole comparison to the CPU, with the same figures."""
+    saved, outs = _three_cases()
+    places = []
+    real = compare._sums
+
+    def sums(out, expected, residual, on, rtol, atol):
+        places.append(on.type)
+        if on.type == "cuda":
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (a test's)")
+        return real(out, expected, residual, on, rtol, atol)
+
+    monkeypatch.setattr(compare, "_sums", sums)
+    v = compare.compare_case("far", "correctness", outs["far"], saved, {}, "v3", "fp32", None, on="cuda")
+    monkeypatch.setattr(compare, "_sums", real)
+    assert places == ["cuda", "cpu"]
+    assert v == compare.compare_case("far", "correctness", outs["far"], saved, {}, "v3", "fp32", None)
