@@ -361,8 +361,7 @@ def probe(args) -> dict:
         info = json.loads(result.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         info = {"error": (result.stderr or "probe failed").strip()[-300:]}
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    info["commit"] = commit.stdout.strip() or "unknown"
+    info["commit"] = commit_label(REPO)
     info["cpus"] = os.cpu_count()
     return info
 
@@ -645,6 +644,17 @@ def _latest_batches(journal: Journal) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- main
+
+
+def commit_label(repo: Path) -> str:
+    """HEAD's short hash, with "+changes" when tracked files differ from it: the device tool's
+    copy of a checkout carries the working tree over a .git that can be older than it."""
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    changed = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    )
+    label = head.stdout.strip() or "unknown"
+    return label + ("+changes" if changed.returncode == 0 and changed.stdout.strip() else "")
 
 
 def parse_args(argv=None) -> argparse.Namespace:

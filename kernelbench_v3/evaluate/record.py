@@ -35,6 +35,15 @@ from ..vocab import RECORD_RUNS_COLUMNS, BaselineType, CheckOutcome, Device, Ker
 SCHEMA_VERSION = 2  # 2: trusted supervisor, sandbox, kernel rule from evidence
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
+# The phases of `phase_s` split into steps, and their steps' prefix: the steps add up to the phase.
+PHASE_STEPS: dict[str, str] = {"reference": "reference_", "candidate": "solution_"}
+
+
+def is_phase_step(name: str) -> bool:
+    """Whether `name` in `phase_s` is a step of a split phase (counted in that phase)."""
+    return any(name.startswith(prefix) for prefix in PHASE_STEPS.values())
+
+
 NOT_RUN = "not run"  # a check that depends on one that failed first (e.g. stress after a wrong value)
 
 
@@ -120,12 +129,12 @@ class Record:
     fingerprint: dict[str, Any] = field(default_factory=dict)
     started_at: str = ""
     duration_s: float | None = None
-    # Seconds per phase: setup, reference, baseline, candidate (with its solution_* steps),
-    # verdict, cleanup, bookkeeping; the top-level ones add up to duration_s.
+    # Seconds per phase: setup, reference (with its reference_* steps), baseline, candidate (with
+    # its solution_* steps), verdict, cleanup, bookkeeping; the top-level ones add up to duration_s.
     phase_s: dict[str, float] = field(default_factory=dict)
     # The whole process's wall (`kbv3 eval`; `evaluate.wall`): seconds from its start to the record,
-    # their ordered parts (the CLI's steps, the evaluation's phases with `candidate` split into its
-    # solution_* steps, `unattributed`; they add up to wall_s) and work that ran beside them.
+    # their ordered parts (the CLI's steps, the evaluation's phases with `reference` and `candidate`
+    # split into their steps, `unattributed`; they add up to wall_s) and work that ran beside them.
     # Empty where no CLI process measured them (eval-batch, serve, the API) and in older records.
     wall_s: float | None = None
     wall_phase_s: dict[str, float] = field(default_factory=dict)

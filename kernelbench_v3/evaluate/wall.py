@@ -9,8 +9,9 @@ the device probe, closing the warm zygote. `Wall` is a lap timer from the proces
 
 - `wall_s`: seconds from the process's start to the record;
 - `wall_phase_s`: the CLI's steps before the evaluation, then the evaluation's own top-level
-  phases with `candidate` replaced by its `solution_*` steps (so the solution's spawn, its
-  wait for the zygote and its timing are each a part) and `evaluate_call` (what the call took
+  phases with `reference` and `candidate` replaced by their `reference_*` and `solution_*` steps
+  (so the reference's input draws, the solution's spawn, its wait for the zygote and its timing
+  are each a part) and `evaluate_call` (what the call took
   beyond them: the call around `run_evaluation`, or a service's queue and frames), then the
   CLI's steps after it, then `unattributed`: `wall_s` less every named part (their rounding),
   so the parts add up to `wall_s` exactly;
@@ -29,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
-from .record import Record
+from .record import PHASE_STEPS, Record, is_phase_step
 
 Clock = Callable[[], float]
 
@@ -38,7 +39,6 @@ EVALUATION = "evaluation"  # the lap that holds `evaluate`, replaced by the reco
 # around `run_evaluation`, through `kbv3 serve` the service's queue and the frames both ways.
 CALL = "evaluate_call"
 REMAINDER = "unattributed"
-CANDIDATE, STEP_PREFIX = "candidate", "solution_"
 
 
 def process_started(clock: Clock = time.monotonic) -> float:
@@ -105,16 +105,18 @@ class Wall:
 
 def evaluation_parts(phase_s: Mapping[str, float]) -> dict[str, float]:
     """The evaluation's phases as parts of the wall: the top-level ones in their order, with
-    `candidate` replaced by its `solution_*` steps (which add up to it)."""
-    steps = {k: v for k, v in phase_s.items() if k.startswith(STEP_PREFIX)}
+    a split phase (`reference`, `candidate`: `record.PHASE_STEPS`) replaced by its steps (which
+    add up to it)."""
+    steps = {total: {k: v for k, v in phase_s.items() if k.startswith(prefix)} for total, prefix in PHASE_STEPS.items()}
     parts: dict[str, float] = {}
     for name, seconds in phase_s.items():
-        if name == CANDIDATE and steps:
-            parts.update(steps)
-        elif not name.startswith(STEP_PREFIX):
+        if steps.get(name):
+            parts.update(steps[name])
+        elif not is_phase_step(name):
             parts[name] = seconds
-    if steps and CANDIDATE not in phase_s:  # steps without their total: still parts
-        parts.update(steps)
+    for total, its_steps in steps.items():
+        if its_steps and total not in phase_s:  # steps without their total: still parts
+            parts.update(its_steps)
     return parts
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, Record, evaluate
+from kernelbench_v3.evaluate.record import is_phase_step
+from kernelbench_v3.evaluate.supervisor.reference.reference_run import REFERENCE_STEPS
 from tests.paths import BROKEN, CHEATS, EXAMPLES, SOLUTIONS
 
 SOFTMAX = {"batch_size": 4, "dim": 96}
@@ -178,8 +180,9 @@ def test_cpu_timing_is_the_supervisors_calls_and_marked(records):
     assert "REDUCED_SIZES" in record.sizes_note and record.sizes == {"batch_size": 16, "dim": 1024}
     # Where the time went: one figure per phase, together within the whole evaluation, and the
     # solution process's steps within the candidate phase.
-    top = {name: s for name, s in record.phase_s.items() if not name.startswith("solution_")}
+    top = {name: s for name, s in record.phase_s.items() if not is_phase_step(name)}
     steps = {name: s for name, s in record.phase_s.items() if name.startswith("solution_")}
+    reference_steps = {name: s for name, s in record.phase_s.items() if name.startswith("reference_")}
     assert set(top) == {"setup", "reference", "candidate", "verdict", "cleanup", "bookkeeping"}
     # Every second is in a phase: the top-level phases add up to the evaluation's duration.
     assert sum(top.values()) == pytest.approx(record.duration_s, abs=0.01)
@@ -200,6 +203,10 @@ def test_cpu_timing_is_the_supervisors_calls_and_marked(records):
     assert all(s >= 0 for s in record.phase_s.values())
     # ... and every second of the candidate phase is in one of its steps (each rounded once).
     assert sum(steps.values()) == pytest.approx(top["candidate"], abs=0.0005 * len(steps))
+    # So is every second of the reference phase: its cases' input draws, forwards, copies, ...
+    assert {"reference_setup", "reference_build", "reference_inputs", "reference_copy"} <= set(reference_steps)
+    assert set(reference_steps) <= {f"reference_{s}" for s in REFERENCE_STEPS}
+    assert sum(reference_steps.values()) == pytest.approx(top["reference"], abs=0.0005 * len(reference_steps))
 
 
 @pytest.mark.parametrize("key", sorted(CHEATING))

@@ -30,6 +30,8 @@ def test_every_moment_is_in_one_part_and_the_evaluation_is_its_own_phases():
         duration_s=9.9,
         phase_s={
             "setup": 0.1,
+            "reference_build": 0.5,
+            "reference_inputs": 1.5,
             "reference": 2.0,
             "solution_zygote_wait": 1.0,
             "solution_spawn": 0.4,
@@ -49,7 +51,8 @@ def test_every_moment_is_in_one_part_and_the_evaluation_is_its_own_phases():
         "cli_args",
         "zygote_launch",
         "setup",
-        "reference",
+        "reference_build",
+        "reference_inputs",
         "solution_zygote_wait",
         "solution_spawn",
         "solution_timing",
@@ -61,7 +64,7 @@ def test_every_moment_is_in_one_part_and_the_evaluation_is_its_own_phases():
         "unattributed",
     ]
     assert record.wall_phase_s["cli_import"] == 1.0 and record.wall_phase_s["cli_args"] == 0.3
-    assert "candidate" not in record.wall_phase_s  # its steps stand in its place
+    assert "candidate" not in record.wall_phase_s and "reference" not in record.wall_phase_s  # steps stand in
     # The evaluation lap (10 s) less its phases (9.9 s) is the call around run_evaluation.
     assert record.wall_phase_s["evaluate_call"] == pytest.approx(0.1)
     assert record.wall_phase_s["unattributed"] == 0.0

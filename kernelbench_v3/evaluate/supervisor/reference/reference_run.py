@@ -23,6 +23,10 @@ import torch
 from ...cases import PARAM_SEED, Case, build_inputs, input_precision, other_shape_candidates, rerandomize, single_output
 from ..verdict import all_finite
 
+# The steps of the reference phase, in `Record.phase_s` as `reference_<step>`: what runs before
+# `compute` (the cache key, the warm reference), then `compute`'s own.
+REFERENCE_STEPS = ("setup", "build", "profile", "other_shape", "inputs", "forward", "copy", "hash", "float64", "store")
+
 
 def _round_tf32(x: torch.Tensor) -> torch.Tensor:
     """Truncate float32 values to TF32 (10 explicit mantissa bits), as tensor cores do when
@@ -126,16 +130,31 @@ class ReferenceRun:
 
 
 def compute(
-    problem: Any, source: str, sizes: dict[str, Any], device: str, cases: list[Case], cache: Any = None
+    problem: Any,
+    source: str,
+    sizes: dict[str, Any],
+    device: str,
+    cases: list[Case],
+    cache: Any = None,
+    laps: Any = None,
 ) -> ReferenceRun:
     """Run the reference on every case (see the module docstring). With a `cache`
     (`cache.ReferenceCache`), what it holds for this key replaces the profiled pass,
     the second-shape search and the float64 runs of the cases it verifies, and what was
-    computed is stored; `run.cached` says whether everything came from it."""
+    computed is stored; `run.cached` says whether everything came from it. `laps`
+    (`phases.Laps`) is told each step as it starts: `reference_<step>` in the record."""
     from ...evidence import OpRecorder
     from ...fingerprint import device_info
     from .cache import digest, state_digest
 
+    def step(name: str) -> None:
+        assert name in REFERENCE_STEPS, name
+        if laps is not None:
+            if device == "cuda":  # the GPU work queued so far belongs to the step that queued it
+                torch.cuda.synchronize()
+            laps.to(f"reference_{name}")
+
+    step("build")
     hit = cache.load() if cache is not None else None
     meta = hit.meta if hit is not None else {}
     module, model = _build(source, problem.name, sizes, device, seed=PARAM_SEED)
@@ -149,6 +168,7 @@ def compute(
         run.ops, run.kernel_names = dict(meta["ops"]), list(meta["kernel_names"])
         run.matmul_flops = float(meta["matmul_flops"])
     else:
+        step("profile")
         with torch.no_grad():
             recorder = OpRecorder()
             with recorder:
@@ -179,6 +199,7 @@ def compute(
 
     matrix_ops = bool(forbidden_ops(run.ops))
     if any(c.shape == "other" for c in cases):
+        step("other_shape")
         if usable:
             other = meta["other_sizes"]
             chosen = None if other is None else (other, *_build(source, problem.name, other, device, PARAM_SEED + 1))
@@ -201,9 +222,12 @@ def compute(
         if i == 0 and first is not None:  # the profiled pass ran this case: its inputs, its output
             inputs, raw = first
         else:
+            step("inputs")
             inputs = main_inputs if i == 0 else build_inputs(shape.module, case, device)
+            step("forward")
             with torch.no_grad():
                 raw = shape.model(*inputs)
+        step("copy")
         out = _as_tensor(raw, f"{problem.problem_id} {case.name}")
         entry: dict[str, Any] = {
             "case": case.to_dict(),
@@ -214,6 +238,7 @@ def compute(
         saved: dict[str, torch.Tensor] = {"expected": out.detach().cpu()}
         cpu_inputs = [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
         if case.float64 and out.is_floating_point() and entry["finite"]:
+            step("hash")
             facts = {"inputs": digest(cpu_inputs), "expected": digest([saved["expected"]])} if cache is not None else {}
             known = meta["cases"].get(case.name) if usable else None
             residual = hit.tensors.get(f"{case.name}/residual64") if known is not None else None
@@ -229,6 +254,7 @@ def compute(
                     saved["residual64"] = residual
             else:
                 reused = False
+                step("float64")
                 try:
                     tf32 = out.dtype == torch.float32 and matrix_ops
                     info = float64_reference(shape.model, inputs, out, tf32=tf32)
@@ -246,6 +272,7 @@ def compute(
                 if "residual64" in saved:
                     residuals[f"{case.name}/residual64"] = saved["residual64"]
         run.cases[case.name] = CaseRun(case, cpu_inputs, saved, entry)
+    step("store")
     run.device_info = device_info(device)
     if cache is not None:
         run.cached = reused

@@ -23,14 +23,14 @@ from ....vocab import runs_gpu_name
 from ... import mps
 from ...cases import plan_cases
 from ...fingerprint import device_name, software
-from ...record import SCHEMA_VERSION, SKIP, Record
+from ...record import SCHEMA_VERSION, SKIP, Record, is_phase_step
 from ...request import DEFAULT_TIMING_SECONDS, EvalRequest
 from ...solution.zygote import LOG_NAME, Zygote
 from ..reference import compute, for_evaluation, key_fields, recall_warm, remember_warm, request_baseline, warm_key
 from ..session import SessionLost
 from ..verdict import fill_timing, judge
 from .candidate import flood, run_solution
-from .phases import phase
+from .phases import Laps, phase
 from .zygote_pool import POOL
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
@@ -87,7 +87,7 @@ def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -
     finally:
         rec.duration_s = round(time.monotonic() - started, 3)
         # What no phase holds: reading the files, the record itself, removing the work folder.
-        named = sum(v for k, v in rec.phase_s.items() if not k.startswith("solution_"))
+        named = sum(v for k, v in rec.phase_s.items() if not is_phase_step(k))
         rec.phase_s["bookkeeping"] = round(max(0.0, rec.duration_s - named), 3)
 
 
@@ -110,20 +110,22 @@ def _evaluate(
         zygote = POOL.get(request.device) or Zygote(request.device, work / "zygote.log")  # imports torch meanwhile
     try:
         plan = plan_cases(request.seeds, request.other_shape)
-        with phase(rec, "reference"):
-            try:
-                fields = key_fields(rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
-                kept = warm_key(fields)
-                ref = recall_warm(kept)
-                reference_cached = True if ref is not None else None
-                if ref is None:
-                    cache = for_evaluation(cache_dir, fields)
-                    ref = compute(problem, source, sizes, request.device, plan, cache)
-                    reference_cached = ref.cached
-                    remember_warm(kept, ref)
-            except Exception as exc:
-                rec.fail("error", f"the reference could not be evaluated: {type(exc).__name__}: {exc}"[:2000])
-                return
+        laps = Laps(rec, "reference", "reference_setup")  # `compute` names its steps (REFERENCE_STEPS)
+        try:
+            fields = key_fields(rec.problem_sha256, sizes, request.device, plan, SCHEMA_VERSION)
+            kept = warm_key(fields)
+            ref = recall_warm(kept)
+            reference_cached = True if ref is not None else None
+            if ref is None:
+                cache = for_evaluation(cache_dir, fields)
+                ref = compute(problem, source, sizes, request.device, plan, cache, laps)
+                reference_cached = ref.cached
+                remember_warm(kept, ref)
+        except Exception as exc:
+            rec.fail("error", f"the reference could not be evaluated: {type(exc).__name__}: {exc}"[:2000])
+            return
+        finally:
+            laps.stop()
         rec.precision_used, rec.reference_cached = ref.precision, reference_cached
         rec.fingerprint.update(ref.device_info)
         if not ref.cases[f"seed{request.seeds[0]}"].entry["finite"]:
