@@ -195,6 +195,7 @@ def test_cpu_timing_is_the_supervisors_calls_and_marked(records):
         "solution_inputs",
         "solution_cases",
         "solution_outputs",
+        "solution_compare",
         "solution_precheck",
         "solution_timing",
         "solution_finish",

@@ -3,7 +3,7 @@
 The problem files are ours, so the reference runs in the trusted supervisor process itself. For
 every planned case it builds the reference model (parameters and buffers re-randomized) and the
 inputs, runs the model, and keeps in memory: the inputs (to send to the solution process), the
-expected output, and for cases marked float64 the residual of a float64 run plus the reference's
+expected output (on a GPU evaluation's GPU while a budget allows), and for cases marked float64 the residual of a float64 run plus the reference's
 own error against float64 and, for fp32 problems with matrix products or convolutions, the error
 an fp32 computation with TF32-rounded inputs and weights would have (their precision floor). It also records which aten ops the reference
 dispatches and for how long (the problem's main work, for the kernel rule) and, on CUDA, the
@@ -26,6 +26,32 @@ from ..verdict import all_finite
 # The steps of the reference phase, in `Record.phase_s` as `reference_<step>`: what runs before
 # `compute` (the cache key, the warm reference), then `compute`'s own.
 REFERENCE_STEPS = ("setup", "build", "profile", "other_shape", "inputs", "forward", "copy", "hash", "float64", "store")
+
+
+# The share of the GPU's memory that a reference's saved tensors (expected outputs, float64
+# residuals) may take there; beyond it they are kept on the CPU. On the GPU the comparison reads
+# them in place: copying them there (pageable memory, about 3 GB/s) was most of the comparison
+# of a 268 MB output on the H100 (issue 42).
+SAVED_ON_GPU_SHARE = 0.05
+
+
+class SavedPlace:
+    """Where a reference's saved tensors live: on `device` while they fit `budget` bytes (by
+    default SAVED_ON_GPU_SHARE of a GPU's memory, nothing on the CPU), then on the CPU."""
+
+    def __init__(self, device: str, budget: int | None = None):
+        self.device = device
+        if budget is None and device == "cuda":
+            total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+            budget = int(SAVED_ON_GPU_SHARE * total)
+        self.left = budget or 0
+
+    def place(self, t: torch.Tensor) -> torch.Tensor:
+        nbytes = t.numel() * t.element_size()
+        if self.device != "cpu" and nbytes <= self.left:
+            self.left -= nbytes
+            return t.detach().to(self.device)
+        return t.detach().cpu()
 
 
 def _round_tf32(x: torch.Tensor) -> torch.Tensor:
@@ -105,7 +131,7 @@ class ShapeRun:
 class CaseRun:
     case: Case
     inputs: list[Any]  # on the CPU
-    saved: dict[str, torch.Tensor]  # "expected" (and "residual64"), on the CPU
+    saved: dict[str, torch.Tensor]  # "expected" (and "residual64"): on the GPU within a budget (`SavedPlace`)
     entry: dict[str, Any]  # JSON facts: shape, dtype, finite, float64 errors
 
 
@@ -215,6 +241,7 @@ def compute(
                 states["other"] = state_digest(other_model)
                 usable = usable and meta["states"].get("other") == states["other"]
     reused = usable  # every float64 case below comes from the cache too
+    place = SavedPlace(device).place
     stored: dict[str, Any] = {}
     residuals: dict[str, torch.Tensor] = {}
     for i, case in enumerate(cases):
@@ -235,7 +262,7 @@ def compute(
             "dtype": str(out.dtype),
             "finite": all_finite(out),
         }
-        saved: dict[str, torch.Tensor] = {"expected": out.detach().cpu()}
+        saved: dict[str, torch.Tensor] = {"expected": place(out)}
         cpu_inputs = [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
         if case.float64 and out.is_floating_point() and entry["finite"]:
             step("hash")
@@ -251,7 +278,7 @@ def compute(
             ):
                 entry["float64"] = known["float64"]
                 if residual is not None:
-                    saved["residual64"] = residual
+                    saved["residual64"] = place(residual)
             else:
                 reused = False
                 step("float64")
@@ -265,7 +292,7 @@ def compute(
                     }
                 if info.pop("available"):
                     info.pop("ref64")
-                    saved["residual64"] = info.pop("residual").float().cpu()
+                    saved["residual64"] = place(info.pop("residual").float())
                 entry["float64"] = _finite_json(info)
             if cache is not None:
                 stored[case.name] = {**facts, "float64": entry["float64"], "residual64": "residual64" in saved}

@@ -12,7 +12,8 @@ the arena), `solution_calibrate` (CUDA, timed: the idle device's flush), `soluti
 (what of the zygote's start the earlier phases did not hide), `solution_spawn` (the fork),
 `solution_start`, `solution_setup` (with writing the weights), per case `solution_inputs`
 (writing its inputs into the arena), `solution_cases` (the call) and `solution_outputs` (copying
-the output out), then `solution_precheck`, `solution_timing`, `solution_finish` and
+the output out), then `solution_compare` (every output against the reference's, on the
+evaluation's device), `solution_precheck` (the rest of the verdict so far), `solution_timing`, `solution_finish` and
 `solution_close` (closing the links and unmapping the arena; after a lost session, resuming it
 and asking how it ended). With 268 MB inputs the copies in and out of the arena are seconds that
 belong to no call of the solution's.
@@ -36,7 +37,7 @@ from ...solution.zygote import LOG_NAME
 from ..reference import ReferenceRun, expected_on_device
 from ..session import CaseResult, ProcessPause, Session, SessionLost
 from ..timing import SolutionTiming, TimingUnavailable, calibrate_idle, cpu_region_bytes, time_solution
-from ..verdict import SolutionFacts, Verifier, judge
+from ..verdict import SolutionFacts, Verifier, compare_outputs, judge
 from .phases import Laps
 
 EVIDENCE_CASES = 2  # cases (never the first, which compiles) picked at random for kernel evidence
@@ -240,6 +241,8 @@ class _Run:
             facts.cases[name] = CaseResult(reply, session.read_output(reply.output), wall)
             if name in sampled:
                 facts.evidence_samples.append((f"case {name}", dict(reply.evidence)))
+        laps.to("solution_compare")  # the outputs against the reference's, before any verdict reads them
+        compare_outputs(facts, ref, request, self.rec.precision_used)
         if request.time_solution:
             laps.to("solution_precheck")
             skip = self._already_incorrect()

@@ -11,7 +11,7 @@ a rejected solution, none below the gate's floor). It reads what the timing room
 """
 
 from .compare import PRECISION_MARGIN, V3_TOLERANCE, Verifier, all_finite
-from .judgement import SolutionFacts, judge
+from .judgement import SolutionFacts, compare_outputs, judge
 from .kernel_rule import MAIN_WORK_SHARE, forbidden_ops
 from .scoring import fill_timing, problem_speed_of_light_ms
 from .tamper_scan import scan
@@ -23,6 +23,7 @@ __all__ = [
     "SolutionFacts",
     "Verifier",
     "all_finite",
+    "compare_outputs",
     "fill_timing",
     "forbidden_ops",
     "judge",

@@ -46,6 +46,31 @@ class SolutionFacts:
     compared: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
 
+def _compared(facts: SolutionFacts, name: str, run: Any, got: Any, request: Any, precision: str, calibrated: Any):
+    """Case `name`'s comparison, made once per rule (`facts.compared`), on the evaluation's
+    device (the GPU for a CUDA evaluation)."""
+    key = (name, request.tolerance, precision, calibrated)
+    if key not in facts.compared:
+        facts.compared[key] = compare_case(
+            name, run.case.group, got, run.saved, run.entry, request.tolerance, precision, calibrated, request.device
+        )
+    return facts.compared[key]
+
+
+def compare_outputs(facts: SolutionFacts, ref: ReferenceRun, request: Any, precision: str) -> None:
+    """Make the value comparisons `judge` will read, for every case whose output came back as a
+    tensor of the expected layout: the part of a verdict that grows with the output's bytes, run
+    as a step of its own so its seconds are told apart (`solution_compare`)."""
+    calibrated = calibrate_strict(ref.entries())
+    for name in ref.order:
+        result, run = facts.cases.get(name), ref.cases[name]
+        if result is None or result.output is None or result.reply.output.type_name != "Tensor":
+            continue
+        if run.case.group in (STRESS, INPUT_REUSE) and not run.entry["finite"]:
+            continue  # skipped by the verdict: the reference itself overflows
+        _compared(facts, name, run, result.output, request, precision, calibrated)
+
+
 def judge(rec: Record, facts: SolutionFacts, ref: ReferenceRun, request: Any, scan: Any | None) -> None:
     out: dict[str, tuple[str, str]] = {}
     if scan is not None and not scan.parsed and facts.failed_stage == "import":
@@ -242,20 +267,7 @@ def _judge_cases(
             )
             merge(out, "output_dtype", True, f"{name}: dtype {info.dtype}, expected {run.entry['dtype']}")
             continue
-        key = (name, request.tolerance, rec.precision_used, calibrated)
-        verdict = facts.compared.get(key)
-        if verdict is None:
-            verdict = facts.compared[key] = compare_case(  # on the GPU when the evaluation is there
-                name,
-                group,
-                got,
-                run.saved,
-                run.entry,
-                request.tolerance,
-                rec.precision_used,
-                calibrated,
-                request.device,
-            )
+        verdict = _compared(facts, name, run, got, request, rec.precision_used, calibrated)
         for check in ("output_shape", "output_dtype", "finite", group, "precision"):
             if check in verdict.failures:
                 merge(out, check, True, verdict.failures[check])
