@@ -236,7 +236,14 @@ class ServedZygote(Zygote):
         self.server_pid: int | None = None
         self.proc: Any = None
         self._launched: subprocess.Popen | None = None
+        self._asked = False
         self.ctl = self._connect()
+        if self.ctl is not None:
+            try:
+                self._ask()
+            except OSError:  # the server went away between the two: launch another
+                self.ctl.close()
+                self.ctl = None
         if self.ctl is None:  # none yet: its import runs beside the caller's start from now
             self._launched = _launch(self._address, device, self._env, server_module)
 
@@ -267,14 +274,25 @@ class ServedZygote(Zygote):
             if self.ctl is None and exited:  # it failed (its log says why), or lost the name to one now gone
                 return self._own_zygote(timeout_s)
         try:
-            request = {"kind": "zygote", "pid": os.getpid(), "env": self._env, "cwd": os.getcwd()}
-            self.ctl.send(json.dumps(request).encode())
+            if not self._asked:
+                self._ask()
             self.ready = self._receive(max(1.0, deadline - time.monotonic()))
         except (OSError, RuntimeError, TimeoutError):  # the server went away meanwhile
             self.ctl.close()
             return self._own_zygote(timeout_s)
         self.proc = _Forked(int(self.ready["pid"]))
         return self.ready
+
+    def _ask(self) -> None:
+        """Ask the server for this caller's zygote as soon as connected: the server reads a
+        request for REQUEST_WAIT_S only, and a request kept back until the solution phase came
+        after a cold baseline or a large reference, when the server had dropped the connection,
+        and the caller then imported a zygote of its own (8.7-11 s on the H100, issue 42). The
+        fork is ready long before it is needed; its reply waits in the socket."""
+        request = {"kind": "zygote", "pid": os.getpid(), "env": self._env, "cwd": os.getcwd()}
+        assert self.ctl is not None
+        self.ctl.send(json.dumps(request).encode())
+        self._asked = True
 
     def _own_zygote(self, timeout_s: float) -> dict[str, Any]:
         self.served = False

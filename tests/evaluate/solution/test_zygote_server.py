@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -68,6 +69,26 @@ def test_later_callers_share_one_server_and_each_gets_a_zygote_of_its_own(own_se
     finally:
         second.close()
     assert second.exited()
+
+
+@slow
+def test_a_caller_asks_for_its_zygote_as_soon_as_it_connects(own_server, tmp_path):
+    """The server reads a caller's request for REQUEST_WAIT_S only; a caller that kept it back
+    until its solution phase (after a cold baseline) found the connection dropped and imported a
+    zygote of its own. The zygote is asked for on connecting: its reply is waiting long before
+    `wait_ready` reads it."""
+    first = ServedZygote("cpu", tmp_path / "a.log")
+    first.wait_ready(120)
+    own_server.append(first.server_pid)
+    second = ServedZygote("cpu", tmp_path / "b.log")
+    try:
+        assert second.ctl is not None  # connected to the running server
+        readable, _, _ = select.select([second.ctl], [], [], zygote_server.REQUEST_WAIT_S / 2)
+        assert readable, "no zygote was asked for before wait_ready"
+        assert second.wait_ready(30)["served"]
+    finally:
+        first.close()
+        second.close()
 
 
 @slow
