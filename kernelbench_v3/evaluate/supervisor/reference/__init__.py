@@ -1,16 +1,18 @@
 """The reference room: everything computed from the problem's own code, never the solution's.
 
 The reference run (`reference_run`: `compute` and `ReferenceRun`: inputs, expected outputs,
-float64 residuals, ops, matmul FLOPs), its costly by-products on disk (`cache`, never an
-expected output) and in a long-lived worker's memory (`warm`), and the baseline (`baseline`:
-eager and `torch.compile(mode="reduce-overhead")`, timed by `timing.time_reference` in a
-reference-only child, `child` run by `isolate`, cached on disk; `request_baseline` for one
-evaluation, `fill_baselines` for `kbv3 baselines`). The reference is vetted by the verdict's own
-rules (finiteness, the library-op rule), so it imports the verdict, never the other way round.
+float64 residuals, ops, matmul FLOPs; `placement`: where its large tensors live), its costly
+by-products on disk (`cache`, never an expected output) and in a long-lived worker's memory
+(`warm`), and the baseline (`baseline`: eager and `torch.compile(mode="reduce-overhead")`, timed
+by `timing.time_reference` in a reference-only child, `child` run by `isolate`, cached on disk;
+`request_baseline` for one evaluation, `fill_baselines` for `kbv3 baselines`). The reference is
+vetted by the verdict's own rules (finiteness, the library-op rule), so it imports the verdict,
+never the other way round.
 """
 
 from .baseline import BaselineResult, fill_baselines, request_baseline
 from .cache import for_evaluation, key_fields
+from .placement import HostCopies
 from .reference_run import ReferenceRun, compute, expected_on_device
 from .warm import keep_references_warm
 from .warm import key_of as warm_key
@@ -19,6 +21,7 @@ from .warm import remember as remember_warm
 
 __all__ = [
     "BaselineResult",
+    "HostCopies",
     "ReferenceRun",
     "compute",
     "expected_on_device",

@@ -22,36 +22,11 @@ import torch
 
 from ...cases import PARAM_SEED, Case, build_inputs, input_precision, other_shape_candidates, rerandomize, single_output
 from ..verdict import all_finite
+from .placement import HostCopies, SavedPlace
 
 # The steps of the reference phase, in `Record.phase_s` as `reference_<step>`: what runs before
 # `compute` (the cache key, the warm reference), then `compute`'s own.
 REFERENCE_STEPS = ("setup", "build", "profile", "other_shape", "inputs", "forward", "copy", "hash", "float64", "store")
-
-
-# The share of the GPU's memory that a reference's saved tensors (expected outputs, float64
-# residuals) may take there; beyond it they are kept on the CPU. On the GPU the comparison reads
-# them in place: copying them there (pageable memory, about 3 GB/s) was most of the comparison
-# of a 268 MB output on the H100 (issue 42).
-SAVED_ON_GPU_SHARE = 0.05
-
-
-class SavedPlace:
-    """Where a reference's saved tensors live: on `device` while they fit `budget` bytes (by
-    default SAVED_ON_GPU_SHARE of a GPU's memory, nothing on the CPU), then on the CPU."""
-
-    def __init__(self, device: str, budget: int | None = None):
-        self.device = device
-        if budget is None and device == "cuda":
-            total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-            budget = int(SAVED_ON_GPU_SHARE * total)
-        self.left = budget or 0
-
-    def place(self, t: torch.Tensor) -> torch.Tensor:
-        nbytes = t.numel() * t.element_size()
-        if self.device != "cpu" and nbytes <= self.left:
-            self.left -= nbytes
-            return t.detach().to(self.device)
-        return t.detach().cpu()
 
 
 def _round_tf32(x: torch.Tensor) -> torch.Tensor:
@@ -241,7 +216,7 @@ def compute(
                 states["other"] = state_digest(other_model)
                 usable = usable and meta["states"].get("other") == states["other"]
     reused = usable  # every float64 case below comes from the cache too
-    place = SavedPlace(device).place
+    place, host = SavedPlace(device).place, HostCopies(device).on_host
     stored: dict[str, Any] = {}
     residuals: dict[str, torch.Tensor] = {}
     for i, case in enumerate(cases):
@@ -263,7 +238,7 @@ def compute(
             "finite": all_finite(out),
         }
         saved: dict[str, torch.Tensor] = {"expected": place(out)}
-        cpu_inputs = [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
+        cpu_inputs = [host(x) if isinstance(x, torch.Tensor) else x for x in inputs]  # for the arena
         if case.float64 and out.is_floating_point() and entry["finite"]:
             step("hash")
             facts = {"inputs": digest(cpu_inputs), "expected": digest([saved["expected"]])} if cache is not None else {}

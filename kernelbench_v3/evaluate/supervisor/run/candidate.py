@@ -34,7 +34,7 @@ from ...protocol.messages import Failed, Finish, Finished, RunCase, Setup, Shape
 from ...record import Record
 from ...request import EvalRequest
 from ...solution.zygote import LOG_NAME
-from ..reference import ReferenceRun, expected_on_device
+from ..reference import HostCopies, ReferenceRun, expected_on_device
 from ..session import CaseResult, ProcessPause, Session, SessionLost
 from ..timing import SolutionTiming, TimingUnavailable, calibrate_idle, cpu_region_bytes, time_solution
 from ..verdict import SolutionFacts, Verifier, compare_outputs, judge
@@ -188,6 +188,7 @@ class _Run:
         self.open_session, self.work = open_session, work
         self.cpu_region = (0, 0)
         self.rng = random.SystemRandom()
+        self.host = HostCopies(request.device)  # outputs page-locked: to the GPU fast for the comparison
         correctness = [n for n in ref.order if ref.cases[n].case.group == CORRECTNESS]
         self.correctness = correctness
         self.limits = step_limits(request, rec.phase_s.get("reference", 0.0), len(ref.order))
@@ -238,7 +239,7 @@ class _Run:
             if reply.case != name:
                 raise SessionLost(f"the solution process answered for case {reply.case!r}, not {name!r}")
             laps.to("solution_outputs")
-            facts.cases[name] = CaseResult(reply, session.read_output(reply.output), wall)
+            facts.cases[name] = CaseResult(reply, session.read_output(reply.output, self.host.copy), wall)
             if name in sampled:
                 facts.evidence_samples.append((f"case {name}", dict(reply.evidence)))
         laps.to("solution_compare")  # the outputs against the reference's, before any verdict reads them

@@ -162,8 +162,11 @@ class Session:
             raise RuntimeError("the arena's input region is too small for the state dict")
         return refs
 
-    def read_output(self, info: OutputInfo) -> torch.Tensor | None:
-        """A copy of the output the reply names, when it lies in the output region."""
+    def read_output(
+        self, info: OutputInfo, copy: Callable[[torch.Tensor], torch.Tensor] | None = None
+    ) -> torch.Tensor | None:
+        """A copy of the output the reply names (`copy` of its arena view, by default a clone),
+        when it lies in the output region. A copy: the solution process can still write there."""
         ref = info.ref
         if ref is None:
             return None
@@ -171,7 +174,8 @@ class Session:
             raise SessionLost(f"the solution process pointed an output outside its slot (offset {ref.offset})")
         if tuple(ref.shape) != info.shape or ref.dtype != info.dtype:
             raise SessionLost("the solution process described an output unlike the one it wrote")
-        return self.arena.view(ref).clone()
+        view = self.arena.view(ref)
+        return copy(view) if copy is not None else view.clone()
 
     def slot(self) -> Slot:
         return Slot(self.output_offset, self.output_capacity)

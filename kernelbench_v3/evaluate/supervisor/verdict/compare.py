@@ -147,6 +147,12 @@ class _Sums:
     res_sq: float = 0.0  # ||ref64 - out||^2
 
 
+def _widened(t: torch.Tensor, on: Any) -> torch.Tensor:
+    """A float64 copy of `t` on `on`. Moved first, widened there: torch widens a CPU-GPU copy on
+    the CPU, which would move twice the bytes through a pageable buffer."""
+    return t.to(on).to(torch.float64, copy=True)
+
+
 def _dot(x: torch.Tensor) -> float:
     return float(torch.dot(x, x)) if x.numel() else 0.0
 
@@ -161,10 +167,10 @@ def _sums(
     s = _Sums()
     for i in range(0, flat_out.numel(), COMPARE_PIECE):
         piece = slice(i, i + COMPARE_PIECE)
-        o = flat_out[piece].to(on, torch.float64)
+        o = _widened(flat_out[piece], on)
         if not all_finite(o):
             return None
-        r = flat_ref[piece].to(on, torch.float64)
+        r = _widened(flat_ref[piece], on)
         diff = o - r
         s.diff_sq += _dot(diff)
         diff.abs_()
@@ -175,7 +181,7 @@ def _sums(
         del diff, bound
         s.ref_sq += _dot(r)
         if flat_res is not None:
-            ref64 = flat_res[piece].to(on, torch.float64).add_(r)  # ref + residual: the float64 reference
+            ref64 = _widened(flat_res[piece], on).add_(r)  # ref + residual: the float64 reference
             s.ref64_sq += _dot(ref64)
             s.res_sq += _dot(ref64.sub_(o))  # ref64 - out
     return s

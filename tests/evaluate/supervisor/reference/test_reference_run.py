@@ -1,10 +1,11 @@
-"""The reference computed in the supervisor: TF32 rounding, where its saved tensors live."""
+"""The reference computed in the supervisor: TF32 rounding, where its large tensors live."""
 
 from __future__ import annotations
 
 import torch
 
-from kernelbench_v3.evaluate.supervisor.reference.reference_run import SavedPlace, _round_tf32
+from kernelbench_v3.evaluate.supervisor.reference.placement import HostCopies, SavedPlace
+from kernelbench_v3.evaluate.supervisor.reference.reference_run import _round_tf32
 
 
 def test_tf32_truncation_keeps_ten_mantissa_bits():
@@ -22,3 +23,30 @@ def test_saved_tensors_stay_on_the_device_while_they_fit_its_budget():
     assert [t.device.type for t in kept] == ["meta", "cpu", "meta"]  # 64 + 32 bytes fit, 64 more do not
     on_cpu = SavedPlace("cpu", budget=1 << 30).place(torch.ones(4))
     assert on_cpu.device.type == "cpu" and torch.equal(on_cpu, torch.ones(4))
+
+
+def test_host_copies_are_page_locked_within_their_budget_then_pageable():
+    """A GPU evaluation's host copies (case inputs for the arena, outputs read back from it) are
+    page-locked while the budget lasts ("pinned" is injected: page-locking needs CUDA); past it,
+    or once the driver refuses, pageable. Every copy shares nothing with its source."""
+    pinned: list[torch.Tensor] = []
+
+    def empty_pinned(t):
+        pinned.append(torch.empty(t.shape, dtype=t.dtype))
+        if len(pinned) == 3:
+            raise RuntimeError("cudaHostAlloc: out of memory (a test's)")
+        return pinned[-1]
+
+    copies = HostCopies("cuda", budget=112, empty_pinned=empty_pinned)
+    a, b, c, d = torch.arange(16.0), torch.arange(8.0), torch.arange(4.0), torch.arange(2.0)
+    out = [copies.copy(a), copies.copy(b), copies.copy(a), copies.copy(c), copies.copy(d)]
+    # a (64 B) and b (32 B) pinned; a again is over the 16 B left; c (16 B) fits, the driver refuses;
+    # after a refusal nothing more is tried.
+    assert [any(o is p for p in pinned) for o in out] == [True, True, False, False, False]
+    assert len(pinned) == 3
+    for o, src in zip(out, (a, b, a, c, d)):
+        assert torch.equal(o, src) and o.data_ptr() != src.data_ptr()
+    on_cpu = HostCopies("cpu", budget=1 << 30, empty_pinned=empty_pinned)
+    assert (
+        on_cpu.on_host(a).data_ptr() == a.data_ptr() and on_cpu.copy(a).data_ptr() != a.data_ptr() and len(pinned) == 3
+    )
