@@ -9,9 +9,10 @@ and what says nothing about the answers:
   pass of the reference, with the profiler's start-up),
 - which second shape was chosen (the search builds and runs several candidate models),
 - on the CPU, the FLOPs of the reference's matrix products (a pass under FlopCounterMode),
-- per float64 case, the float64 facts (the reference's own error, the TF32 floor) and the
-  float64 residual `ref64 - out` (small numbers, useless without `out`): the deep copies and
-  float64 runs of the model.
+- on the CPU, per float64 case, the float64 facts (the reference's own error, the TF32 floor)
+  and the float64 residual `ref64 - out` (small numbers, useless without `out`): the deep copies
+  and float64 runs of the model. A GPU makes those runs in milliseconds, less than storing,
+  reading and pairing them costs (`reference_run.caches_float64`).
 
 On a hit the supervisor still rebuilds the models and inputs from their seeds and runs the
 native forward of every case (the expected outputs exist only in its memory). A cached float64
@@ -43,7 +44,7 @@ import torch
 
 from ....paths import cache_root, write_atomically
 
-CACHE_VERSION = 3  # bump when what is cached, or how the reference computes it, changes (3: GPU-drawn inputs)
+CACHE_VERSION = 4  # bump when what is cached, or how it is computed, changes (3: GPU-drawn inputs; 4: no GPU float64)
 DISABLE_ENV = "KBV3_NO_REFERENCE_CACHE"
 MAGIC = b"KBV3REF\x01"
 SUBDIR = "references"

@@ -121,6 +121,32 @@ def test_the_reference_runs_once_per_case(tmp_path, monkeypatch):
         assert calls == [main_cases + extra], (cached, calls)
 
 
+def test_where_float64_runs_are_cheap_they_are_made_every_time_and_never_cached(tmp_path, monkeypatch):
+    """On a GPU (the policy stands in for one here) the float64 runs cost milliseconds, less than
+    storing, reading and pairing them by hash: the cache keeps the profile and the second shape,
+    no float64 fact or residual, and a second evaluation runs float64 again and hashes only the
+    models' states (the key's check that the same weights were drawn), never a case's tensors."""
+    problem_id, sizes = CASES[1]
+    plan = plan_cases(SEEDS, other_shape=True)
+    uncached = _compute(problem_id, sizes, plan, None)
+    monkeypatch.setattr(reference, "caches_float64", lambda device: False)
+    cache = _cache(tmp_path, problem_id, sizes, plan)
+    assert _compute(problem_id, sizes, plan, cache).cached is False
+    entry = decode(cache.path.read_bytes(), cache.fields)
+    assert entry.tensors == {} and entry.meta["cases"] == {}
+
+    f64, hashed = Spy(reference.float64_reference), Spy(reference_cache.digest)
+    search = Spy(reference._choose_other_shape)
+    monkeypatch.setattr(reference, "float64_reference", f64)
+    monkeypatch.setattr(reference, "_choose_other_shape", search)
+    monkeypatch.setattr(reference_cache, "digest", hashed)
+    second = _compute(problem_id, sizes, plan, _cache(tmp_path, problem_id, sizes, plan))
+    assert second.cached is True  # what the cache keeps came from it
+    float64_cases = sum(c.float64 for c in plan)
+    assert (f64.calls, hashed.calls, search.calls) == (float64_cases, len(second.shapes), 0)
+    _same_facts(second, uncached)
+
+
 def test_the_cache_holds_no_expected_output(tmp_path):
     problem_id, sizes = CASES[0]
     plan = plan_cases(SEEDS, other_shape=True)
