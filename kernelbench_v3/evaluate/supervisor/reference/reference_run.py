@@ -3,12 +3,13 @@
 The problem files are ours, so the reference runs in the trusted supervisor process itself. For
 every planned case it builds the reference model (parameters and buffers re-randomized) and the
 inputs, runs the model, and keeps in memory: the inputs (to send to the solution process), the
-expected output (on a GPU evaluation's GPU while a budget allows), and for cases marked float64 the residual of a float64 run plus the reference's
-own error against float64 and, for fp32 problems with matrix products or convolutions, the error
-an fp32 computation with TF32-rounded inputs and weights would have (their precision floor). It also records which aten ops the reference
-dispatches and for how long (the problem's main work, for the kernel rule) and, on CUDA, the
-names of the kernels it launches (so the same kernels in a solution do not count as its own).
-The main-shape model stays alive: the supervisor verifies timed outputs against it.
+expected output (on a GPU evaluation's GPU while a budget allows: `placement`), and for cases
+marked float64 the residual of a float64 run plus the reference's own error against float64 and,
+for fp32 problems with matrix products or convolutions, the error an fp32 computation with
+TF32-rounded inputs and weights would have (their precision floor). It also records which aten
+ops the reference dispatches and for how long (the problem's main work, for the kernel rule) and,
+on CUDA, the names of the kernels it launches (so the same kernels in a solution do not count as
+its own). The main-shape model stays alive: the supervisor verifies timed outputs against it.
 """
 
 from __future__ import annotations
@@ -151,8 +152,8 @@ def compute(
     (`cache.ReferenceCache`), what it holds for this key replaces the profiled pass,
     the second-shape search and (on the CPU: `caches_float64`) the float64 runs of the cases it
     verifies, and what was computed is stored; `run.cached` says whether everything it keeps came
-    from it. `laps`
-    (`phases.Laps`) is told each step as it starts: `reference_<step>` in the record."""
+    from it. `laps` (`phases.Laps`) is told each step as it starts: `reference_<step>` in the
+    record."""
     from ...evidence import OpRecorder
     from ...fingerprint import device_info
     from .cache import digest, state_digest
