@@ -684,6 +684,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="reduced sizes for a CPU rehearsal: 3 evaluations, 3 batch solutions, timing 0.5 s, seed 42, "
         "no second shape (unless given)",
     )
+    parser.add_argument(
+        "--seed-cache",
+        type=Path,
+        help="a kbv3 cache folder (baselines/, references/) to start from instead of an empty one, e.g. the "
+        "kbv3_cache.tar.gz an earlier run on the same kind of GPU brought back, unpacked",
+    )
     parser.add_argument("--report-only", action="store_true", help="run nothing: render the table from the journal")
     args = parser.parse_args(argv)
     if args.quick:
@@ -729,6 +735,8 @@ def main(argv=None) -> int:
             work.mkdir(exist_ok=True)
             settings = " ".join(eval_options(args)) + (" (evaluator defaults otherwise)")
             settings += f"; sizes {'reduced' if args.device == 'cpu' else 'default'}; timed GPU sets {sets}"
+            if args.seed_cache is not None:
+                settings += f"; kbv3 cache seeded from {args.seed_cache} (baselines there are not cold)"
             journal.add({"kind": "run", "split": args.split, "settings": settings, "info": info, "command": command})
             run(args, journal, work, sets, started, deadline)
     except Stop:
@@ -741,7 +749,19 @@ def main(argv=None) -> int:
     return 0
 
 
+def seed_cache(work: Path, seed: Path | None) -> None:
+    """Start the kbv3 cache from `seed` (once: a resumed run keeps what it has)."""
+    target = work / "kbv3-cache"
+    if seed is None or target.exists():
+        return
+    if not seed.is_dir():
+        raise SystemExit(f"--seed-cache {seed}: not a folder")
+    shutil.copytree(seed, target)
+    print(f"kbv3 cache seeded from {seed}", flush=True)
+
+
 def run(args, journal: Journal, work: Path, sets: list[str], started: float, deadline: float) -> None:
+    seed_cache(work, args.seed_cache)
     problems = discover(REPO / "problems", split=args.split)
     if args.device == "cpu":
         problems = [p for p in problems if not p.cpu_unsupported]

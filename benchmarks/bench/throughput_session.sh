@@ -5,7 +5,9 @@
 #   bash benchmarks/bench/throughput_session.sh start [GPUS] [ARGS...]  # launch (setsid) and return;
 #        GPUS e.g. 0,1 (default: all visible); ARGS go to the script (e.g. --evals 24)
 #   bash benchmarks/bench/throughput_session.sh poll SECONDS            # wait until done or SECONDS
-#        pass, then copy throughput.md, throughput.jsonl, log.txt and batch_journals.tar.gz to $OUT
+#        pass, then copy throughput.md, throughput.jsonl, log.txt, batch_journals.tar.gz and (under
+#        16 MB) kbv3_cache.tar.gz to $OUT: unpacked into a carried folder, a later session's
+#        `start auto --seed-cache FOLDER/kbv3-cache` starts with those baselines
 #
 # State under $KB (default /tmp/kbv3-throughput); BUDGET (default 1150 s) is the script's --budget.
 # A `start` after a lost machine starts over on the fresh one (its /tmp is empty); on the same
@@ -22,6 +24,10 @@ collect() {
   [ -f "$KB/log.txt" ] && cp "$KB/log.txt" "${OUT:-.}/"
   (cd "$KB/results/work" 2>/dev/null && ls batch/*/results.parquet.journal.jsonl >/dev/null 2>&1 &&
     tar -czf "${OUT:-.}/batch_journals.tar.gz" batch/*/results.parquet.journal.jsonl batch/*/log.txt)
+  # The kbv3 cache (baselines, reference facts) for a later run's --seed-cache, when it is small
+  # enough to come back (16 MiB a file).
+  (cd "$KB/results/work" 2>/dev/null && [ -d kbv3-cache ] && tar -czf "$KB/kbv3_cache.tar.gz" kbv3-cache &&
+    [ "$(stat -c %s "$KB/kbv3_cache.tar.gz")" -lt 16000000 ] && cp "$KB/kbv3_cache.tar.gz" "${OUT:-.}/")
   if [ -e "$KB/done" ]; then
     echo DONE; cat "$KB/results/throughput.md" 2>/dev/null
   else
