@@ -36,7 +36,7 @@ SCHEMA_VERSION = 2  # 2: trusted supervisor, sandbox, kernel rule from evidence
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 # The phases of `phase_s` split into steps, and their steps' prefix: the steps add up to the phase.
-PHASE_STEPS: dict[str, str] = {"reference": "reference_", "candidate": "solution_"}
+PHASE_STEPS: dict[str, str] = {"reference": "reference_", "baseline": "baseline_", "candidate": "solution_"}
 
 
 def is_phase_step(name: str) -> bool:
@@ -129,8 +129,9 @@ class Record:
     fingerprint: dict[str, Any] = field(default_factory=dict)
     started_at: str = ""
     duration_s: float | None = None
-    # Seconds per phase: setup, reference (with its reference_* steps), baseline, candidate (with
-    # its solution_* steps), verdict, cleanup, bookkeeping; the top-level ones add up to duration_s.
+    # Seconds per phase: setup, reference (with its reference_* steps), baseline (with its
+    # baseline_* steps when timed now), candidate (with its solution_* steps), verdict, cleanup,
+    # bookkeeping; the top-level ones add up to duration_s.
     phase_s: dict[str, float] = field(default_factory=dict)
     # The whole process's wall (`kbv3 eval`; `evaluate.wall`): seconds from its start to the record,
     # their ordered parts (the CLI's steps, the evaluation's phases with `reference` and `candidate`

@@ -123,11 +123,13 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     from ....catalog.materialize import load_module, make_model
     from ...cases import CORRECTNESS, PARAM_SEED, Case, build_inputs, input_precision
 
+    marks = {"start": time.monotonic()}  # when each step ended (CHILD_STEPS), on the machine's clock
     device = spec["device"]
     module = load_module(Path(spec["problem_path"]), spec["sizes"])
     model = make_model(module, device, PARAM_SEED)
     template = build_inputs(module, Case(f"seed{spec['seeds'][0]}", CORRECTNESS, "main", spec["seeds"][0]), device)
     seconds = float(spec.get("timing_seconds", 10.0))
+    marks["build"] = time.monotonic()
 
     lock = spec.get("timing_lock")
     with torch.no_grad(), timing_lock(lock):
@@ -135,15 +137,19 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
             "eager": time_reference(model, module, template, device, seconds),
             "precision": input_precision(template),
         }
+    marks["eager"] = time.monotonic()
     if spec.get("compile", True):
         try:
-            result["compiled"] = _time_compiled(model, module, template, device, seconds, lock)
+            result["compiled"] = _time_compiled(model, module, template, device, seconds, lock, marks)
         except Exception as exc:  # compile failures leave eager as the baseline
             result["compile_error"] = f"{type(exc).__name__}: {exc}"[:500]
+    result["marks"] = marks
     return result
 
 
-def _time_compiled(model: Any, module: Any, template: list[Any], device: str, seconds: float, lock: Any) -> dict:
+def _time_compiled(
+    model: Any, module: Any, template: list[Any], device: str, seconds: float, lock: Any, marks: dict[str, float]
+) -> dict:
     """torch.compile(mode="reduce-overhead"), called as a user calls it: each call copies its new
     inputs into the compiled graphs' static buffers and replays them, and that copy is part of
     its time, as in the seed's harness and the published runs."""
@@ -153,9 +159,34 @@ def _time_compiled(model: Any, module: Any, template: list[Any], device: str, se
     with torch.no_grad():
         for _ in range(3):  # compile and record the CUDA graphs before timing
             compiled(*template)
+        marks["compile"] = time.monotonic()
         with timing_lock(lock):
             timed = time_reference(compiled, module, template, device, seconds, gate=False)
+        marks["compiled"] = time.monotonic()
     return {**timed, "compile_mode": "reduce-overhead, called as a user calls it"}
+
+
+# The steps of a baseline timed now, in `Record.phase_s` as `baseline_<step>`: the child's start
+# (the interpreter and its imports, torch among them, up to `child_main`), building the model and
+# inputs, timing eager, compiling (the first calls of the compiled model), timing compiled, and
+# its exit (writing the result, reaping the process group); `baseline_rest` is the phase's
+# remainder in the evaluation. Marks are `time.monotonic()`, one clock for the whole machine.
+CHILD_STEPS = ("start", "build", "eager", "compile", "compiled", "exit")
+
+
+def child_steps(outcome: Any) -> dict[str, float] | None:
+    """Seconds per step of a baseline child (`CHILD_STEPS`), from its marks and the launch and
+    end its parent saw (`isolate.ChildOutcome`); None without them."""
+    marks = (outcome.result or {}).get("marks")
+    if outcome.started_at is None or not isinstance(marks, dict) or "start" not in marks:
+        return None
+    ends = {k: float(marks[k]) for k in CHILD_STEPS[:-1] if k in marks}
+    ends["exit"] = outcome.started_at + outcome.wall_s
+    steps, previous = {}, outcome.started_at
+    for name, end in ends.items():
+        steps[name] = round(max(0.0, end - previous), 3)
+        previous = max(previous, end)
+    return steps
 
 
 def baseline_entry(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -189,7 +220,8 @@ def get_baseline(
     retry_failed: bool = False,
 ) -> dict[str, Any]:
     """The baseline for `spec` (device, problem_path, sizes, seeds): from the cache, or timed in a
-    child and cached. Returns baseline_entry()'s dict plus `cached`; a failure (cached or new) is
+    child and cached. Returns baseline_entry()'s dict plus `cached` (and, timed now, the child's
+    seconds per step, `steps_s`: `child_steps`); a failure (cached or new) is
     `{"failed": True, "error": ..., "cached": ...}`. A cached failure is reused unless
     `retry_failed` (or the KBV3_RETRY_FAILED_BASELINE environment variable) asks to re-time."""
     import torch
@@ -230,11 +262,12 @@ def get_baseline(
         return {**failure, "cached": False}
     entry = baseline_entry(result)
     entry.update(key=key, device_name=device_name, torch=torch.__version__, stored_at=time.time())
+    steps = child_steps(outcome)  # this timing's own seconds: returned, never cached
     mismatch = "" if on_cpu else _timed_otherwise(entry)
     if mismatch:  # a figure filed under a mode it was not timed in would be served to that mode
-        return {**entry, "cached": False, "not_cached_because": mismatch}
+        return {**entry, "cached": False, "not_cached_because": mismatch, "steps_s": steps}
     store_cached(cache, key, entry)
-    return {**entry, "cached": False}
+    return {**entry, "cached": False, "steps_s": steps}
 
 
 def _timed_otherwise(entry: Mapping[str, Any]) -> str:

@@ -35,6 +35,7 @@ class ChildOutcome:
     flooded: bool
     log_tail: str
     wall_s: float
+    started_at: float | None = None  # time.monotonic() just before the child was launched
 
     @property
     def reason(self) -> str:
@@ -144,4 +145,4 @@ def run_child(
             result = json.loads(result_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             result = None
-    return ChildOutcome(result, proc.returncode, timed_out, flooded.is_set(), log, wall)
+    return ChildOutcome(result, proc.returncode, timed_out, flooded.is_set(), log, wall, started)

@@ -30,7 +30,7 @@ from ..reference import compute, for_evaluation, key_fields, recall_warm, rememb
 from ..session import SessionLost
 from ..verdict import fill_timing, judge
 from .candidate import flood, run_solution
-from .phases import Laps, phase
+from .phases import Laps, phase, split
 from .zygote_pool import POOL
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
@@ -136,6 +136,7 @@ def _evaluate(
         if request.time_solution and request.wants_baseline:  # not on the CPU unless asked
             with phase(rec, "baseline"):
                 base = request_baseline(request, problem, source, sizes, cache_dir, timing_seconds)
+            split(rec, "baseline", base.get("steps_s"))  # a baseline timed now: its child's steps
         scratch = work / "solution"
         scratch.mkdir(mode=0o700)
         (scratch / "solution.py").write_bytes(solution_bytes)

@@ -4,6 +4,8 @@
 candidate, verdict, cleanup). `Laps` splits one phase into contiguous steps: from `start` to
 `stop` every moment belongs to exactly one step (the one most recently switched to), so the
 steps add up to the phase by construction, and no second can fall between two named blocks.
+`split` names the steps of a phase measured elsewhere (the baseline child's own clock), with
+the phase's remainder as `<phase>_rest`, so they add up to it too.
 """
 
 from __future__ import annotations
@@ -50,3 +52,13 @@ class Laps:
             self.rec.phase_s[step] = round(self.rec.phase_s.get(step, 0.0) + seconds, 3)
         self.rec.phase_s[self.total] = round(self.rec.phase_s.get(self.total, 0.0) + sum(self.seconds.values()), 3)
         self.seconds = {}
+
+
+def split(rec: Record, total: str, steps: dict[str, float] | None) -> None:
+    """Write `steps` (seconds measured inside `total`, by another clock) into `rec.phase_s` as
+    `<total>_<step>`, and `<total>_rest` as what of `total` they leave (never below 0)."""
+    if not steps or total not in rec.phase_s:
+        return
+    for step, seconds in steps.items():
+        rec.phase_s[f"{total}_{step}"] = round(float(seconds), 3)
+    rec.phase_s[f"{total}_rest"] = round(max(0.0, rec.phase_s[total] - sum(steps.values())), 3)

@@ -43,6 +43,9 @@ def test_baseline_child_times_eager_and_is_cached(tmp_path):
         spec, problem_sha256=problem.sha256, device_name="cpu:test", cache_dir=tmp_path, timeout_s=120
     )
     assert second["cached"] is True and second["eager_ms"] == first["eager_ms"]
+    # Where the child's seconds went, for this timing only: never from the cache.
+    assert list(first["steps_s"]) == ["start", "build", "eager", "exit"]  # compile off
+    assert "steps_s" not in second
 
 
 def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_path, monkeypatch):
@@ -70,6 +73,29 @@ def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_p
     monkeypatch.setenv(baseline.RETRY_FAILED_ENV, "1")
     baseline.get_baseline(spec, **args)
     assert len(calls) == 4
+
+
+def test_a_baseline_timed_now_says_where_its_child_spent_its_seconds(tmp_path, monkeypatch):
+    """The child marks when each step ended on the machine's monotonic clock (the parent's too):
+    its start (interpreter and imports), the build, eager timing, compiling, compiled timing, and
+    its exit up to the parent's reaping. A cached baseline has no such seconds."""
+    from kernelbench_v3.evaluate.supervisor.reference import isolate
+
+    def child(role, workdir, spec, **kwargs):
+        marks = {"start": 103.5, "build": 104.0, "eager": 106.0, "compile": 111.0, "compiled": 113.0}
+        result = {"ok": True, "marks": marks, "eager": {"median_ms": 2.0}}
+        result["compiled"] = {"median_ms": 1.0}
+        return isolate.ChildOutcome(result, 0, False, False, "", 13.5, 100.0)
+
+    monkeypatch.setattr(isolate, "run_child", child)
+    spec = {"device": "cpu", "problem_path": "p.py", "sizes": {"n": 4}, "seeds": [42]}
+    args = {"problem_sha256": "sha", "device_name": "cpu:test", "cache_dir": tmp_path, "timeout_s": 30}
+    first = baseline.get_baseline(spec, **args)
+    steps = {"start": 3.5, "build": 0.5, "eager": 2.0, "compile": 5.0, "compiled": 2.0, "exit": 0.5}
+    assert first["cached"] is False and first["steps_s"] == steps
+    assert sum(steps.values()) == 13.5  # the child's whole wall, as its parent saw it
+    stored = json.loads((tmp_path / "baselines" / f"{first['key']}.json").read_text())
+    assert "steps_s" not in stored and "steps_s" not in baseline.get_baseline(spec, **args)
 
 
 def test_a_cpu_baseline_is_keyed_by_its_environment_and_expires(tmp_path, monkeypatch):

@@ -61,3 +61,18 @@ def test_phase_adds_a_blocks_seconds_even_when_it_raises(clock):
         clock.now += 1.5
         raise RuntimeError("the reference failed")
     assert rec.phase_s == {"reference": 1.5}
+
+
+def test_steps_measured_elsewhere_and_the_rest_add_up_to_their_phase():
+    rec = Record(phase_s={"baseline": 14.0})
+    phases.split(rec, "baseline", {"start": 0.75, "import": 2.75, "eager": 8.0})
+    assert rec.phase_s == {
+        "baseline": 14.0,
+        "baseline_start": 0.75,
+        "baseline_import": 2.75,
+        "baseline_eager": 8.0,
+        "baseline_rest": 2.5,
+    }
+    cached = Record(phase_s={"baseline": 0.01})
+    phases.split(cached, "baseline", None)  # a cached baseline: nothing to split
+    assert cached.phase_s == {"baseline": 0.01}
