@@ -153,6 +153,11 @@ def _widened(t: torch.Tensor, on: Any) -> torch.Tensor:
     return t.to(on).to(torch.float64, copy=True)
 
 
+def _nan_max(a: float, b: float) -> float:
+    """max(a, b), NaN if either is (Python's max keeps whichever NaN comes first, or neither)."""
+    return math.nan if a != a or b != b else max(a, b)
+
+
 def _dot(x: torch.Tensor) -> float:
     return float(torch.dot(x, x)) if x.numel() else 0.0
 
@@ -174,9 +179,9 @@ def _sums(
         diff = o - r
         s.diff_sq += _dot(diff)
         diff.abs_()
-        s.max_abs = max(s.max_abs, float(diff.max()))
+        s.max_abs = _nan_max(s.max_abs, float(diff.max()))  # a NaN in the reference stays a NaN, as whole
         bound = r.abs()
-        s.ref_max = max(s.ref_max, float(bound.max()))
+        s.ref_max = _nan_max(s.ref_max, float(bound.max()))
         s.within = s.within and bool(diff.le(bound.mul_(rtol).add_(atol)).all())  # rounded as atol + rtol*|ref|
         del diff, bound
         s.ref_sq += _dot(r)

@@ -145,6 +145,22 @@ def test_a_comparison_in_pieces_is_the_comparison_whole(monkeypatch, mode):
     assert pieces["nan"].failures == {"finite": "nan: 7 NaN/Inf value(s) in the output"}
 
 
+@pytest.mark.parametrize("mode", ["v3", "published"])
+def test_a_nan_in_the_reference_fails_the_comparison_in_any_piece(monkeypatch, mode):
+    """A NaN where the reference has one (in any piece, first or last) makes the comparison fail
+    as it does on the whole tensor: no piece's maximum may drop it."""
+    saved, outs = _three_cases()
+    for where in (0, -1):
+        expected = saved["expected"].clone()
+        expected.view(-1)[where] = float("nan")
+        broken = {**saved, "expected": expected}
+        whole = compare.compare_case("c", "correctness", outs["near"], broken, {}, mode, "fp32", None)
+        monkeypatch.setattr(compare, "COMPARE_PIECE", 100)
+        pieces = compare.compare_case("c", "correctness", outs["near"], broken, {}, mode, "fp32", None)
+        monkeypatch.undo()
+        assert "correctness" in whole.failures and pieces.failures == whole.failures, (where, pieces.failures)
+
+
 def test_a_comparison_the_gpu_cannot_hold_is_made_on_the_cpu(monkeypatch):
     """Asked to compare on a GPU (as `judge` does for a CUDA evaluation), a piece that runs out
     of device memory sends the whole comparison to the CPU, with the same figures."""
