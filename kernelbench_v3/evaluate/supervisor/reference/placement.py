@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 import torch
 
+from ...protocol.channel import tensor_nbytes
+
 # The share of the GPU's memory that a reference's saved tensors (expected outputs, float64
 # residuals) may take there; beyond it they are kept on the CPU. On the GPU the comparison reads
 # them in place.
@@ -23,10 +25,6 @@ SAVED_ON_GPU_SHARE = 0.05
 # Page-locked host memory one `HostCopies` may hold: at most this share of the machine's memory.
 PINNED_SHARE = 0.05
 PINNED_MAX_BYTES = 8 << 30
-
-
-def _nbytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
 
 
 class SavedPlace:
@@ -41,7 +39,7 @@ class SavedPlace:
         self.left = budget or 0
 
     def place(self, t: torch.Tensor) -> torch.Tensor:
-        nbytes = _nbytes(t)
+        nbytes = tensor_nbytes(t)
         if self.device != "cpu" and nbytes <= self.left:
             self.left -= nbytes
             return t.detach().to(self.device)
@@ -82,7 +80,7 @@ class HostCopies:
     def copy(self, t: torch.Tensor) -> torch.Tensor:
         """A host copy of `t`, sharing nothing with it."""
         t = t.detach()
-        nbytes = _nbytes(t)
+        nbytes = tensor_nbytes(t)
         if 0 < nbytes <= self.left:
             try:
                 host = self.empty_pinned(t)
