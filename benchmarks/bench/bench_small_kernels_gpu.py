@@ -538,7 +538,9 @@ def main() -> int:
     parser.add_argument("--no-attacks", action="store_true", help="leave out the attacks on the gate")
     parser.add_argument("--only-ladder", action="store_true", help="the evaluator part: only the ladder")
     parser.add_argument(
-        "--gate", choices=("spin", "wait", "node", "hold"), help="the gate's kind (KBV3_GATE); else the default"
+        "--gate",
+        choices=("spin", "wait", "node", "flat", "pdl", "hold"),
+        help="the gate's kind (KBV3_GATE); else the default",
     )
     parser.add_argument("--echo", choices=("fused", "graph"), help="the echo's call (KBV3_ECHO); else the default")
     parser.add_argument(

@@ -40,6 +40,8 @@ MODE_TITLES = {
     "mps-echo-graph": "MPS, the spin at GO, the echo a graph behind the spin (TIMING_VERSION 9's spin)",
     "mps-gate-wait-echo-fused": "MPS, the stream's wait at GO, the fused echo",
     "mps-gate-node": "MPS, the spin as the first node of the call's graph, the fused echo",
+    "mps-gate-flat": "MPS, the call's own nodes between a spin node and a DONE node, the fused echo",
+    "mps-gate-pdl": "MPS, the call's own nodes between a spin node and a DONE node by programmatic edges, the fused echo",
     "mps-gate-hold": "MPS, the occupancy gate (the timer's HOLD owns every SM until GO), the held echo",
 }
 

@@ -39,6 +39,7 @@ import mmap
 import os
 from typing import Any
 
+from .gate_graph import GRAPH_GATES, build_flat
 from .gate_kernels import DONE_NOW_PTX, ECHO_PTX, SPIN_AT_PTX, SPIN_PTX
 
 GATE_TARGET_OFFSET = 32  # the doorbell's WAKE word (`protocol.doorbell`), its low 32 bits: the armed call's seq
@@ -51,25 +52,26 @@ CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP = 0x1 | 0x2
 CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
 CU_STREAM_NON_BLOCKING = 0x1
 ECHO_ENV = "KBV3_ECHO"  # "fused" or "graph" overrides `echo_kind`'s choice (the bench compares them)
-GATE_ENV = "KBV3_GATE"  # "spin", "wait", "node" or "hold" overrides `gate_kind`'s choice (the bench compares them)
+GATE_ENV = "KBV3_GATE"  # "spin", "wait", "node", "flat", "pdl" or "hold" overrides `gate_kind`'s choice (the bench compares them)
 MPS_SHARE_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"  # an MPS client's cap on the SMs it may use
 SPIN_LIMIT_NS = 10 * 10**9  # a spin never rung ends after this; the arm-to-ring of a call is ms
 
 
 def gate_kind(under_mps: bool) -> str:
     """How gated calls hold at GO: "spin" under MPS, unless KBV3_GATE names "wait", "node" (the
-    spin as the first node of the call's own graph) or "hold" (the occupancy gate,
+    spin as the first node of the call's own graph), "flat" or "pdl" (the call's nodes between a
+    spin node and a DONE node, `gate_graph`) or "hold" (the occupancy gate,
     `protocol.hold`: the timer owns every SM until GO, and nothing of the caller's holds the
     call); without MPS always "wait" (a spinning client would starve the timer's flush, and
     time-sliced contexts share no SMs to hold)."""
     choice = os.environ.get(GATE_ENV, "").strip().lower()
-    if choice not in ("", "spin", "wait", "node", "hold"):
-        raise ValueError(f"{GATE_ENV}={choice!r}: expected 'spin', 'wait', 'node' or 'hold'")
+    if choice not in ("", "spin", "wait", "hold", *GRAPH_GATES):
+        raise ValueError(f"{GATE_ENV}={choice!r}: expected 'spin', 'wait', 'node', 'flat', 'pdl' or 'hold'")
     if not under_mps:
         return "wait"
     if choice == "hold" and os.environ.get(MPS_SHARE_ENV, "100").strip() not in ("", "100"):
         return "spin"  # HOLD must take every SM, and a client capped to a share of them cannot
-    return choice if choice in ("wait", "node", "hold") else "spin"
+    return choice if choice in ("wait", "hold", *GRAPH_GATES) else "spin"
 
 
 def echo_kind(under_mps: bool) -> str:
@@ -228,28 +230,49 @@ class Driver:
             self._graph_calls[name] = f
         return self._graph_calls[name]
 
-    def gated_graph(self, child: int, go: int, target: int, limit_ns: int = SPIN_LIMIT_NS) -> int:
-        """A new executable graph: a node of `kbv3_gate_spin_at` (GO >= the word at `target`),
-        then the graph `child` (a cudaGraph_t, cloned as a child node). Its handle, to launch with
-        `launch_graph` for every call."""
-        function = self._kernel(SPIN_AT_PTX, b"kbv3_gate_spin_at")
+    def add_kernel_node(self, graph: int, ptx: bytes, name: bytes, *args: int) -> int:
+        """A one-thread node of kernel `name` (loaded from `ptx`) in `graph`, no dependencies,
+        its parameters `args` (each a 64-bit value); the node's handle."""
         vp, node_p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
-        graph, spin, body, exe = vp(0), vp(0), vp(0), vp(0)
-        create = self._graph_fn("cuGraphCreate", [node_p, ctypes.c_uint])
-        self._check(create(ctypes.byref(graph), 0), "cuGraphCreate")
-        args = (ctypes.c_uint64(go), ctypes.c_uint64(target), ctypes.c_uint64(limit_ns))
-        params = (vp * 3)(*(ctypes.cast(ctypes.byref(a), vp) for a in args))
-        node = _KernelNodeParams(function, (1, 1, 1), (1, 1, 1), 0, ctypes.cast(params, vp), None)
-        add_kernel = self._graph_fn(
+        values = [ctypes.c_uint64(a) for a in args]
+        params = (vp * len(values))(*(ctypes.cast(ctypes.byref(v), vp) for v in values))
+        spec = _KernelNodeParams(self._kernel(ptx, name), (1, 1, 1), (1, 1, 1), 0, ctypes.cast(params, vp), None)
+        add = self._graph_fn(
             "cuGraphAddKernelNode", [node_p, vp, node_p, ctypes.c_size_t, ctypes.POINTER(_KernelNodeParams)]
         )
-        self._check(add_kernel(ctypes.byref(spin), graph, None, 0, ctypes.byref(node)), "cuGraphAddKernelNode")
+        node = vp(0)
+        self._check(add(ctypes.byref(node), vp(graph), None, 0, ctypes.byref(spec)), "cuGraphAddKernelNode")
+        return int(node.value or 0)
+
+    def instantiate(self, graph: int) -> int:
+        """`graph` made executable (the template stays the caller's to destroy)."""
+        vp = ctypes.c_void_p
+        exe = vp(0)
+        instantiate = self._graph_fn("cuGraphInstantiateWithFlags", [ctypes.POINTER(vp), vp, ctypes.c_ulonglong])
+        self._check(instantiate(ctypes.byref(exe), vp(graph), 0), "cuGraphInstantiateWithFlags")
+        return int(exe.value or 0)
+
+    def gated_graph(
+        self, child: int, go: int, target: int, limit_ns: int = SPIN_LIMIT_NS, kind: str = "node", done: int = 0
+    ) -> int:
+        """A new executable graph for the graph gate `kind` (`gate_graph.GRAPH_GATES`) around the
+        graph `child` (a cudaGraph_t): for "node", a node of `kbv3_gate_spin_at` (GO >= the word
+        at `target`), then `child` cloned as a child node; for "flat" and "pdl", `child`'s own
+        nodes between a spin node and a DONE node (at `done`, `gate_graph.build_flat`). Its
+        handle, to launch with `launch_graph` for every call."""
+        if kind != "node":
+            programmatic = GRAPH_GATES[kind].programmatic
+            return build_flat(self, child, go, done, target, limit_ns, programmatic)
+        vp, node_p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
+        graph, body = vp(0), vp(0)
+        create = self._graph_fn("cuGraphCreate", [node_p, ctypes.c_uint])
+        self._check(create(ctypes.byref(graph), 0), "cuGraphCreate")
+        spin = vp(self.add_kernel_node(graph.value or 0, SPIN_AT_PTX, b"kbv3_gate_spin_at", go, target, limit_ns))
         add_child = self._graph_fn("cuGraphAddChildGraphNode", [node_p, vp, node_p, ctypes.c_size_t, vp])
         self._check(add_child(ctypes.byref(body), graph, ctypes.byref(spin), 1, vp(child)), "cuGraphAddChildGraphNode")
-        instantiate = self._graph_fn("cuGraphInstantiateWithFlags", [node_p, vp, ctypes.c_ulonglong])
-        self._check(instantiate(ctypes.byref(exe), graph, 0), "cuGraphInstantiateWithFlags")
+        exe = self.instantiate(graph.value or 0)
         self._graph_fn("cuGraphDestroy", [vp])(graph)  # the executable keeps what it needs
-        return int(exe.value or 0)
+        return exe
 
     def launch_graph(self, stream: Any, executable: int) -> None:
         launch = self._graph_fn("cuGraphLaunch", [ctypes.c_void_p, ctypes.c_void_p])
@@ -286,6 +309,16 @@ class GateWords:
     def done(self, value: int) -> None:
         self._words[GATE_DONE_OFFSET // 4] = value
 
+    @property
+    def target(self) -> int:
+        return int(self._words[GATE_TARGET_OFFSET // 4])
+
+    @target.setter
+    def target(self, value: int) -> None:
+        """The armed call's seq, where a gated graph's spin and DONE nodes read it (in the
+        doorbell, the low half of WAKE; a private block's owner writes it before arming)."""
+        self._words[GATE_TARGET_OFFSET // 4] = value
+
     def release(self) -> None:
         """Drop this view of the block (so the memory under it can be closed); unusable after."""
         self._words.release()
@@ -310,11 +343,15 @@ class GateWords:
             work()
             driver.write(stream, self.done_device, seq)
 
-    def enqueue_gated_graph(self, driver: Driver, stream: Any, seq: int, executable: int) -> None:
+    def enqueue_gated_graph(
+        self, driver: Driver, stream: Any, seq: int, executable: int, done_in_graph: bool = False
+    ) -> None:
         """On `stream`: a graph of `Driver.gated_graph` (its own first node holds it until GO >=
-        seq, the seq the doorbell's WAKE word holds while the call is armed), then DONE = seq."""
+        seq, the seq the doorbell's WAKE word holds while the call is armed), then DONE = seq,
+        unless the graph's own last node writes it (`done_in_graph`)."""
         driver.launch_graph(stream, executable)
-        driver.write(stream, self.done_device, seq)
+        if not done_in_graph:
+            driver.write(stream, self.done_device, seq)
 
     def enqueue_echo(self, driver: Driver, stream: Any, seq: int, held: bool = False) -> None:
         """On `stream`: the fused echo call (`ECHO_PTX`), GO >= seq to DONE = seq in one kernel;

@@ -89,6 +89,7 @@ class Calls:
     fused_echo: bool = False  # the echo only: each gated call is the fused echo kernel (`gate.ECHO_PTX`)
     spin_node: bool = False  # hold each gated call by a spin node heading its own graph (`gate.Driver.gated_graph`)
     held: bool = False  # the timer's HOLD owns every SM until GO (`hold`); the echo's call is the held echo
+    graph_gate: str = "node"  # with spin_node, the graph's shape (`gate_graph.GRAPH_GATES`)
     kind: str = "calls"
 
 

@@ -215,6 +215,7 @@ class Worker:
         spin_gate = gated and bool(msg.get("spin"))
         fused_echo = gated and bool(msg.get("fused_echo"))
         spin_node = gated and bool(msg.get("spin_node"))
+        shape = str(msg.get("graph_gate") or "node")
         held = gated and bool(msg.get("held"))
         if gated:
             self._open_gate()
@@ -232,7 +233,8 @@ class Worker:
                 if fused_echo:
                     self.gate.enqueue_echo(self.driver, self.stream, seq, held=held)
                 elif spin_node:
-                    self.gate.enqueue_gated_graph(self.driver, self.stream, seq, self._gated_graph(s))
+                    graph, done_in_graph = self._gated_graph(s, shape)
+                    self.gate.enqueue_gated_graph(self.driver, self.stream, seq, graph, done_in_graph)
                 elif gated:
                     self.gate.enqueue(self.driver, self.stream, seq, calls.graphs[s].replay, spin=spin_gate)
                 if gated:
@@ -265,12 +267,20 @@ class Worker:
             "samples": samples,
         }
 
-    def _gated_graph(self, s: int) -> int:
-        """Set `s`'s graph behind a spin node of the gate's (built once, on its first arming)."""
+    def _gated_graph(self, s: int, shape: str) -> tuple[int, bool]:
+        """Set `s`'s graph behind a spin node of the gate's, shaped as `shape` says
+        (`protocol.gate_graph.GRAPH_GATES`; built once, on its first arming), and whether its own
+        last node writes DONE."""
+        from ..protocol.gate_graph import GRAPH_GATES
+
+        if shape not in GRAPH_GATES:
+            raise SolutionFailed("timing", f"the supervisor named graph gate {shape!r}")  # never: trusted
         if s not in self.gated_graphs:
-            child = self.calls.graphs[s].raw_cuda_graph()
-            self.gated_graphs[s] = self.driver.gated_graph(child, self.gate.go_device, self.gate.target_device)
-        return self.gated_graphs[s]
+            child, gate = self.calls.graphs[s].raw_cuda_graph(), self.gate
+            self.gated_graphs[s] = self.driver.gated_graph(
+                child, gate.go_device, gate.target_device, kind=shape, done=gate.done_device
+            )
+        return self.gated_graphs[s], GRAPH_GATES[shape].done_in_graph
 
     def _open_gate(self) -> None:
         """Register the doorbell's block with this process's CUDA context (once)."""

@@ -17,7 +17,10 @@ that hides its host work (`EventLocal`): its GPU work alone again, the record sa
   inputs into its static buffers, its graph launch) all happens while arming, so the window holds
   only its GPU work, copy included. A call that synchronises the host cannot sit behind a gate
   (it would wait for a GO that only comes after it returns): `gateable` finds that out first
-  with torch's sync debug mode, and a watchdog opens the gate if a call still blocks.
+  with torch's sync debug mode, and a watchdog opens the gate if a call still blocks. Under a
+  graph gate (`protocol.gate_graph`) the call is captured once per set, as a solution's is, and
+  held and closed by the same gated graph (`_graph_gated`), so both pay the same way from GO to
+  DONE; a call that cannot be captured keeps the spin kernel.
 - `EventLocal`: CUDA events around the call, queued behind the timer's flush and a device sleep
   long enough to hide the call's host work: its GPU work alone, the same definition the gate
   gives. For a reference that synchronises (the record says so), and for the compiled
@@ -31,13 +34,15 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from ...cases import single_output
 from ...protocol.gate import Driver, GateWords, private_block
+from ...protocol.gate_graph import GRAPH_GATES
+from ...timed_calls import TimedCalls
 from .errors import GateStuck, GateUnavailable
 from .memory import TimedMemory, set_bytes
 from .rig import Figures, Rig
@@ -72,8 +77,12 @@ class GatedLocal:
         spin: bool = False,
         fused_echo: bool = False,
         hold: Any = None,
+        graphs: Sequence[int] = (),
+        graph_gate: str = "node",
     ):
         self.call, self.driver, self.clock, self.spin, self.fused_echo = call, driver, clock, spin, fused_echo
+        self.graphs, self.graph_gate = list(graphs), graph_gate  # under a graph gate: one gated graph a set
+        self.captured: Any = None  # what `graphs` were built from (`_graph_gated`)
         self.hold = hold  # the occupancy gate's HOLD (`protocol.hold.Hold`): it holds the call, GO is its own
         self._page, view, address = private_block()
         self.gate = GateWords(view)
@@ -98,6 +107,10 @@ class GatedLocal:
             held = hold is not None
             if self.fused_echo:  # the echo's call: no work of its own (the fused or the held echo)
                 gate.enqueue_echo(self.driver, self.stream, seq, held=held)
+            elif self.graphs:  # its spin node reads the armed seq from the target word
+                gate.target = seq
+                done_in_graph = GRAPH_GATES[self.graph_gate].done_in_graph
+                gate.enqueue_gated_graph(self.driver, self.stream, seq, self.graphs[set_index], done_in_graph)
             else:
                 gate.enqueue(self.driver, self.stream, seq, lambda: self.call(set_index), spin=self.spin)
         finally:
@@ -124,6 +137,25 @@ class GatedLocal:
             if spins % 65536 == 0 and clock() - started > RING_LIMIT_S:
                 raise GateStuck(f"gated call {seq} never wrote DONE within {RING_LIMIT_S:.0f} s")
         return clock() - started
+
+
+def _graph_gated(fn: Any, memory: TimedMemory, kind: str, caller: GatedLocal) -> GatedLocal:
+    """Under the graph gate `kind`, `caller` with the reference's call captured once per set (as
+    a solution's is, `TimedCalls`) and held and closed by the same gated graph as a solution's
+    call; left as it is (the spin kernel ahead of the eager call) when the call cannot be
+    captured."""
+    calls = TimedCalls(fn, memory.sets, memory.slots, copy_eager=False)
+    if not calls.capture(keep_graphs=True):
+        return caller
+    gate = caller.gate
+    caller.graphs = [
+        caller.driver.gated_graph(
+            g.raw_cuda_graph(), gate.go_device, gate.target_device, kind=kind, done=gate.done_device
+        )
+        for g in calls.graphs
+    ]
+    caller.graph_gate, caller.captured = kind, calls  # the captures live as long as their gated graphs
+    return caller
 
 
 class EventLocal:
@@ -196,10 +228,13 @@ def time_reference(
             if not gateable(call):
                 raise GateUnavailable("the reference synchronises the host (torch's sync debug mode)")
             driver = Driver()
-            spin, fused = rig.gate in ("spin", "node"), rig.echo in ("fused", "held")  # eager calls: no graph to head
+            spin, fused = rig.gate in ("spin", *GRAPH_GATES), rig.echo in ("fused", "held")
             hold = rig.held.hold if rig.held is not None else None
             echo_caller = GatedLocal(echo, driver, spin=spin, fused_echo=fused, hold=hold)
-            calls = rig.measure(GatedLocal(call, driver, spin=spin, hold=hold), echo_caller, held=hold is not None)
+            caller = GatedLocal(call, driver, spin=spin, hold=hold)
+            if rig.gate in GRAPH_GATES:
+                caller = _graph_gated(fn, memory, rig.gate, caller)
+            calls = rig.measure(caller, echo_caller, held=hold is not None)
         except GateUnavailable as exc:
             torch.cuda.synchronize()
             method, why = "events", str(exc)

@@ -34,6 +34,7 @@ from ... import mps
 from ...protocol import cuda_ipc
 from ...protocol.channel import Arena
 from ...protocol.gate import gate_kind
+from ...protocol.gate_graph import GRAPH_GATES
 from ..session import Session
 from .device_work import DeviceWork
 from .echo import start_echo
@@ -101,9 +102,9 @@ def time_solution(
     cuda = ctx.device == "cuda"
     solution = TimedProcess.of(ctx.session, ctx.window_limit_s, cuda, clock)
     memory, region = solution_memory(ctx.device, ctx.template, ctx.expected, solution.view, ctx.cpu_region)
-    # A spin node heads each graph only if the gate is "node" (for measurement): then the
-    # captures keep their graphs for it.
-    keep = cuda and gate_kind(mps.in_use()) == "node"
+    # A spin node heads each graph only under a graph gate (for measurement): then the captures
+    # keep their graphs for it.
+    keep = cuda and gate_kind(mps.in_use()) in GRAPH_GATES
     echo, echo_arena = start_echo(
         ctx.start_process, ctx.work, ctx.window_limit_s, ctx.capture_limit_s, cuda, clock, keep_graphs=keep
     )
@@ -156,7 +157,8 @@ def _time(
     try:
         how = {
             "spin_gate": graphs and rig.gate == "spin",
-            "spin_node": graphs and rig.gate == "node",
+            "spin_node": graphs and rig.gate in GRAPH_GATES,
+            "graph_gate": rig.gate if rig.gate in GRAPH_GATES else "node",
             "hold": rig.held.hold if held else None,
         }
         solution.start(gated=graphs, **how)

@@ -131,9 +131,11 @@ class TimedProcess:
         fused_echo: bool = False,
         spin_node: bool = False,
         hold: Any = None,
+        graph_gate: str = "node",
     ) -> None:
         """Send the process into its calls loop: gated (captured graphs behind the gate, held at
-        GO by the spin kernel if `spin_gate`, by a spin node heading each graph if `spin_node`,
+        GO by the spin kernel if `spin_gate`, by a spin node heading each graph if `spin_node`
+        (the graph shaped as `graph_gate` says, `protocol.gate_graph`),
         by the timer's `hold` (`protocol.hold.Hold`) if given, behind the stream's wait that
         `unblock` opens before GO;
         the echo's calls the fused echo kernel alone if `fused_echo`, the held echo under a
@@ -145,7 +147,10 @@ class TimedProcess:
         self.hold = hold if self.gated else None
         self.session.resume()
         g, h = self.gated, self.hold is not None
-        self.session.send(Calls(self.seq, evidence, g, g and spin_gate and not h, g and fused_echo, g and spin_node, h))
+        calls = Calls(
+            self.seq, evidence, g, g and spin_gate and not h, g and fused_echo, g and spin_node, h, graph_gate
+        )
+        self.session.send(calls)
 
     def arm(self, set_index: int) -> float:
         """Have the process arm call `seq` on set `set_index`; seconds from its resume to ARMED.
