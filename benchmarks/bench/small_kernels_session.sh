@@ -16,7 +16,7 @@
 # ladder alone (ladder-mps), and with the other ways to hold a call and to build the echo
 # (ladder-wait-graph: TIMING_VERSION 9's default; ladder-spin-graph; ladder-wait-fused; ladder-node:
 # the spin as the first node of the call's graph, and evaluator-node, the small kernels so;
-# ladder-flat and ladder-pdl: the call's own nodes between a spin node and a DONE node, by plain or
+# graph-gate: each graph gate built and run in one process (graph_gate_gpu.py); ladder-flat and ladder-pdl: the call's own nodes between a spin node and a DONE node, by plain or
 # programmatic edges (protocol/gate_graph.py), evaluator-pdl and cli-pdl: every solution so;
 # ladder-hold and evaluator-hold: the occupancy gate, every honest solution with its baseline
 # and the attacks; small-hold-blocks and ladder-hold-blocks: the small kernels and the ladder
@@ -37,7 +37,7 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-outside ladder-pdl evaluator-pdl ladder-flat ladder-mps cli-pdl}
+    STEPS=${STEPS:-graph-gate outside ladder-pdl evaluator-pdl ladder-flat ladder-mps cli-pdl}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
       [event-gate]="timeout -k 5 200 python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500}"
@@ -55,6 +55,7 @@ case "${1:-}" in
       [evaluator-hold]="timeout -k 5 780 $B --parts evaluator --gate hold"
       [small-hold-blocks]="T=\$(python3 benchmarks/diagnostics/hold_spread_gpu.py $KB/out/hold_spread.jsonl --best); [ \$T != 0 ] && timeout -k 5 300 $B --parts evaluator --gate hold --hold-threads \$T --only-small --no-attacks --no-baseline --runs 1"
       [ladder-hold-blocks]="T=\$(python3 benchmarks/diagnostics/hold_spread_gpu.py $KB/out/hold_spread.jsonl --best); [ \$T != 0 ] && timeout -k 5 240 $B --parts evaluator --only-ladder --gate hold --hold-threads \$T --runs 1"
+      [graph-gate]="timeout -k 5 120 python3 benchmarks/diagnostics/graph_gate_gpu.py $KB/out/graph_gate.jsonl"
       [ladder-flat]="$B --parts evaluator --only-ladder --gate flat"
       [ladder-pdl]="$B --parts evaluator --only-ladder --gate pdl"
       [evaluator-pdl]="timeout -k 5 720 $B --parts evaluator --gate pdl $NO_ATTACKS ${EVAL_ARGS:-}"
