@@ -40,6 +40,7 @@ case "${1:-}" in
     STEPS=${STEPS:-graph-gate outside ladder-pdl evaluator-pdl ladder-flat ladder-mps cli-pdl}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
+      [outside-ladder]="$B --parts outside --no-mps --only-ladder"
       [event-gate]="timeout -k 5 200 python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500}"
       [spread]="timeout -k 5 180 python3 benchmarks/diagnostics/hold_spread_gpu.py $KB/out/hold_spread.jsonl --trials ${SPREAD_TRIALS:-20}"
       [occupancy]="timeout -k 5 300 python3 benchmarks/diagnostics/occupancy_gate_gpu.py $KB/out/occupancy_gate.jsonl --calls ${GATE_CALLS:-300}"
