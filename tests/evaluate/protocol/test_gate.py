@@ -294,7 +294,7 @@ def test_gated_graph_puts_a_spin_node_ahead_of_the_child_graph_and_instantiates_
     assert (params.kernel_params.offset, params.extra.offset, ctypes.sizeof(params)) == (40, 48, 56)
 
 
-def test_a_graph_behind_the_spin_node_is_launched_then_done_written():
+def test_a_graph_behind_the_spin_node_is_launched_then_done_written_unless_it_writes_done_itself():
     steps = []
 
     class Driver:
@@ -308,3 +308,5 @@ def test_a_graph_behind_the_spin_node_is_launched_then_done_written():
     words.done_device = 48
     words.enqueue_gated_graph(Driver(), _Stream(), 9, 0x400)
     assert steps == [("graph", 0x400), ("write", 48, 9)]
+    words.enqueue_gated_graph(Driver(), _Stream(), 10, 0x500, done_in_graph=True)  # flat, pdl
+    assert steps[2:] == [("graph", 0x500)]

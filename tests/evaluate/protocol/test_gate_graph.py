@@ -1,5 +1,5 @@
 """The graph gates (`protocol.gate_graph`) on a machine without CUDA: the graph each builds over
-a recorded fake of the driver's cuGraph* calls, the kernels' PTX, and how a call is enqueued."""
+a recorded fake of the driver's cuGraph* calls, and the kernels' PTX."""
 
 from __future__ import annotations
 
@@ -139,20 +139,9 @@ def test_a_driver_error_leaves_no_clone_behind():
     assert fake.added[-1] == ("destroy", 0x100)
 
 
-def test_a_graph_that_writes_its_own_done_is_launched_alone():
-    steps = []
-
-    class Driver:
-        def launch_graph(self, stream, executable):
-            steps.append(("graph", executable))
-
-        def write(self, stream, address, seq):
-            steps.append(("write", address, seq))
-
+def test_a_private_blocks_owner_names_the_armed_seq_where_the_nodes_read_it():
     words = gate.GateWords(memoryview(bytearray(gate.GATE_BYTES)))
-    words.enqueue_gated_graph(Driver(), None, 9, 0x400, done_in_graph=True)
-    assert steps == [("graph", 0x400)]
-    words.target = 9  # a private block's owner names the armed seq where the nodes read it
+    words.target = 9
     assert words.target == 9 and words.go == words.done == 0
 
 
