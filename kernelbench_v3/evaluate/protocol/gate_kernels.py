@@ -7,7 +7,7 @@ their Hopper form (`SPIN_AT_PDL_PTX`, `DONE_AT_PDL_PTX`), joined to the call's k
 programmatic edges. Each is one thread, and each spin stops after `limit_ns` of %globaltimer, so
 a gate never rung cannot hold the GPU.
 
-All three share one hold (`_HOLD`): read the 32-bit word GO (%rd1) until (int)(GO - seq) >= 0,
+The spins and the fused echo share one hold (`_HOLD`): read the 32-bit word GO (%rd1) until (int)(GO - seq) >= 0,
 cuStreamWaitValue32's GEQ, wrap-aware, with seq in %r1, or until limit_ns (%rd2) have passed;
 then fall through to OPEN (opened) or return (never opened).
 """
@@ -27,14 +27,16 @@ OPEN:
 """
 
 
+def _header(target: str) -> str:
+    """A module's first lines: PTX 6.0 for sm_70 and up, 7.8 for sm_90 (griddepcontrol)."""
+    version = "7.8" if target == "sm_90" else "6.0"
+    return f".version {version}\n.target {target}\n.address_size 64\n"
+
+
 def _kernel(entry: str, params: str, loads: str, opened: str, target: str = "sm_70") -> bytes:
     """One kernel: its parameters loaded (`loads` puts GO's address in %rd1, seq in %r1 and the
-    limit in %rd2), the hold, then `opened`; for `target` sm_90, PTX 7.8 (griddepcontrol)."""
-    version = "7.8" if target == "sm_90" else "6.0"
-    return f""".version {version}
-.target {target}
-.address_size 64
-
+    limit in %rd2), the hold, then `opened`, for `target`."""
+    return f"""{_header(target)}
 .visible .entry {entry}({params})
 {{
     .reg .pred %p<3>;
@@ -113,11 +115,7 @@ DONE_NOW_PTX = b""".version 6.0
 
 
 def _done_at(entry: str, wait: str, target: str) -> bytes:
-    version = "7.8" if target == "sm_90" else "6.0"
-    return f""".version {version}
-.target {target}
-.address_size 64
-
+    return f"""{_header(target)}
 .visible .entry {entry}(.param .u64 done, .param .u64 seq_word)
 {{
     .reg .b32 %r<2>;
