@@ -34,7 +34,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -77,11 +77,10 @@ class GatedLocal:
         spin: bool = False,
         fused_echo: bool = False,
         hold: Any = None,
-        graphs: Sequence[int] = (),
-        graph_gate: str = "node",
     ):
         self.call, self.driver, self.clock, self.spin, self.fused_echo = call, driver, clock, spin, fused_echo
-        self.graphs, self.graph_gate = list(graphs), graph_gate  # under a graph gate: one gated graph a set
+        self.graphs: list[int] = []  # under a graph gate, one gated graph a set (`_graph_gated`)
+        self.graph_gate = "node"
         self.captured: Any = None  # what `graphs` were built from (`_graph_gated`)
         self.hold = hold  # the occupancy gate's HOLD (`protocol.hold.Hold`): it holds the call, GO is its own
         self._page, view, address = private_block()
