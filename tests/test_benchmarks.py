@@ -468,3 +468,31 @@ def test_the_exits_probe_records_where_and_when_each_hold_block_leaves(monkeypat
     }
     entry = exits.summary(2000, [{"exit_spread_us": 1.5, "sms": 3}, {"exit_spread_us": 2.5, "sms": 5}])
     assert entry["exit_spread_us_median"] == 2.0 and entry["exit_spread_us_max"] == 2.5 and entry["sms_median"] == 4.0
+
+
+def test_the_best_gate_is_the_complete_ladder_closest_to_the_rotating_figures(tmp_path):
+    bench = _small_kernels_module()
+    journal = bench.Journal(tmp_path)
+    rung = {"problem": bench.LADDER_PROBLEM, "solution": "ladder_5us.py", "label": "ladder 5 us"}
+    journal.write("outside|ladder5", {"part": "outside", **rung, "rotating_ms": 0.0060})
+    runs = {
+        "mps": (0.0086, 0.0088),  # the default spin: +2.6 us
+        "mps-gate-pdl-go": (0.0067, 0.0069),  # +0.7 to +0.9
+        "mps-gate-flat": (0.0061, None),  # closest, but one run was not scored
+        "mps-gate-spin-echo-graph": (0.0060, 0.0060),  # another echo: not a gate's figure
+    }
+    for mode, figures in runs.items():
+        for run, ms in enumerate(figures):
+            journal.write(
+                f"evaluator|{mode}|ladder5|{run}",
+                {"part": "evaluator", "mode": mode, "kind": "ladder", **rung, "run": run}
+                | {"status": "correct" if ms else "incorrect", "sol_ms": ms},
+            )
+    from small_kernels_report import best_gate
+
+    gate, figures = best_gate(journal.path)
+    assert gate == "pdl-go" and set(figures) == {"spin", "pdl-go"}
+    assert figures["spin"] == pytest.approx(2.7) and figures["pdl-go"] == pytest.approx(0.8)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert best_gate(empty) == ("spin", {})

@@ -539,7 +539,7 @@ def main() -> int:
     parser.add_argument("--only-ladder", action="store_true", help="the evaluator part: only the ladder")
     parser.add_argument(
         "--gate",
-        choices=("spin", "wait", "node", "flat", "pdl", "hold"),
+        choices=("spin", "wait", "node", "flat", "pdl", "pdl-go", "hold"),
         help="the gate's kind (KBV3_GATE); else the default",
     )
     parser.add_argument("--echo", choices=("fused", "graph"), help="the echo's call (KBV3_ECHO); else the default")
@@ -547,7 +547,15 @@ def main() -> int:
         "--hold-threads", type=int, help="HOLD's block size (KBV3_HOLD_THREADS); else the fewest blocks"
     )
     parser.add_argument("--report", type=Path)
+    parser.add_argument("--best-gate", type=Path, help="print the gate whose ladder in this journal came closest")
     args = parser.parse_args()
+    if args.best_gate:
+        from small_kernels_report import best_gate
+
+        gate, figures = best_gate(args.best_gate)
+        print(f"ladders, median |scored - rotating| us: {figures}; best: {gate}", file=sys.stderr)
+        print(gate)
+        return 0
     if args.report:
         from small_kernels_report import report
 

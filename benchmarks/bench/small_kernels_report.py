@@ -42,6 +42,7 @@ MODE_TITLES = {
     "mps-gate-node": "MPS, the spin as the first node of the call's graph, the fused echo",
     "mps-gate-flat": "MPS, the call's own nodes between a spin node and a DONE node, the fused echo",
     "mps-gate-pdl": "MPS, the call's own nodes between a spin node and a DONE node by programmatic edges, the fused echo",
+    "mps-gate-pdl-go": "MPS, the call's own nodes behind a spin node by programmatic edges, DONE by the stream, the fused echo",
     "mps-gate-hold": "MPS, the occupancy gate (the timer's HOLD owns every SM until GO), the held echo",
 }
 
@@ -139,6 +140,36 @@ def _ladder_table(ladder: list, outside: dict) -> list[str]:
             f"{'; '.join(_echo_modes(r) for r in runs)} |"
         )
     return lines + [""]
+
+
+def ladder_gate(mode: str) -> str | None:
+    """The gate a ladder mode ran under ("mps" -> "spin", "mps-gate-pdl-go" -> "pdl-go"); None
+    for modes that changed more than the gate (no MPS, another echo, HOLD's blocks)."""
+    if mode == "mps":
+        return "spin"
+    found = re.fullmatch(r"mps-gate-([a-z-]+)", mode)
+    return found.group(1) if found and "-echo-" not in mode and "-blocks-" not in mode else None
+
+
+def best_gate(journal: Path) -> tuple[str, dict[str, float]]:
+    """The gate whose ladder came closest to the rungs' rotating figures in this journal: the
+    smallest median |scored - rotating| over every run of every rung, among gates whose every
+    ladder run was scored; "spin" (the default) when none is complete. Also each gate's figure."""
+    entries = [json.loads(line) for line in Path(journal).read_text().splitlines() if line.strip()]
+    outside = {(e["problem"], e["solution"]): e.get("rotating_ms") for e in entries if e.get("part") == "outside"}
+    offsets: dict[str, list[float]] = {}
+    broken: set[str] = set()
+    for e in entries:
+        gate = ladder_gate(e.get("mode") or "") if e.get("part") == "evaluator" and e.get("kind") == "ladder" else None
+        if gate is None:
+            continue
+        rot = outside.get((e["problem"], e["solution"]))
+        if not (rot and e.get("sol_ms") and e.get("status") == "correct"):
+            broken.add(gate)
+            continue
+        offsets.setdefault(gate, []).append(abs(e["sol_ms"] - rot) * 1e3)
+    figures = {g: statistics.median(v) for g, v in offsets.items() if g not in broken}
+    return (min(figures, key=figures.__getitem__) if figures else "spin"), figures
 
 
 def report(journal: Path) -> str:

@@ -18,6 +18,9 @@
 # the spin as the first node of the call's graph, and evaluator-node, the small kernels so;
 # graph-gate: each graph gate built and run in one process (graph_gate_gpu.py); ladder-flat and ladder-pdl: the call's own nodes between a spin node and a DONE node, by plain or
 # programmatic edges (protocol/gate_graph.py), evaluator-pdl and cli-pdl: every solution so;
+# ladder-pdl-go: the call's own nodes behind the Hopper spin by programmatic edges, DONE by the
+# stream; evaluator-best and cli-best: every solution under the gate whose ladder came closest in
+# this journal (--best-gate);
 # ladder-hold and evaluator-hold: the occupancy gate, every honest solution with its baseline
 # and the attacks; small-hold-blocks and ladder-hold-blocks: the small kernels and the ladder
 # under HOLD in the block size `spread` found best, if smaller blocks did better); `kbv3 eval` as a user
@@ -37,7 +40,7 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-graph-gate outside ladder-pdl evaluator-pdl ladder-flat ladder-mps cli-pdl}
+    STEPS=${STEPS:-outside ladder-pdl-go ladder-node ladder-mps ladder-pdl evaluator-best}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
       [outside-ladder]="$B --parts outside --no-mps --only-ladder"
@@ -61,6 +64,9 @@ case "${1:-}" in
       [ladder-pdl]="$B --parts evaluator --only-ladder --gate pdl"
       [evaluator-pdl]="timeout -k 5 720 $B --parts evaluator --gate pdl $NO_ATTACKS ${EVAL_ARGS:-}"
       [cli-pdl]="$B --parts cli --gate pdl"
+      [ladder-pdl-go]="$B --parts evaluator --only-ladder --gate pdl-go"
+      [evaluator-best]="G=\$($B --best-gate $J 2>> $KB/log) && timeout -k 5 720 $B --parts evaluator --gate \$G $NO_ATTACKS ${EVAL_ARGS:-}"
+      [cli-best]="G=\$($B --best-gate $J 2>> $KB/log) && $B --parts cli --gate \$G"
       [evaluator-node]="$B --parts evaluator --no-attacks --only-small --no-baseline --gate node"
       [cli]="$B --parts cli"
       [cli-hold]="$B --parts cli --gate hold"

@@ -5,7 +5,7 @@ PYTHONPATH=. python3 benchmarks/diagnostics/graph_gate_gpu.py OUT.jsonl [--calls
 
 For three forwards (two elementwise kernels; a cuBLAS GEMM, whose captured kernels may carry
 programmatic edges of their own; a one-kernel reduction) and every way to hold a call (the spin
-kernel ahead of the graph, `node`, `flat`, `pdl`, `protocol/gate_graph.py`), N gated calls one at
+kernel ahead of the graph, and each of `protocol/gate_graph.GRAPH_GATES`), N gated calls one at
 a time: the host writes GO, spins until DONE, and then checks the output as it stands against
 the forward's eager result. The fused echo's window is measured the same way; each line of
 OUT.jsonl holds one (forward, way) with its p10 / p50 / p90 windows and its wrong outputs.
@@ -67,6 +67,7 @@ def main() -> int:
     import torch
 
     from kernelbench_v3.evaluate.protocol.gate import Driver, GateWords, private_block
+    from kernelbench_v3.evaluate.protocol.gate_graph import GRAPH_GATES
 
     driver, stream = Driver(), torch.cuda.Stream()
     _page, view, address = private_block()
@@ -103,7 +104,7 @@ def main() -> int:
             gate.enqueue(driver, stream, seq, graph.replay, spin=True)
 
         ways = {"spin": spin}
-        for kind in ("node", "flat", "pdl"):
+        for kind, shape in GRAPH_GATES.items():
             try:
                 exe = driver.gated_graph(
                     graph.raw_cuda_graph(), gate.go_device, gate.target_device, kind=kind, done=gate.done_device
@@ -112,9 +113,9 @@ def main() -> int:
                 write({"forward": name, "way": kind, "error": f"{type(exc).__name__}: {exc}"[:300]})
                 continue
 
-            def gated(seq: int, exe=exe, kind=kind) -> None:
+            def gated(seq: int, exe=exe, shape=shape) -> None:
                 gate.target = seq
-                gate.enqueue_gated_graph(driver, stream, seq, exe, done_in_graph=kind != "node")
+                gate.enqueue_gated_graph(driver, stream, seq, exe, done_in_graph=shape.done_in_graph)
 
             ways[kind] = gated
         for way, arm in ways.items():

@@ -52,21 +52,22 @@ CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP = 0x1 | 0x2
 CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
 CU_STREAM_NON_BLOCKING = 0x1
 ECHO_ENV = "KBV3_ECHO"  # "fused" or "graph" overrides `echo_kind`'s choice (the bench compares them)
-GATE_ENV = "KBV3_GATE"  # "spin", "wait", "node", "flat", "pdl" or "hold" overrides `gate_kind`'s choice (the bench compares them)
+GATE_ENV = "KBV3_GATE"  # "spin", "wait", a graph gate's name or "hold" overrides `gate_kind`'s choice (the bench compares them)
 MPS_SHARE_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"  # an MPS client's cap on the SMs it may use
 SPIN_LIMIT_NS = 10 * 10**9  # a spin never rung ends after this; the arm-to-ring of a call is ms
 
 
 def gate_kind(under_mps: bool) -> str:
     """How gated calls hold at GO: "spin" under MPS, unless KBV3_GATE names "wait", "node" (the
-    spin as the first node of the call's own graph), "flat" or "pdl" (the call's nodes between a
-    spin node and a DONE node, `gate_graph`) or "hold" (the occupancy gate,
+    spin as the first node of the call's own graph), "flat", "pdl" or "pdl-go" (the call's nodes
+    behind a spin node, `gate_graph.GRAPH_GATES`) or "hold" (the occupancy gate,
     `protocol.hold`: the timer owns every SM until GO, and nothing of the caller's holds the
     call); without MPS always "wait" (a spinning client would starve the timer's flush, and
     time-sliced contexts share no SMs to hold)."""
     choice = os.environ.get(GATE_ENV, "").strip().lower()
     if choice not in ("", "spin", "wait", "hold", *GRAPH_GATES):
-        raise ValueError(f"{GATE_ENV}={choice!r}: expected 'spin', 'wait', 'node', 'flat', 'pdl' or 'hold'")
+        names = ", ".join(repr(n) for n in ("spin", "wait", *GRAPH_GATES))
+        raise ValueError(f"{GATE_ENV}={choice!r}: expected {names} or 'hold'")
     if not under_mps:
         return "wait"
     if choice == "hold" and os.environ.get(MPS_SHARE_ENV, "100").strip() not in ("", "100"):
@@ -257,12 +258,11 @@ class Driver:
     ) -> int:
         """A new executable graph for the graph gate `kind` (`gate_graph.GRAPH_GATES`) around the
         graph `child` (a cudaGraph_t): for "node", a node of `kbv3_gate_spin_at` (GO >= the word
-        at `target`), then `child` cloned as a child node; for "flat" and "pdl", `child`'s own
-        nodes between a spin node and a DONE node (at `done`, `gate_graph.build_flat`). Its
-        handle, to launch with `launch_graph` for every call."""
+        at `target`), then `child` cloned as a child node; for the others, `child`'s own nodes
+        behind a spin node, and for "flat" and "pdl" ahead of a DONE node (at `done`,
+        `gate_graph.build_flat`). Its handle, to launch with `launch_graph` for every call."""
         if kind != "node":
-            programmatic = GRAPH_GATES[kind].programmatic
-            return build_flat(self, child, go, done, target, limit_ns, programmatic)
+            return build_flat(self, child, go, done, target, limit_ns, GRAPH_GATES[kind])
         vp, node_p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
         graph, body = vp(0), vp(0)
         create = self._graph_fn("cuGraphCreate", [node_p, ctypes.c_uint])

@@ -1,7 +1,7 @@
 """A gated graph: the call's captured graph with the gate's own nodes around it, built once per
 input set and replayed for every call (`gate.Driver.gated_graph`).
 
-Three shapes, one per graph gate (`GRAPH_GATES`):
+Four shapes, one per graph gate (`GRAPH_GATES`):
 - `node`: a spin node (`SPIN_AT_PTX`), then the captured graph as a child node; the caller's
   stream writes DONE behind the graph.
 - `flat`: the captured graph's nodes themselves (a clone), the spin node ahead of its roots and
@@ -11,6 +11,9 @@ Three shapes, one per graph gate (`GRAPH_GATES`):
   programmatic. The spin lets its dependents start the moment GO opens
   (`griddepcontrol.launch_dependents`), not once it has ended and flushed; the DONE node may start
   as the last kernels end and waits for their completion and memory (`griddepcontrol.wait`).
+- `pdl-go` (Hopper): the call's own nodes behind the Hopper spin by programmatic edges, as under
+  `pdl`, and no DONE node: the caller's stream writes DONE behind the graph, as under `node`
+  (in one process a DONE node cost 1.2-1.3 us more than the stream's write; docs/timing.md).
 
 How an honest call is held changes its window, never the bound on a solution's: no window of any
 work is shorter than the fused echo's (`gate_kernels.ECHO_PTX`), whatever graph a solution builds.
@@ -44,6 +47,7 @@ GRAPH_GATES = {
     "node": GraphGate(done_in_graph=False, programmatic=False),
     "flat": GraphGate(done_in_graph=True, programmatic=False),
     "pdl": GraphGate(done_in_graph=True, programmatic=True),
+    "pdl-go": GraphGate(done_in_graph=False, programmatic=True),
 }
 
 
@@ -114,28 +118,33 @@ class _Builder:
         self.driver._check(rc, "cuGraphAddDependencies_v2")
 
 
-def build_flat(driver: Any, child: int, go: int, done: int, target: int, limit_ns: int, programmatic: bool) -> int:
-    """An executable graph of `flat` (or `pdl` if `programmatic`) around a clone of `child`
-    (a cudaGraph_t the caller keeps), GO at `go`, DONE at `done`, the armed seq at `target`; its
-    handle."""
+def build_flat(driver: Any, child: int, go: int, done: int, target: int, limit_ns: int, shape: GraphGate) -> int:
+    """An executable graph of `shape` (`flat`, `pdl` or `pdl-go`) around a clone of `child` (a
+    cudaGraph_t the caller keeps), GO at `go`, DONE at `done` (when the graph writes it), the
+    armed seq at `target`; its handle."""
     b = _Builder(driver)
     graph = ctypes.c_void_p(0)
     driver._check(b.clone(ctypes.byref(graph), ctypes.c_void_p(child)), "cuGraphClone")
     g = int(graph.value or 0)
+    programmatic = shape.programmatic
     try:
         roots = b.listed(b.roots, ctypes.c_void_p(g))
         leaves = [n for n in b.listed(b.nodes, ctypes.c_void_p(g)) if b.is_leaf(n)]
-        spin_ptx, done_ptx = (SPIN_AT_PDL_PTX, DONE_AT_PDL_PTX) if programmatic else (SPIN_AT_PTX, DONE_AT_PTX)
-        spin_name = b"kbv3_gate_spin_at_pdl" if programmatic else b"kbv3_gate_spin_at"
-        done_name = b"kbv3_done_at_pdl" if programmatic else b"kbv3_done_at"
+        spin_ptx, spin_name = (
+            (SPIN_AT_PDL_PTX, b"kbv3_gate_spin_at_pdl") if programmatic else (SPIN_AT_PTX, b"kbv3_gate_spin_at")
+        )
         spin = driver.add_kernel_node(g, spin_ptx, spin_name, go, target, limit_ns)
-        closer = driver.add_kernel_node(g, done_ptx, done_name, done, target)
         for root in roots:
             b.edge(g, spin, root, edge_kind(b.type_of(root), programmatic))
-        for leaf in leaves:
-            b.edge(g, leaf, closer, edge_kind(b.type_of(leaf), programmatic))
-        if not roots:  # an empty call: GO straight to DONE
-            b.edge(g, spin, closer, CU_GRAPH_DEPENDENCY_TYPE_DEFAULT)
+        if shape.done_in_graph:
+            done_ptx, done_name = (
+                (DONE_AT_PDL_PTX, b"kbv3_done_at_pdl") if programmatic else (DONE_AT_PTX, b"kbv3_done_at")
+            )
+            closer = driver.add_kernel_node(g, done_ptx, done_name, done, target)
+            for leaf in leaves:
+                b.edge(g, leaf, closer, edge_kind(b.type_of(leaf), programmatic))
+            if not roots:  # an empty call: GO straight to DONE
+                b.edge(g, spin, closer, CU_GRAPH_DEPENDENCY_TYPE_DEFAULT)
         return driver.instantiate(g)
     finally:
         driver._graph_fn("cuGraphDestroy", [ctypes.c_void_p])(ctypes.c_void_p(g))

@@ -106,9 +106,9 @@ def test_pdl_puts_the_calls_nodes_between_a_spin_node_and_a_done_node_by_program
     assert fake.added == [
         ("clone", 0xC0FFEE),  # the caller's captured graph is left as it was
         ("kernel", 1, 0, [GO, TARGET, LIMIT]),
-        ("kernel", 2, 0, [DONE, TARGET]),
         ("edge", spin, 0x10, DEFAULT, 0),  # a memset: programmatic edges join kernels only
         ("edge", spin, 0x12, PROGRAMMATIC, port),
+        ("kernel", 2, 0, [DONE, TARGET]),
         ("edge", 0x11, closer, PROGRAMMATIC, port),
         ("edge", 0x12, closer, PROGRAMMATIC, port),
         ("instantiate", 0x100),
@@ -123,6 +123,26 @@ def test_flat_has_the_same_shape_by_plain_edges_and_pre_hopper_kernels():
     assert names == [b"kbv3_gate_spin_at", b"kbv3_done_at"]
     edges = [a for a in fake.added if a[0] == "edge"]
     assert {(e[3], e[4]) for e in edges} == {(DEFAULT, 0)} and len(edges) == 4
+
+
+def test_pdl_go_starts_the_calls_kernels_by_programmatic_edges_and_leaves_done_to_the_stream():
+    fake = _FakeGraphs({0x10: MEMSET, 0x11: KERNEL, 0x12: KERNEL}, [(0x10, 0x11)])
+    names: list[bytes] = []
+    _driver(fake, names).gated_graph(0xC0FFEE, GO, TARGET, kind="pdl-go", done=DONE)
+    assert names == [b"kbv3_gate_spin_at_pdl"]  # no DONE node: the caller's stream writes DONE
+    port = gate_graph.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+    assert [a for a in fake.added if a[0] == "edge"] == [
+        ("edge", 0x901, 0x10, DEFAULT, 0),
+        ("edge", 0x901, 0x12, PROGRAMMATIC, port),
+    ]
+    assert fake.added[-2:] == [("instantiate", 0x100), ("destroy", 0x100)]
+
+
+def test_pdl_go_of_an_empty_call_is_the_spin_alone():
+    fake = _FakeGraphs({}, [])
+    names: list[bytes] = []
+    _driver(fake, names).gated_graph(0xC0FFEE, GO, TARGET, kind="pdl-go", done=DONE)
+    assert names == [b"kbv3_gate_spin_at_pdl"] and not [a for a in fake.added if a[0] == "edge"]
 
 
 def test_an_empty_call_goes_from_go_straight_to_done():
@@ -191,8 +211,24 @@ def test_the_graph_gates_kernels_are_valid_ptx(ptx, entry, arches, tmp_path):
 
 
 def test_the_graph_gates_are_chosen_by_name_under_mps_only(monkeypatch):
-    for name in ("flat", "pdl"):
+    for name in ("flat", "pdl", "pdl-go"):
         monkeypatch.setenv(gate.GATE_ENV, name)
         assert gate.gate_kind(True) == name and gate.gate_kind(False) == "wait"
-    assert set(gate_graph.GRAPH_GATES) == {"node", "flat", "pdl"}
-    assert not gate_graph.GRAPH_GATES["node"].done_in_graph and gate_graph.GRAPH_GATES["pdl"].programmatic
+    assert set(gate_graph.GRAPH_GATES) == {"node", "flat", "pdl", "pdl-go"}
+    closes = {name: shape.done_in_graph for name, shape in gate_graph.GRAPH_GATES.items()}
+    assert closes == {"node": False, "flat": True, "pdl": True, "pdl-go": False}
+    assert gate_graph.GRAPH_GATES["pdl"].programmatic and gate_graph.GRAPH_GATES["pdl-go"].programmatic
+    monkeypatch.setenv(gate.GATE_ENV, "pdl_go")
+    with pytest.raises(ValueError, match="'pdl-go'"):
+        gate.gate_kind(True)
+
+
+def test_a_baseline_that_could_not_be_captured_names_the_spin_that_held_it():
+    from kernelbench_v3.evaluate.supervisor.timing.local import GatedLocal, gate_held_by
+
+    caller = GatedLocal.__new__(GatedLocal)  # no driver here: only its graphs matter
+    caller.graphs = []
+    assert gate_held_by("pdl-go", caller) == "spin" and gate_held_by("spin", caller) == "spin"
+    assert gate_held_by("wait", caller) == "wait"
+    caller.graphs = [0x400]
+    assert gate_held_by("pdl-go", caller) == "pdl-go"

@@ -157,6 +157,12 @@ def _graph_gated(fn: Any, memory: TimedMemory, kind: str, caller: GatedLocal) ->
     return caller
 
 
+def gate_held_by(asked: str, caller: GatedLocal) -> str:
+    """The gate that held the reference's calls, for its record: a graph gate only where its
+    gated graphs were built, else the spin kernel that held them (`_graph_gated`)."""
+    return "spin" if asked in GRAPH_GATES and not caller.graphs else asked
+
+
 class EventLocal:
     """CUDA events around the call, behind the flush the timer queued before it and a device
     sleep that hides the call's host work."""
@@ -216,7 +222,7 @@ def time_reference(
         rig.work.echo_graph.replay()
 
     started = time.perf_counter()
-    method, why = "cpu", ""
+    method, why, held_by = "cpu", "", ""
     if device != "cuda":
         calls = rig.measure(HostLocal(call), HostLocal(lambda s: None), subtract_echo=False)
     else:
@@ -233,6 +239,7 @@ def time_reference(
             caller = GatedLocal(call, driver, spin=spin, hold=hold)
             if rig.gate in GRAPH_GATES:
                 caller = _graph_gated(fn, memory, rig.gate, caller)
+            held_by = gate_held_by(rig.gate, caller)
             calls = rig.measure(caller, echo_caller, held=hold is not None)
         except GateUnavailable as exc:
             torch.cuda.synchronize()
@@ -241,7 +248,7 @@ def time_reference(
         finally:
             rig.close()
     gated = method == "gated"
-    figures = Figures.of(calls, rig.work, method, rig.gate if gated else "", rig.echo if gated else "")
+    figures = Figures.of(calls, rig.work, method, held_by if gated else "", rig.echo if gated else "")
     return {
         "method": figures.method,
         "median_ms": figures.median_ms,
