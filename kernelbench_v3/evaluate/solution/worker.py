@@ -51,7 +51,7 @@ class Worker:
         self.bell: Doorbell | None = None
         self.gate: Any = None  # the doorbell's gate words, once registered (`_open_gate`)
         self.driver: Any = None
-        self.gated_graphs: dict[int, int] = {}  # set -> its graph behind a spin node (`_gated_graph`)
+        self.gated_graphs: dict[int, int | None] = {}  # set -> its graph behind a spin node (`_gated_graph`)
         self.stream: Any = None
         self.bell_address = 0
         self.solution: Any = None  # the imported solution module
@@ -233,8 +233,7 @@ class Worker:
                 if fused_echo:
                     self.gate.enqueue_echo(self.driver, self.stream, seq, held=held)
                 elif spin_node:
-                    graph, done_in_graph = self._gated_graph(s, shape)
-                    self.gate.enqueue_gated_graph(self.driver, self.stream, seq, graph, done_in_graph)
+                    self._enqueue_graph_gated(seq, s, shape)
                 elif gated:
                     self.gate.enqueue(self.driver, self.stream, seq, calls.graphs[s].replay, spin=spin_gate)
                 if gated:
@@ -267,20 +266,35 @@ class Worker:
             "samples": samples,
         }
 
-    def _gated_graph(self, s: int, shape: str) -> tuple[int, bool]:
+    def _enqueue_graph_gated(self, seq: int, s: int, shape: str) -> None:
+        """Call `seq` on set `s` under the graph gate `shape`; behind the spin kernel where the
+        driver could not build the gated graph (`_gated_graph`): the call is held either way."""
+        from ..protocol.gate_graph import GRAPH_GATES
+
+        graph = self._gated_graph(s, shape)
+        if graph is None:
+            self.gate.enqueue(self.driver, self.stream, seq, self.calls.graphs[s].replay, spin=True)
+        else:
+            self.gate.enqueue_gated_graph(self.driver, self.stream, seq, graph, GRAPH_GATES[shape].done_in_graph)
+
+    def _gated_graph(self, s: int, shape: str) -> int | None:
         """Set `s`'s graph behind a spin node of the gate's, shaped as `shape` says
-        (`protocol.gate_graph.GRAPH_GATES`; built once, on its first arming), and whether its own
-        last node writes DONE."""
+        (`protocol.gate_graph.GRAPH_GATES`; built once, on its first arming); None where the
+        driver refused to build it (a node it cannot clone or join, an older GPU)."""
+        from ..protocol.gate import GateUnavailable
         from ..protocol.gate_graph import GRAPH_GATES
 
         if shape not in GRAPH_GATES:
             raise SolutionFailed("timing", f"the supervisor named graph gate {shape!r}")  # never: trusted
         if s not in self.gated_graphs:
             child, gate = self.calls.graphs[s].raw_cuda_graph(), self.gate
-            self.gated_graphs[s] = self.driver.gated_graph(
-                child, gate.go_device, gate.target_device, kind=shape, done=gate.done_device
-            )
-        return self.gated_graphs[s], GRAPH_GATES[shape].done_in_graph
+            try:
+                self.gated_graphs[s] = self.driver.gated_graph(
+                    child, gate.go_device, gate.target_device, kind=shape, done=gate.done_device
+                )
+            except GateUnavailable:
+                self.gated_graphs[s] = None
+        return self.gated_graphs[s]
 
     def _open_gate(self) -> None:
         """Register the doorbell's block with this process's CUDA context (once)."""

@@ -142,17 +142,21 @@ def _graph_gated(fn: Any, memory: TimedMemory, kind: str, caller: GatedLocal) ->
     """Under the graph gate `kind`, `caller` with the reference's call captured once per set (as
     a solution's is, `TimedCalls`) and held and closed by the same gated graph as a solution's
     call; left as it is (the spin kernel ahead of the eager call) when the call cannot be
-    captured."""
+    captured or the driver refuses to build its gated graphs."""
     calls = TimedCalls(fn, memory.sets, memory.slots, copy_eager=False)
     if not calls.capture(keep_graphs=True):
         return caller
     gate = caller.gate
-    caller.graphs = [
-        caller.driver.gated_graph(
-            g.raw_cuda_graph(), gate.go_device, gate.target_device, kind=kind, done=gate.done_device
-        )
-        for g in calls.graphs
-    ]
+    try:
+        graphs = [
+            caller.driver.gated_graph(
+                g.raw_cuda_graph(), gate.go_device, gate.target_device, kind=kind, done=gate.done_device
+            )
+            for g in calls.graphs
+        ]
+    except GateUnavailable:  # as the solution's worker does: the spin kernel holds the calls
+        return caller
+    caller.graphs = graphs
     caller.graph_gate, caller.captured = kind, calls  # the captures live as long as their gated graphs
     return caller
 
