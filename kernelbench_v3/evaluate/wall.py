@@ -16,7 +16,8 @@ the device probe, closing the warm zygote. `Wall` is a lap timer from the proces
   CLI's steps after it, then `unattributed`: `wall_s` less every named part (their rounding),
   so the parts add up to `wall_s` exactly;
 - `wall_background_s`: work that ran beside the named parts and is in none of them (the zygote's
-  start, the MPS daemon's start and probe), for seeing whether an overlap worked.
+  start, the MPS daemon's start and probe, and the evaluation's own: a baseline child's steps
+  that ran beside the reference phase, `baseline_*`), for seeing whether an overlap worked.
 
 Time after the record (printing it, the interpreter's exit) cannot be in the record it prints;
 `benchmarks/bench/bench_throughput_gpu.py` names it `process_exit` (its wall clock less `wall_s`).
@@ -99,7 +100,7 @@ class Wall:
         self.to(self.current)
         record.wall_s = round(self.clock() - self.started, 3)
         record.wall_phase_s = breakdown(self.seconds, record.phase_s, record.wall_s)
-        record.wall_background_s = dict(self.background)
+        record.wall_background_s = {**record.wall_background_s, **self.background}  # the evaluation's own too
         return record
 
 

@@ -459,7 +459,8 @@ def test_a_cpu_evaluation_times_no_baseline_unless_asked(tmp_path, monkeypatch):
     def no_baseline(*args, **kwargs):
         raise AssertionError("the baseline was requested on the CPU")
 
-    monkeypatch.setattr(evaluation, "request_baseline", no_baseline)
+    monkeypatch.setattr(evaluation, "request_job", no_baseline)
+    monkeypatch.setattr(evaluation, "BaselineAhead", no_baseline)
     request = EvalRequest(
         "level1/1_FlakyBaseline", solution, device="cpu", timeout_s=120.0, seeds=(42,), other_shape=False,
         require_custom_kernel=False, timing_seconds=0.2,

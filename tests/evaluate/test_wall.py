@@ -41,6 +41,7 @@ def test_every_moment_is_in_one_part_and_the_evaluation_is_its_own_phases():
             "cleanup": 0.1,
             "bookkeeping": 1.0,
         },
+        wall_background_s={"baseline_compile": 4.0},  # the evaluation's own: its baseline child beside the reference
     )
     w.beside("zygote_start", 3.2)
     w.beside("mps_probe", None)  # nothing ran: nothing said
@@ -69,7 +70,7 @@ def test_every_moment_is_in_one_part_and_the_evaluation_is_its_own_phases():
     assert record.wall_phase_s["evaluate_call"] == pytest.approx(0.1)
     assert record.wall_phase_s["unattributed"] == 0.0
     assert sum(record.wall_phase_s.values()) == pytest.approx(record.wall_s, abs=1e-9)
-    assert record.wall_background_s == {"zygote_start": 3.2}
+    assert record.wall_background_s == {"baseline_compile": 4.0, "zygote_start": 3.2}
 
 
 def test_a_split_gives_the_wait_to_what_another_thread_was_still_doing():

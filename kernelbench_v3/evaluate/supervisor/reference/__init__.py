@@ -5,13 +5,16 @@ float64 residuals, ops, matmul FLOPs; `placement`: where its large tensors live)
 by-products on disk (`cache`, never an expected output) and in a long-lived worker's memory
 (`warm`), and the baseline (`baseline`: eager and `torch.compile(mode="reduce-overhead")`, timed
 by `timing.time_reference` in a reference-only child, `child` run by `isolate`, cached on disk;
-`request_baseline` for one evaluation, `fill_baselines` for `kbv3 baselines`). The reference is
+`request_baseline` for one evaluation, `fill_baselines` for `kbv3 baselines`; `ahead`: a cold
+baseline's child started before the reference phase, timing only after it). The reference is
 vetted by the verdict's own rules (finiteness, the library-op rule), so it imports the verdict,
 never the other way round.
 """
 
-from .baseline import BaselineResult, fill_baselines, request_baseline
+from .ahead import BaselineAhead
+from .baseline import request_baseline, request_job
 from .cache import for_evaluation, key_fields
+from .fill import BaselineResult, fill_baselines
 from .placement import HostCopies
 from .reference_run import ReferenceRun, compute, expected_on_device
 from .warm import keep_references_warm
@@ -20,6 +23,7 @@ from .warm import recall as recall_warm
 from .warm import remember as remember_warm
 
 __all__ = [
+    "BaselineAhead",
     "BaselineResult",
     "HostCopies",
     "ReferenceRun",
@@ -32,5 +36,6 @@ __all__ = [
     "recall_warm",
     "remember_warm",
     "request_baseline",
+    "request_job",
     "warm_key",
 ]

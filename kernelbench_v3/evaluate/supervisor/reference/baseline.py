@@ -22,7 +22,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from typing import Any
 from ....paths import cache_root, write_atomically
 from ... import fingerprint, mps
 from ...protocol.gate import echo_kind, gate_kind
-from ...request import DEFAULT_TIMEOUT_S, DEFAULT_TIMING_SECONDS, EvalRequest
+from ...request import DEFAULT_TIMEOUT_S, EvalRequest
 from ..timing import time_reference
 
 # Bump when the timing method changes, so old cache entries are not reused (2: L2 flushed by a
@@ -116,8 +116,11 @@ def timing_lock(path: str | None):
 
 def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     """Time the reference eager and compiled by the method solutions are scored by
-    (`timing.time_reference`); compilation (the first calls of the compiled model) happens outside the
-    timing lock."""
+    (`timing.time_reference`). All that comes before the timing (the start, the build, compiling:
+    the compiled model's first calls) runs before the timing lock is taken, so it may overlap other
+    work (another baseline's timing, an evaluation's reference phase); both timings run inside one
+    hold of the lock, so they overlap nothing that holds it. A compile failure leaves eager as the
+    baseline."""
     import torch
 
     from ....catalog.materialize import load_module, make_model
@@ -131,61 +134,70 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     seconds = float(spec.get("timing_seconds", 10.0))
     marks["build"] = time.monotonic()
 
-    lock = spec.get("timing_lock")
-    with torch.no_grad(), timing_lock(lock):
-        result: dict[str, Any] = {
-            "eager": time_reference(model, module, template, device, seconds),
-            "precision": input_precision(template),
-        }
-    marks["eager"] = time.monotonic()
+    result: dict[str, Any] = {"precision": input_precision(template)}
+    compiled, compile_error = None, None
     if spec.get("compile", True):
         try:
-            result["compiled"] = _time_compiled(model, module, template, device, seconds, lock, marks)
+            compiled = _compiled(model, template)
         except Exception as exc:  # compile failures leave eager as the baseline
-            result["compile_error"] = f"{type(exc).__name__}: {exc}"[:500]
+            compile_error = f"{type(exc).__name__}: {exc}"[:500]
+        marks["compile"] = time.monotonic()
+    with torch.no_grad(), timing_lock(spec.get("timing_lock")):
+        marks["wait"] = time.monotonic()
+        result["eager"] = time_reference(model, module, template, device, seconds)
+        marks["eager"] = time.monotonic()
+        if compiled is not None:
+            try:
+                timed = time_reference(compiled, module, template, device, seconds, gate=False)
+                result["compiled"] = {**timed, "compile_mode": "reduce-overhead, called as a user calls it"}
+            except Exception as exc:
+                compile_error = f"{type(exc).__name__}: {exc}"[:500]
+            marks["compiled"] = time.monotonic()
+    if compile_error is not None:
+        result["compile_error"] = compile_error
     result["marks"] = marks
     return result
 
 
-def _time_compiled(
-    model: Any, module: Any, template: list[Any], device: str, seconds: float, lock: Any, marks: dict[str, float]
-) -> dict:
-    """torch.compile(mode="reduce-overhead"), called as a user calls it: each call copies its new
-    inputs into the compiled graphs' static buffers and replays them, and that copy is part of
-    its time, as in the seed's harness and the published runs."""
+def _compiled(model: Any, template: list[Any]) -> Any:
+    """torch.compile(mode="reduce-overhead") of `model`, compiled and its CUDA graphs recorded by
+    three calls. Timed afterwards as a user calls it: each call copies its new inputs into the
+    graphs' static buffers and replays them, and that copy is part of its time, as in the seed's
+    harness and the published runs."""
     import torch
 
     compiled = torch.compile(model, mode="reduce-overhead")
     with torch.no_grad():
-        for _ in range(3):  # compile and record the CUDA graphs before timing
+        for _ in range(3):
             compiled(*template)
-        marks["compile"] = time.monotonic()
-        with timing_lock(lock):
-            timed = time_reference(compiled, module, template, device, seconds, gate=False)
-        marks["compiled"] = time.monotonic()
-    return {**timed, "compile_mode": "reduce-overhead, called as a user calls it"}
+    return compiled
 
 
 # The steps of a baseline timed now, in `Record.phase_s` as `baseline_<step>`: the child's start
 # (the interpreter and its imports, torch among them, up to `child_main`), building the model and
-# inputs, timing eager, compiling (the first calls of the compiled model), timing compiled, and
-# its exit (writing the result, reaping the process group); `baseline_rest` is the phase's
-# remainder in the evaluation. Marks are `time.monotonic()`, one clock for the whole machine.
-CHILD_STEPS = ("start", "build", "eager", "compile", "compiled", "exit")
+# inputs, compiling (the first calls of the compiled model), waiting for the timing lock (another
+# baseline's timing, or the evaluation's reference phase), timing eager, timing compiled, and its
+# exit (writing the result, reaping the process group); `baseline_rest` is the phase's remainder
+# in the evaluation. Marks are `time.monotonic()`, one clock for the whole machine.
+CHILD_STEPS = ("start", "build", "compile", "wait", "eager", "compiled", "exit")
 
 
-def child_steps(outcome: Any) -> dict[str, float] | None:
+def child_steps(outcome: Any, *, since: float | None = None, until: float | None = None) -> dict[str, float] | None:
     """Seconds per step of a baseline child (`CHILD_STEPS`), from its marks and the launch and
-    end its parent saw (`isolate.ChildOutcome`); None without them."""
+    end its parent saw (`isolate.ChildOutcome`); None without them. Given `since` and/or `until`
+    (moments on the same clock), only each step's seconds between them."""
     marks = (outcome.result or {}).get("marks")
     if outcome.started_at is None or not isinstance(marks, dict) or "start" not in marks:
         return None
     ends = {k: float(marks[k]) for k in CHILD_STEPS[:-1] if k in marks}
     ends["exit"] = outcome.started_at + outcome.wall_s
+    lo = float("-inf") if since is None else since
+    hi = float("inf") if until is None else until
     steps, previous = {}, outcome.started_at
     for name, end in ends.items():
-        steps[name] = round(max(0.0, end - previous), 3)
-        previous = max(previous, end)
+        end = max(previous, end)
+        steps[name] = round(max(0.0, min(end, hi) - max(previous, lo)), 3)
+        previous = end
     return steps
 
 
@@ -209,6 +221,94 @@ def retry_failed_from_env() -> bool:
     return os.environ.get(RETRY_FAILED_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
+@dataclass(frozen=True)
+class BaselineJob:
+    """One baseline to get: the child's spec (device, problem_path, sizes, seeds), the cache key
+    and folder its entry is filed under, and the child's limit and environment."""
+
+    spec: dict[str, Any]
+    key: str
+    cache: Path
+    device_name: str
+    timeout_s: float
+    env: dict[str, str] | None = None
+    retry_failed: bool = False
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.spec.get("device") == "cpu"
+
+
+def baseline_job(
+    spec: Mapping[str, Any],
+    *,
+    problem_sha256: str,
+    device_name: str,
+    cache_dir: Path | None,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    retry_failed: bool = False,
+) -> BaselineJob:
+    """The job of `get_baseline`'s arguments: its cache key worked out, nothing read or run."""
+    import torch
+
+    on_cpu = spec.get("device") == "cpu"
+    key = cache_key(
+        problem_sha256,
+        spec["sizes"],
+        device_name
+        + ("" if spec.get("compile", True) else ":eager-only")
+        + (f"|{cpu_environment()}" if on_cpu else "")
+        + ("" if on_cpu else _gpu_mode()),  # each mode's figures apart
+        torch.__version__,
+    )
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return BaselineJob(dict(spec), key, cache, device_name, timeout_s, dict(env) if env else None, retry_failed)
+
+
+def cached_baseline(job: BaselineJob) -> dict[str, Any] | None:
+    """The cache's entry for `job` with `cached: True`, or None when it is to be timed: none, a
+    CPU figure too old, or a failure that `retry_failed` (or KBV3_RETRY_FAILED_BASELINE) re-times."""
+    hit = load_cached(job.cache, job.key)
+    if hit is not None and job.on_cpu and not time.time() - float(hit.get("stored_at") or 0) < CPU_MAX_AGE_S:
+        hit = None  # a CPU figure is re-timed rather than kept forever
+    if hit is not None and not (hit.get("failed") and (job.retry_failed or retry_failed_from_env())):
+        return {**hit, "cached": True}
+    return None
+
+
+def settle(job: BaselineJob, outcome: Any) -> dict[str, Any]:
+    """The baseline a child's outcome (`isolate.ChildOutcome`) gives, cached under `job.key`:
+    baseline_entry()'s dict plus `cached: False` and the child's seconds per step (`steps_s`,
+    never cached), or a failure, cached too. A child its caller stopped is no failure of the
+    reference's: reported, never cached."""
+    import torch
+
+    result = outcome.result
+    if result is None or not result.get("ok"):
+        reason = outcome.reason or (result or {}).get("error", "unknown error")
+        failure = {
+            "failed": True,
+            "error": f"baseline failed: {reason}",
+            "log_tail": outcome.log_tail[-2000:],
+            "key": job.key,
+            "device_name": job.device_name,
+            "torch": torch.__version__,
+            "stored_at": time.time(),
+        }
+        if not outcome.stopped:
+            store_cached(job.cache, job.key, failure)
+        return {**failure, "cached": False}
+    entry = baseline_entry(result)
+    entry.update(key=job.key, device_name=job.device_name, torch=torch.__version__, stored_at=time.time())
+    steps = child_steps(outcome)  # this timing's own seconds: returned, never cached
+    mismatch = "" if job.on_cpu else _timed_otherwise(entry)
+    if mismatch:  # a figure filed under a mode it was not timed in would be served to that mode
+        return {**entry, "cached": False, "not_cached_because": mismatch, "steps_s": steps}
+    store_cached(job.cache, job.key, entry)
+    return {**entry, "cached": False, "steps_s": steps}
+
+
 def get_baseline(
     spec: Mapping[str, Any],
     *,
@@ -224,50 +324,28 @@ def get_baseline(
     seconds per step, `steps_s`: `child_steps`); a failure (cached or new) is
     `{"failed": True, "error": ..., "cached": ...}`. A cached failure is reused unless
     `retry_failed` (or the KBV3_RETRY_FAILED_BASELINE environment variable) asks to re-time."""
-    import torch
-
-    from .isolate import run_child
-
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    on_cpu = spec.get("device") == "cpu"
-    key = cache_key(
-        problem_sha256,
-        spec["sizes"],
-        device_name
-        + ("" if spec.get("compile", True) else ":eager-only")
-        + (f"|{cpu_environment()}" if on_cpu else "")
-        + ("" if on_cpu else _gpu_mode()),  # each mode's figures apart
-        torch.__version__,
+    job = baseline_job(
+        spec,
+        problem_sha256=problem_sha256,
+        device_name=device_name,
+        cache_dir=cache_dir,
+        timeout_s=timeout_s,
+        env=env,
+        retry_failed=retry_failed,
     )
-    hit = load_cached(cache, key)
-    if hit is not None and on_cpu and not time.time() - float(hit.get("stored_at") or 0) < CPU_MAX_AGE_S:
-        hit = None  # a CPU figure is re-timed rather than kept forever
-    if hit is not None and not (hit.get("failed") and (retry_failed or retry_failed_from_env())):
-        return {**hit, "cached": True}
+    return obtain(job)
+
+
+def obtain(job: BaselineJob) -> dict[str, Any]:
+    """`get_baseline` for a job: the cache's entry, or the child run now and `settle`d."""
+    from . import isolate
+
+    hit = cached_baseline(job)
+    if hit is not None:
+        return hit
     with tempfile.TemporaryDirectory(prefix="kbv3-baseline-") as tmp:
-        outcome = run_child("baseline", Path(tmp), dict(spec), timeout_s=timeout_s, env=env)
-    result = outcome.result
-    if result is None or not result.get("ok"):
-        reason = outcome.reason or (result or {}).get("error", "unknown error")
-        failure = {
-            "failed": True,
-            "error": f"baseline failed: {reason}",
-            "log_tail": outcome.log_tail[-2000:],
-            "key": key,
-            "device_name": device_name,
-            "torch": torch.__version__,
-            "stored_at": time.time(),
-        }
-        store_cached(cache, key, failure)
-        return {**failure, "cached": False}
-    entry = baseline_entry(result)
-    entry.update(key=key, device_name=device_name, torch=torch.__version__, stored_at=time.time())
-    steps = child_steps(outcome)  # this timing's own seconds: returned, never cached
-    mismatch = "" if on_cpu else _timed_otherwise(entry)
-    if mismatch:  # a figure filed under a mode it was not timed in would be served to that mode
-        return {**entry, "cached": False, "not_cached_because": mismatch, "steps_s": steps}
-    store_cached(cache, key, entry)
-    return {**entry, "cached": False, "steps_s": steps}
+        outcome = isolate.run_child("baseline", Path(tmp), job.spec, timeout_s=job.timeout_s, env=job.env)
+    return settle(job, outcome)
 
 
 def _timed_otherwise(entry: Mapping[str, Any]) -> str:
@@ -284,9 +362,10 @@ def _timed_otherwise(entry: Mapping[str, Any]) -> str:
     return f"timed with gate {timed[0]!r} and echo {timed[1]!r}, where the key names {wanted[0]!r} and {wanted[1]!r}"
 
 
-def request_baseline(
+def request_job(
     request: EvalRequest, problem: Any, source: str, sizes: dict[str, Any], cache_dir: Any, seconds: float
-) -> dict[str, Any]:
+) -> BaselineJob:
+    """The baseline job of one evaluation: the problem's verified source, its sizes and seeds."""
     from ....catalog.materialize import write_module_file
 
     module_path = write_module_file(source, stem=problem.name)  # verified content, not the checkout's file
@@ -297,44 +376,19 @@ def request_baseline(
         "seeds": list(request.seeds),
         "timing_seconds": seconds,
     }
-    env = {"TRITON_INTERPRET": "1" if request.device == "cpu" else "0"}
-    return get_baseline(
+    return baseline_job(
         spec,
         problem_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
         device_name=fingerprint.device_name(request.device),
         cache_dir=Path(cache_dir) if cache_dir is not None else None,
         timeout_s=request.timeout_s or DEFAULT_TIMEOUT_S,
-        env=env,
+        env={"TRITON_INTERPRET": "1" if request.device == "cpu" else "0"},
         retry_failed=request.retry_failed_baseline,
     )
 
 
-# Filling the baseline cache ahead of evaluations (`kbv3 baselines`): each problem's baseline got
-# exactly as an evaluation of it would get it (the same cache key), so the evaluations that
-# follow find it cached. Nothing of a solution runs here.
-@dataclass(frozen=True)
-class BaselineResult:
-    problem_id: str
-    entry: dict[str, Any]  # baseline.get_baseline's dict: baseline_ms, baseline_type, cached, error ...
-
-
-def fill_baselines(
-    problem_ids: Iterable[str],
-    *,
-    device: str = "cuda",
-    problems_dir: str | Path | None = None,
-    cache_dir: str | Path | None = None,
-    timing_seconds: float | None = None,
-    retry_failed: bool = False,
-) -> Iterator[BaselineResult]:
-    """The baseline of each problem, from the cache or timed now and cached, in order."""
-    from ....catalog.problem import default_problems_dir, get_problem
-
-    root = Path(problems_dir) if problems_dir is not None else default_problems_dir()
-    seconds = timing_seconds or DEFAULT_TIMING_SECONDS[device]
-    for problem_id in problem_ids:
-        problem = get_problem(problem_id, root)
-        source = problem.path.read_bytes().decode("utf-8")
-        sizes = dict(problem.reduced) if device == "cpu" and problem.reduced_sizes else {}
-        request = EvalRequest(problem_id, problem.path, device=device, retry_failed_baseline=retry_failed)
-        yield BaselineResult(problem_id, request_baseline(request, problem, source, sizes, cache_dir, seconds))
+def request_baseline(
+    request: EvalRequest, problem: Any, source: str, sizes: dict[str, Any], cache_dir: Any, seconds: float
+) -> dict[str, Any]:
+    """`get_baseline` for one evaluation's `request_job`."""
+    return obtain(request_job(request, problem, source, sizes, cache_dir, seconds))

@@ -7,6 +7,12 @@ thread that keeps only the last `max_log_bytes` and kills the child when it writ
 folder the parent made. No solution code runs in these children. The child learns the parent's pid (KBV3_PARENT_PID) and exits when this process dies, also by
 SIGKILL (see `child.die_with_parent`). A crash, hang, `sys.exit`, signal or output flood becomes a `ChildOutcome` with a reason; this
 module never raises for what a child does.
+
+A caller that runs the child in a thread of its own steers it with two events: `stop` kills it
+(the outcome says `stopped`), and while `pause_limit` is set its time limit does not run (the
+caller holds what the child waits for, the baseline's timing lock, so that wait is not the
+child's slowness). Run from a thread, the child's parent-death signal follows that thread, which
+lives until the child is reaped.
 """
 
 from __future__ import annotations
@@ -36,10 +42,13 @@ class ChildOutcome:
     log_tail: str
     wall_s: float
     started_at: float | None = None  # time.monotonic() just before the child was launched
+    stopped: bool = False  # killed because its caller asked (`run_child`'s `stop`), not for what it did
 
     @property
     def reason(self) -> str:
         """Why there is no usable result ("" when there is one)."""
+        if self.stopped:
+            return f"stopped by its caller after {self.wall_s:.0f} s (process group killed)"
         if self.timed_out:
             return f"timed out after {self.wall_s:.0f} s (process group killed)"
         if self.flooded:
@@ -85,6 +94,34 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # the folder it named before the move into reference/
+POLL_S = 0.05  # how often a steered child's events are looked at
+
+
+def _wait(
+    proc: subprocess.Popen, timeout_s: float, stop: threading.Event | None, pause_limit: threading.Event | None
+) -> str:
+    """Wait for `proc`: "exited", "timed_out" or "stopped". The limit runs only while
+    `pause_limit` is clear: it ends `timeout_s` after the last moment it was seen set."""
+    if stop is None and pause_limit is None:
+        try:
+            proc.wait(timeout=timeout_s)
+            return "exited"
+        except subprocess.TimeoutExpired:
+            return "timed_out"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if stop is not None and stop.is_set():
+            return "stopped"
+        now = time.monotonic()
+        if pause_limit is not None and pause_limit.is_set():
+            deadline = max(deadline, now + timeout_s)
+        if now >= deadline:
+            return "timed_out"
+        try:
+            proc.wait(timeout=min(POLL_S, deadline - now))
+            return "exited"
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def run_child(
@@ -96,8 +133,11 @@ def run_child(
     env: Mapping[str, str] | None = None,
     max_log_bytes: int = 64_000,
     flood_bytes: int = FLOOD_BYTES,
+    stop: threading.Event | None = None,
+    pause_limit: threading.Event | None = None,
 ) -> ChildOutcome:
-    """Run one child role on `spec` in `workdir`; never raises for the child's behaviour."""
+    """Run one child role on `spec` in `workdir`; never raises for the child's behaviour.
+    `stop` and `pause_limit`: see the module docstring."""
     workdir = Path(workdir)
     (workdir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
     result_path = workdir / f"result_{role}.json"
@@ -128,11 +168,8 @@ def run_child(
         target=_drain, args=(proc.stdout, tail, max_log_bytes, total, flood_bytes, on_flood), daemon=True
     )
     reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    ended = _wait(proc, timeout_s, stop, pause_limit)
+    timed_out, stopped = ended == "timed_out", ended == "stopped"
     # The whole group goes, also when the child itself exited but left processes behind.
     _kill_group(proc)
     proc.wait()
@@ -140,9 +177,9 @@ def run_child(
     wall = time.monotonic() - started
     log = b"".join(tail)[-max_log_bytes:].decode("utf-8", "replace")
     result = None
-    if not timed_out and not flooded.is_set() and result_path.is_file():
+    if ended == "exited" and not flooded.is_set() and result_path.is_file():
         try:
             result = json.loads(result_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             result = None
-    return ChildOutcome(result, proc.returncode, timed_out, flooded.is_set(), log, wall, started)
+    return ChildOutcome(result, proc.returncode, timed_out, flooded.is_set(), log, wall, started, stopped)

@@ -2,7 +2,9 @@
 
 The supervisor is the process that calls `evaluate`; it never imports the solution. It reads the
 problem's source once (and materializes only from those bytes), computes the reference in
-itself, gets the baseline from the cache or a baseline child (reference code only), then has the
+itself, gets the baseline from the cache or a baseline child (reference code only: started ahead
+of the reference phase to compile beside it, timing only once that phase is over and holding the
+evaluation until it is done, `reference.BaselineAhead`), then has the
 zygote fork a fresh sandboxed solution process and drives it (`candidate`: setup, every planned
 case, the kernel-evidence pass, timing by `timing.time_solution`). Inputs go out and outputs
 come back as raw bytes in a shared arena; the verdict (`verdict.judge`) and the reported time are
@@ -26,11 +28,20 @@ from ...fingerprint import device_name, software
 from ...record import SCHEMA_VERSION, SKIP, Record, is_phase_step
 from ...request import DEFAULT_TIMING_SECONDS, EvalRequest
 from ...solution.zygote import LOG_NAME, Zygote
-from ..reference import compute, for_evaluation, key_fields, recall_warm, remember_warm, request_baseline, warm_key
+from ..reference import (
+    BaselineAhead,
+    compute,
+    for_evaluation,
+    key_fields,
+    recall_warm,
+    remember_warm,
+    request_job,
+    warm_key,
+)
 from ..session import SessionLost
 from ..verdict import fill_timing, judge
 from .candidate import flood, run_solution
-from .phases import Laps, phase, split
+from .phases import Laps, beside, phase, split
 from .zygote_pool import POOL
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
@@ -108,7 +119,13 @@ def _evaluate(
 
             scan = scan_source(solution_bytes.decode("utf-8", "replace"))
         zygote = POOL.get(request.device) or Zygote(request.device, work / "zygote.log")  # imports torch meanwhile
+    ahead: BaselineAhead | None = None
     try:
+        timing_seconds = request.timing_seconds or DEFAULT_TIMING_SECONDS[request.device]
+        if request.time_solution and request.wants_baseline:  # not on the CPU unless asked
+            with phase(rec, "baseline"):  # a cold baseline's child starts now, to compile beside the reference
+                job = request_job(request, problem, source, sizes, cache_dir, timing_seconds)
+                ahead = BaselineAhead(job, work)
         plan = plan_cases(request.seeds, request.other_shape)
         laps = Laps(rec, "reference", "reference_setup")  # `compute` names its steps (REFERENCE_STEPS)
         try:
@@ -126,17 +143,19 @@ def _evaluate(
             return
         finally:
             laps.stop()
+            if ahead is not None:
+                ahead.release()  # the reference is done: the baseline child may time now
         rec.precision_used, rec.reference_cached = ref.precision, reference_cached
         rec.fingerprint.update(ref.device_info)
         if not ref.cases[f"seed{request.seeds[0]}"].entry["finite"]:
             rec.fail("error", "the reference output has NaN/Inf at these sizes")
             return
-        timing_seconds = request.timing_seconds or DEFAULT_TIMING_SECONDS[request.device]
         base: dict[str, Any] = {}
-        if request.time_solution and request.wants_baseline:  # not on the CPU unless asked
+        if ahead is not None:  # the solution waits for the baseline's child: its timing overlaps nothing
             with phase(rec, "baseline"):
-                base = request_baseline(request, problem, source, sizes, cache_dir, timing_seconds)
-            split(rec, "baseline", base.get("steps_s"))  # a baseline timed now: its child's steps
+                base = ahead.result()
+            split(rec, "baseline", base.get("steps_s"))  # a baseline timed now: its child's steps waited for
+            beside(rec, "baseline", base.get("steps_beside_s"))  # and those run beside the reference
         scratch = work / "solution"
         scratch.mkdir(mode=0o700)
         (scratch / "solution.py").write_bytes(solution_bytes)
@@ -158,6 +177,8 @@ def _evaluate(
             fill_timing(rec, facts, base, request)
     finally:
         with phase(rec, "cleanup"):
+            if ahead is not None:
+                ahead.stop()  # an evaluation that ended early leaves no baseline child and no held lock
             try:
                 leftovers = zygote.reap()
                 if leftovers:

@@ -5,7 +5,9 @@ candidate, verdict, cleanup). `Laps` splits one phase into contiguous steps: fro
 `stop` every moment belongs to exactly one step (the one most recently switched to), so the
 steps add up to the phase by construction, and no second can fall between two named blocks.
 `split` names the steps of a phase measured elsewhere (the baseline child's own clock), with
-the phase's remainder as `<phase>_rest`, so they add up to it too.
+the phase's remainder as `<phase>_rest`, so they add up to it too. `beside` files the seconds of
+such steps that ran while the evaluation did something else (a baseline child started ahead of
+the reference phase) under `Record.wall_background_s`, in no phase: counted once, never twice.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ from ...record import Record
 
 @contextmanager
 def phase(rec: Record, name: str) -> Iterator[None]:
+    """Add the block's seconds to `name`. A phase entered again (the baseline: its child's launch
+    before the reference, the wait for it after) moves to where it last ended, so `phase_s` keeps
+    the order the phases ended in."""
     started = time.monotonic()
     try:
         yield
     finally:
-        rec.phase_s[name] = round(rec.phase_s.get(name, 0.0) + time.monotonic() - started, 3)
+        rec.phase_s[name] = round(rec.phase_s.pop(name, 0.0) + time.monotonic() - started, 3)
 
 
 class Laps:
@@ -62,3 +67,12 @@ def split(rec: Record, total: str, steps: dict[str, float] | None) -> None:
     for step, seconds in steps.items():
         rec.phase_s[f"{total}_{step}"] = round(float(seconds), 3)
     rec.phase_s[f"{total}_rest"] = round(max(0.0, rec.phase_s[total] - sum(steps.values())), 3)
+
+
+def beside(rec: Record, total: str, steps: dict[str, float] | None) -> None:
+    """Write `steps` (seconds of `total`'s work that ran beside the evaluation's other phases, so
+    in none of them) into `rec.wall_background_s` as `<total>_<step>`; steps of no seconds are left out."""
+    for step, seconds in (steps or {}).items():
+        if seconds > 0:
+            name = f"{total}_{step}"
+            rec.wall_background_s[name] = round(rec.wall_background_s.get(name, 0.0) + float(seconds), 3)

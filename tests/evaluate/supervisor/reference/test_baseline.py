@@ -44,7 +44,7 @@ def test_baseline_child_times_eager_and_is_cached(tmp_path):
     )
     assert second["cached"] is True and second["eager_ms"] == first["eager_ms"]
     # Where the child's seconds went, for this timing only: never from the cache.
-    assert list(first["steps_s"]) == ["start", "build", "eager", "exit"]  # compile off
+    assert list(first["steps_s"]) == ["start", "build", "wait", "eager", "exit"]  # compile off
     assert "steps_s" not in second
 
 
@@ -77,25 +77,127 @@ def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_p
 
 def test_a_baseline_timed_now_says_where_its_child_spent_its_seconds(tmp_path, monkeypatch):
     """The child marks when each step ended on the machine's monotonic clock (the parent's too):
-    its start (interpreter and imports), the build, eager timing, compiling, compiled timing, and
-    its exit up to the parent's reaping. A cached baseline has no such seconds."""
+    its start (interpreter and imports), the build, compiling, its wait for the timing lock, eager
+    timing, compiled timing, and its exit up to the parent's reaping. A cached baseline has no
+    such seconds."""
     from kernelbench_v3.evaluate.supervisor.reference import isolate
 
+    marks = {"start": 103.5, "build": 104.0, "compile": 109.0, "wait": 111.0, "eager": 113.0, "compiled": 115.0}
+
     def child(role, workdir, spec, **kwargs):
-        marks = {"start": 103.5, "build": 104.0, "eager": 106.0, "compile": 111.0, "compiled": 113.0}
         result = {"ok": True, "marks": marks, "eager": {"median_ms": 2.0}}
         result["compiled"] = {"median_ms": 1.0}
-        return isolate.ChildOutcome(result, 0, False, False, "", 13.5, 100.0)
+        return isolate.ChildOutcome(result, 0, False, False, "", 15.5, 100.0)
 
     monkeypatch.setattr(isolate, "run_child", child)
     spec = {"device": "cpu", "problem_path": "p.py", "sizes": {"n": 4}, "seeds": [42]}
     args = {"problem_sha256": "sha", "device_name": "cpu:test", "cache_dir": tmp_path, "timeout_s": 30}
     first = baseline.get_baseline(spec, **args)
-    steps = {"start": 3.5, "build": 0.5, "eager": 2.0, "compile": 5.0, "compiled": 2.0, "exit": 0.5}
+    steps = {"start": 3.5, "build": 0.5, "compile": 5.0, "wait": 2.0, "eager": 2.0, "compiled": 2.0, "exit": 0.5}
     assert first["cached"] is False and first["steps_s"] == steps
-    assert sum(steps.values()) == 13.5  # the child's whole wall, as its parent saw it
+    assert sum(steps.values()) == 15.5  # the child's whole wall, as its parent saw it
     stored = json.loads((tmp_path / "baselines" / f"{first['key']}.json").read_text())
     assert "steps_s" not in stored and "steps_s" not in baseline.get_baseline(spec, **args)
+
+
+def test_a_childs_steps_divide_at_a_moment_into_what_came_before_and_after():
+    """An evaluation that waited for its baseline child from 110.0 on waited for the steps' seconds
+    after it; those before ran beside its reference phase. The two add up to each whole step."""
+    from kernelbench_v3.evaluate.supervisor.reference import isolate
+
+    marks = {"start": 103.5, "build": 104.0, "compile": 109.0, "wait": 111.0, "eager": 113.0, "compiled": 115.0}
+    outcome = isolate.ChildOutcome({"ok": True, "marks": marks}, 0, False, False, "", 15.5, 100.0)
+    before = baseline.child_steps(outcome, until=110.0)
+    after = baseline.child_steps(outcome, since=110.0)
+    assert before == {"start": 3.5, "build": 0.5, "compile": 5.0, "wait": 1.0, "eager": 0, "compiled": 0, "exit": 0}
+    assert after == {"start": 0, "build": 0, "compile": 0, "wait": 1.0, "eager": 2.0, "compiled": 2.0, "exit": 0.5}
+    whole = baseline.child_steps(outcome)
+    assert {k: before[k] + after[k] for k in whole} == whole
+
+
+class _Timings:
+    """`child_main`'s compile and timing stand-ins: each notes what ran, in order, and whether the
+    test (playing the evaluation's reference phase) still held the timing lock."""
+
+    def __init__(self, lock_path, *, compile_fails=False):
+        import threading
+
+        self.lock_path, self.compile_fails = str(lock_path), compile_fails
+        self.events: list[tuple[str, bool, bool]] = []  # (what, test holds the lock, lock free to others)
+        self.test_holds = True
+        self.compiled = threading.Event()
+
+    def lock_free(self) -> bool:
+        import fcntl
+
+        with open(self.lock_path, "a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            return True
+
+    def compile(self, model, template):
+        self.events.append(("compile", self.test_holds, self.lock_free()))
+        self.compiled.set()
+        if self.compile_fails:
+            raise RuntimeError("inductor gave up")
+        return lambda *args: model(*args)
+
+    def time(self, model, module, template, device, seconds, gate=True):
+        self.events.append(("time eager" if gate else "time compiled", self.test_holds, self.lock_free()))
+        return {"median_ms": 1.0 if gate else 0.5}
+
+
+def _child_beside_a_held_lock(tmp_path, monkeypatch, timings):
+    """`child_main` on GELU in a thread while the test holds its timing lock until the child's
+    compile has happened; returns what the child returned."""
+    import threading
+
+    problem = get_problem("level1/26_GELU_")
+    monkeypatch.setattr(baseline, "_compiled", timings.compile)
+    monkeypatch.setattr(baseline, "time_reference", timings.time)
+    spec = {
+        "device": "cpu",
+        "problem_path": str(problem.path),
+        "sizes": {"batch_size": 2, "dim": 8},
+        "seeds": [42],
+        "timing_lock": timings.lock_path,
+    }
+    out: dict = {}
+    child = threading.Thread(target=lambda: out.update(baseline.child_main(spec, tmp_path)))
+    with baseline.timing_lock(timings.lock_path):  # the evaluation's reference phase
+        child.start()
+        try:
+            # The old order timed eager before compiling: it would block here on the held lock.
+            assert timings.compiled.wait(20), "the child did not compile while the lock was held"
+        finally:
+            timings.test_holds = False
+    child.join(60)
+    assert not child.is_alive()
+    return out
+
+
+def test_the_child_compiles_before_taking_the_lock_and_times_both_in_one_hold(tmp_path, monkeypatch):
+    timings = _Timings(tmp_path / "timing.lock")
+    result = _child_beside_a_held_lock(tmp_path, monkeypatch, timings)
+    # Compiled while the test held the lock; both timings after its release, the child holding it.
+    assert timings.events == [("compile", True, False), ("time eager", False, False), ("time compiled", False, False)]
+    assert list(result["marks"]) == ["start", "build", "compile", "wait", "eager", "compiled"]
+    assert list(result["marks"]) == list(baseline.CHILD_STEPS[:-1])
+    assert result["eager"] == {"median_ms": 1.0} and result["compiled"]["median_ms"] == 0.5
+    assert "compile_error" not in result and timings.lock_free()
+
+
+def test_a_compile_failure_still_times_eager_as_the_baseline(tmp_path, monkeypatch):
+    timings = _Timings(tmp_path / "timing.lock", compile_fails=True)
+    result = _child_beside_a_held_lock(tmp_path, monkeypatch, timings)
+    assert timings.events == [("compile", True, False), ("time eager", False, False)]
+    assert "inductor gave up" in result["compile_error"] and "compiled" not in result
+    assert list(result["marks"]) == ["start", "build", "compile", "wait", "eager"]
+    entry = baseline.baseline_entry({"ok": True, **result})
+    assert entry["baseline_type"] == "eager" and entry["baseline_ms"] == 1.0
 
 
 def test_a_cpu_baseline_is_keyed_by_its_environment_and_expires(tmp_path, monkeypatch):

@@ -76,3 +76,25 @@ def test_steps_measured_elsewhere_and_the_rest_add_up_to_their_phase():
     cached = Record(phase_s={"baseline": 0.01})
     phases.split(cached, "baseline", None)  # a cached baseline: nothing to split
     assert cached.phase_s == {"baseline": 0.01}
+
+
+def test_a_phase_entered_again_adds_up_and_moves_to_where_it_last_ended(clock):
+    """The baseline's child is launched before the reference phase and waited for after it."""
+    rec = Record()
+    with phases.phase(rec, "baseline"):
+        clock.now += 0.25
+    with phases.phase(rec, "reference"):
+        clock.now += 2.0
+    with phases.phase(rec, "baseline"):
+        clock.now += 1.5
+    assert list(rec.phase_s.items()) == [("reference", 2.0), ("baseline", 1.75)]
+
+
+def test_steps_that_ran_beside_other_phases_are_background_not_phase_seconds():
+    rec = Record(phase_s={"baseline": 2.0})
+    phases.split(rec, "baseline", {"compile": 0.0, "eager": 1.5})
+    phases.beside(rec, "baseline", {"start": 3.0, "compile": 6.0, "eager": 0.0})
+    assert rec.phase_s == {"baseline": 2.0, "baseline_compile": 0.0, "baseline_eager": 1.5, "baseline_rest": 0.5}
+    assert rec.wall_background_s == {"baseline_start": 3.0, "baseline_compile": 6.0}
+    phases.beside(rec, "baseline", None)  # a cached baseline: nothing beside
+    assert rec.wall_background_s == {"baseline_start": 3.0, "baseline_compile": 6.0}
