@@ -57,22 +57,45 @@ MPS_SHARE_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"  # an MPS client's cap on th
 SPIN_LIMIT_NS = 10 * 10**9  # a spin never rung ends after this; the arm-to-ring of a call is ms
 
 
+def default_gate(capability: tuple[int, int]) -> str:
+    """How a call is held under MPS unless KBV3_GATE says otherwise: inside its own captured
+    graph, behind the gate's spin node, by programmatic edges on Hopper and newer ("pdl-go") and
+    plainly before ("node"). On an H100 under MPS the null-call ladder came out at +0.86 to +1.68
+    us over rotating under pdl-go and +1.15 to +1.71 under node, against +1.81 to +2.68 under the
+    spin kernel ahead of the graph (docs/timing.md, "The graph gates")."""
+    return "pdl-go" if tuple(capability) >= (9, 0) else "node"
+
+
+def _device_capability() -> tuple[int, int]:
+    """The current CUDA device's compute capability (a process that holds the gate has CUDA)."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    return int(major), int(minor)
+
+
 def gate_kind(under_mps: bool) -> str:
-    """How gated calls hold at GO: "spin" under MPS, unless KBV3_GATE names "wait", "node" (the
-    spin as the first node of the call's own graph), "flat", "pdl" or "pdl-go" (the call's nodes
-    behind a spin node, `gate_graph.GRAPH_GATES`) or "hold" (the occupancy gate,
-    `protocol.hold`: the timer owns every SM until GO, and nothing of the caller's holds the
-    call); without MPS always "wait" (a spinning client would starve the timer's flush, and
-    time-sliced contexts share no SMs to hold)."""
+    """How gated calls hold at GO. Under MPS: `default_gate` for this GPU, unless KBV3_GATE names
+    "spin" (the gate's spin kernel ahead of the call's graph), "wait" (the stream's wait), a
+    graph gate (`gate_graph.GRAPH_GATES`: "node", "flat", "pdl", "pdl-go") or "hold" (the
+    occupancy gate, `protocol.hold`: the timer owns every SM until GO, and nothing of the
+    caller's holds the call). Without MPS always "wait" (a spinning client would starve the
+    timer's flush, and time-sliced contexts share no SMs to hold)."""
+    if not under_mps:
+        _asked(under_mps)  # a misspelt KBV3_GATE is an error in every mode
+        return "wait"
+    return _asked(under_mps) or default_gate(_device_capability())
+
+
+def _asked(under_mps: bool) -> str:
+    """The gate KBV3_GATE names, as it applies under MPS ('' for this GPU's default)."""
     choice = os.environ.get(GATE_ENV, "").strip().lower()
     if choice not in ("", "spin", "wait", "hold", *GRAPH_GATES):
         names = ", ".join(repr(n) for n in ("spin", "wait", *GRAPH_GATES))
         raise ValueError(f"{GATE_ENV}={choice!r}: expected {names} or 'hold'")
-    if not under_mps:
-        return "wait"
     if choice == "hold" and os.environ.get(MPS_SHARE_ENV, "100").strip() not in ("", "100"):
-        return "spin"  # HOLD must take every SM, and a client capped to a share of them cannot
-    return choice if choice in ("wait", "hold", *GRAPH_GATES) else "spin"
+        return ""  # HOLD must take every SM, and a client capped to a share of them cannot
+    return choice
 
 
 def echo_kind(under_mps: bool) -> str:
@@ -83,7 +106,7 @@ def echo_kind(under_mps: bool) -> str:
     choice = os.environ.get(ECHO_ENV, "").strip().lower()
     if choice not in ("", "fused", "graph"):
         raise ValueError(f"{ECHO_ENV}={choice!r}: expected 'fused' or 'graph'")
-    if under_mps and gate_kind(under_mps) == "hold":
+    if under_mps and _asked(under_mps) == "hold":
         return "held"  # the occupancy gate's echo: DONE written the moment HOLD lets it run
     return "fused" if under_mps and choice != "graph" else "graph"
 

@@ -76,9 +76,11 @@ def test_the_baseline_childs_host_callers_go_through_the_one_measure():
     assert result.nets == [1.0] * 5  # one tick of its clock per call, the echo not subtracted
 
 
-def test_the_gate_spins_under_mps_unless_told_to_wait(monkeypatch):
+def test_under_mps_the_call_is_held_in_its_own_graph_by_the_gpus_default_unless_told_otherwise(monkeypatch):
     monkeypatch.delenv(gate.GATE_ENV, raising=False)
-    assert gate.gate_kind(True) == "spin" and gate.gate_kind(False) == "wait"
+    for capability, held in (((9, 0), "pdl-go"), ((10, 0), "pdl-go"), ((8, 6), "node"), ((8, 0), "node")):
+        monkeypatch.setattr(gate, "_device_capability", lambda c=capability: c)
+        assert gate.gate_kind(True) == held and gate.gate_kind(False) == "wait"
     monkeypatch.setenv(gate.GATE_ENV, " Spin ")
     assert gate.gate_kind(True) == "spin"
     assert gate.gate_kind(False) == "wait"  # a spin without MPS would starve the timer's flush

@@ -290,7 +290,8 @@ def test_the_hold_gate_is_chosen_only_under_mps_and_brings_the_held_echo(monkeyp
     assert gate.gate_kind(True) == "hold" and gate.echo_kind(True) == "held"
     assert gate.gate_kind(False) == "wait" and gate.echo_kind(False) == "graph"  # time-sliced: nothing to hold
     monkeypatch.setenv(gate.MPS_SHARE_ENV, "50")  # a client capped to half the SMs cannot hold them all
-    assert gate.gate_kind(True) == "spin" and gate.echo_kind(True) == "fused"
+    monkeypatch.setattr(gate, "_device_capability", lambda: (9, 0))
+    assert gate.gate_kind(True) == "pdl-go" and gate.echo_kind(True) == "fused"  # the default instead
     monkeypatch.setenv(gate.GATE_ENV, "bogus")
     with pytest.raises(ValueError, match="'hold'"):
         gate.gate_kind(True)

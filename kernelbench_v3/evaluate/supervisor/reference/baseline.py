@@ -39,8 +39,9 @@ from ..timing import time_reference
 # L2 cleared just before it, the median of the per-call times; 7: the gated call, the compiled
 # reference called as a user calls it, its input copy included; 8: MPS by default, the mode in
 # the key, figures under the gate's floor unresolved; 9: the gate's kind, wait or spin, in the
-# key; 10: the fused echo under MPS, the spin by default, the echo's kind in the key).
-TIMING_VERSION = 10
+# key; 10: the fused echo under MPS, the spin by default, the echo's kind in the key; 11: under
+# MPS the call held inside its own graph, `gate.default_gate`).
+TIMING_VERSION = 11
 RETRY_FAILED_ENV = "KBV3_RETRY_FAILED_BASELINE"  # "1": re-time baselines whose cached entry is a failure
 CPU_MAX_AGE_S = 24 * 3600.0  # a cached CPU baseline older than this is timed again
 
