@@ -1,10 +1,10 @@
 """One evaluation's baseline, its child started ahead of the reference phase.
 
 A cold baseline child spends most of its wall before it times anything: the interpreter and
-torch's import, the build, and compiling (`baseline.child_main`). `BaselineAhead` starts it
+torch's import, the build, and compiling (`baseline_child.child_main`). `BaselineAhead` starts it
 before the evaluation's reference phase, so those seconds run beside the reference, while the
 timing still overlaps nothing of the evaluation: the evaluation holds the child's timing lock
-(`baseline.timing_lock`, a file in the evaluation's work folder) from before the launch until
+(`baseline_child.timing_lock`, a file in the evaluation's work folder) from before the launch until
 the reference phase ends (`release`), and the child takes it only to time. The evaluation then
 waits for the child (`result`) before anything else of it runs. Meanwhile the child's time
 limit does not run (`isolate.run_child`'s `pause_limit`): waiting for the reference is not the
@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .baseline import BaselineJob, cached_baseline, child_steps, settle, timing_lock
+from .baseline import BaselineJob, cached_baseline, settle
+from .baseline_child import child_steps, timing_lock
 
 LOCK_NAME = "baseline_timing.lock"
 CHILD_DIR = "baseline"

@@ -33,7 +33,7 @@ def main(role: str, workdir: Path) -> None:
     result_path = workdir / f"result_{role}.json"
     try:
         if role == "baseline":
-            from .baseline import child_main
+            from .baseline_child import child_main
 
             payload = child_main(spec, workdir)
         else:

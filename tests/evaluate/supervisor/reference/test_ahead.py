@@ -12,7 +12,7 @@ import time
 import pytest
 
 from kernelbench_v3.catalog.problem import get_problem
-from kernelbench_v3.evaluate.supervisor.reference import baseline, isolate
+from kernelbench_v3.evaluate.supervisor.reference import baseline, baseline_child, isolate
 from kernelbench_v3.evaluate.supervisor.reference.ahead import LOCK_NAME, BaselineAhead
 
 SPEC = {"device": "cpu", "problem_path": "p.py", "sizes": {"n": 4}, "seeds": [42]}
@@ -50,9 +50,9 @@ class StandInChild:
         if self.wait_for_stop:  # still compiling when the evaluation gives up
             assert stop.wait(30), "never stopped"
             return isolate.ChildOutcome(None, -9, False, False, "compiling...", 1.0, 0.0, stopped=True)
-        with baseline.timing_lock(spec["timing_lock"]):
+        with baseline_child.timing_lock(spec["timing_lock"]):
             self.timed = True
-        marks = {"start": 1.0, "build": 2.0, "compile": 3.0, "wait": 4.0, "eager": 5.0}
+        marks = {"start": 1.0, "import": 1.5, "build": 2.0, "compile": 3.0, "wait": 4.0, "eager": 5.0}
         result = {"ok": True, "eager": {"median_ms": 2.5}, "precision": "fp32", "marks": marks}
         return isolate.ChildOutcome(result, 0, False, False, "", 5.5, 0.5)
 
@@ -74,7 +74,7 @@ def test_the_child_starts_at_once_but_times_only_after_the_release(tmp_path, chi
     assert base["cached"] is False and base["baseline_ms"] == 2.5 and base["baseline_type"] == "eager"
     assert baseline.load_cached(tmp_path / "cache", base["key"])["baseline_ms"] == 2.5  # cached as before
     # The steps divide at the moment the evaluation began to wait: all before it here.
-    assert set(base["steps_s"]) == set(baseline.CHILD_STEPS) - {"compiled"}
+    assert set(base["steps_s"]) == set(baseline_child.CHILD_STEPS) - {"compiled"}
     assert sum(base["steps_beside_s"].values()) == pytest.approx(5.5) and sum(base["steps_s"].values()) == 0
     ahead.stop()  # after the result: nothing left to do, no error
 

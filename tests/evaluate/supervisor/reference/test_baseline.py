@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kernelbench_v3.catalog.problem import get_problem
-from kernelbench_v3.evaluate.supervisor.reference import baseline
+from kernelbench_v3.evaluate.supervisor.reference import baseline, baseline_child
 
 
 def test_baseline_choice_and_cache(tmp_path):
@@ -107,11 +107,11 @@ def test_a_childs_steps_divide_at_a_moment_into_what_came_before_and_after():
 
     marks = {"start": 103.5, "build": 104.0, "compile": 109.0, "wait": 111.0, "eager": 113.0, "compiled": 115.0}
     outcome = isolate.ChildOutcome({"ok": True, "marks": marks}, 0, False, False, "", 15.5, 100.0)
-    before = baseline.child_steps(outcome, until=110.0)
-    after = baseline.child_steps(outcome, since=110.0)
+    before = baseline_child.child_steps(outcome, until=110.0)
+    after = baseline_child.child_steps(outcome, since=110.0)
     assert before == {"start": 3.5, "build": 0.5, "compile": 5.0, "wait": 1.0, "eager": 0, "compiled": 0, "exit": 0}
     assert after == {"start": 0, "build": 0, "compile": 0, "wait": 1.0, "eager": 2.0, "compiled": 2.0, "exit": 0.5}
-    whole = baseline.child_steps(outcome)
+    whole = baseline_child.child_steps(outcome)
     assert {k: before[k] + after[k] for k in whole} == whole
 
 
@@ -156,8 +156,8 @@ def _child_beside_a_held_lock(tmp_path, monkeypatch, timings):
     import threading
 
     problem = get_problem("level1/26_GELU_")
-    monkeypatch.setattr(baseline, "_compiled", timings.compile)
-    monkeypatch.setattr(baseline, "time_reference", timings.time)
+    monkeypatch.setattr(baseline_child, "_compiled", timings.compile)
+    monkeypatch.setattr(baseline_child, "time_reference", timings.time)
     spec = {
         "device": "cpu",
         "problem_path": str(problem.path),
@@ -166,8 +166,8 @@ def _child_beside_a_held_lock(tmp_path, monkeypatch, timings):
         "timing_lock": timings.lock_path,
     }
     out: dict = {}
-    child = threading.Thread(target=lambda: out.update(baseline.child_main(spec, tmp_path)))
-    with baseline.timing_lock(timings.lock_path):  # the evaluation's reference phase
+    child = threading.Thread(target=lambda: out.update(baseline_child.child_main(spec, tmp_path)))
+    with baseline_child.timing_lock(timings.lock_path):  # the evaluation's reference phase
         child.start()
         try:
             # The old order timed eager before compiling: it would block here on the held lock.
@@ -184,8 +184,8 @@ def test_the_child_compiles_before_taking_the_lock_and_times_both_in_one_hold(tm
     result = _child_beside_a_held_lock(tmp_path, monkeypatch, timings)
     # Compiled while the test held the lock; both timings after its release, the child holding it.
     assert timings.events == [("compile", True, False), ("time eager", False, False), ("time compiled", False, False)]
-    assert list(result["marks"]) == ["start", "build", "compile", "wait", "eager", "compiled"]
-    assert list(result["marks"]) == list(baseline.CHILD_STEPS[:-1])
+    assert list(result["marks"]) == ["start", "import", "build", "compile", "wait", "eager", "compiled"]
+    assert list(result["marks"]) == list(baseline_child.CHILD_STEPS[:-1])
     assert result["eager"] == {"median_ms": 1.0} and result["compiled"]["median_ms"] == 0.5
     assert "compile_error" not in result and timings.lock_free()
 
@@ -195,7 +195,7 @@ def test_a_compile_failure_still_times_eager_as_the_baseline(tmp_path, monkeypat
     result = _child_beside_a_held_lock(tmp_path, monkeypatch, timings)
     assert timings.events == [("compile", True, False), ("time eager", False, False)]
     assert "inductor gave up" in result["compile_error"] and "compiled" not in result
-    assert list(result["marks"]) == ["start", "build", "compile", "wait", "eager"]
+    assert list(result["marks"]) == ["start", "import", "build", "compile", "wait", "eager"]
     entry = baseline.baseline_entry({"ok": True, **result})
     assert entry["baseline_type"] == "eager" and entry["baseline_ms"] == 1.0
 
