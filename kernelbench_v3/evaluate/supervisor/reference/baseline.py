@@ -29,6 +29,7 @@ from typing import Any
 from ....paths import cache_root, write_atomically
 from ... import fingerprint, mps
 from ...protocol.gate import echo_kind, gate_kind
+from ...protocol.gate_graph import GRAPH_GATES
 from ...request import DEFAULT_TIMEOUT_S, EvalRequest
 from .baseline_child import child_steps
 
@@ -253,8 +254,8 @@ def _timed_otherwise(entry: Mapping[str, Any]) -> str:
     under_mps = mps.in_use()
     wanted = (gate_kind(under_mps), echo_kind(under_mps))
     timed = (eager.get("gate"), eager.get("echo"))
-    if timed == wanted:
-        return ""
+    if timed == wanted or (timed == ("spin", wanted[1]) and wanted[0] in GRAPH_GATES):
+        return ""  # under a graph gate a reference that cannot be captured is always held by the spin
     return f"timed with gate {timed[0]!r} and echo {timed[1]!r}, where the key names {wanted[0]!r} and {wanted[1]!r}"
 
 

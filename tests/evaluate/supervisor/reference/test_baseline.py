@@ -259,3 +259,30 @@ def test_a_gpu_baseline_timed_by_another_gate_than_its_key_names_is_not_cached(t
     else:
         assert "timed with gate 'spin'" in first["not_cached_because"]
         assert second["cached"] is False and len(calls) == 2 and first["baseline_ms"] == 0.01
+
+
+@pytest.mark.parametrize("timed_gate, cached", [("pdl-go", True), ("spin", True), ("wait", False)])
+def test_under_a_graph_gate_a_reference_held_by_the_spin_is_cached(tmp_path, monkeypatch, timed_gate, cached):
+    """An eager reference that cannot be captured is held by the spin kernel under a graph gate
+    every time (`local._graph_gated`): its figure is the key's mode's, so it is kept, and the next
+    evaluation does not time the baseline again. Another gate's figure is not."""
+    from kernelbench_v3.evaluate import mps
+    from kernelbench_v3.evaluate.protocol import gate
+    from kernelbench_v3.evaluate.supervisor.reference import isolate
+
+    calls = []
+
+    def child(role, workdir, spec, **kwargs):
+        calls.append(role)
+        eager = {"median_ms": 0.01, "method": "gated", "gate": timed_gate, "echo": "fused"}
+        return isolate.ChildOutcome({"ok": True, "eager": eager, "precision": "fp32"}, None, False, False, "", 1.0)
+
+    monkeypatch.setattr(isolate, "run_child", child)
+    monkeypatch.setattr(mps, "in_use", lambda: True)
+    monkeypatch.setattr(gate, "_device_capability", lambda: (9, 0))  # the default: pdl-go
+    monkeypatch.delenv("KBV3_GATE", raising=False)
+    spec = {"device": "cuda", "problem_path": "p.py", "sizes": {"n": 4}, "seeds": [42]}
+    args = {"problem_sha256": "sha", "device_name": "H200", "cache_dir": tmp_path, "timeout_s": 30}
+    baseline.get_baseline(spec, **args)
+    second = baseline.get_baseline(spec, **args)
+    assert second["cached"] is cached and len(calls) == (1 if cached else 2)
