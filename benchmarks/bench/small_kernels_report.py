@@ -226,18 +226,19 @@ def report(journal: Path) -> str:
     if cli:
         walls = sorted(e["wall_s"] for e in cli)
         lines += [
-            "## `kbv3 eval` as a user runs it (its own daemon, baseline cached)",
+            "## `kbv3 eval` as a user runs it (its own daemon)",
             "",
             f"{len(cli)} evaluations: wall median {statistics.median(walls):.1f} s, max {walls[-1]:.1f} s; "
+            f"baseline cached in {sum(1 for e in cli if e.get('baseline_cached'))}; "
             f"duration_s median {statistics.median(e.get('duration_s') or 0 for e in cli):.1f} s; "
             f"MPS in use: {sorted({str(e.get('mps')) for e in cli})}; daemon processes and folders left "
             f"once the reaper had 15 s: {sorted({len(e.get('mps_left_after') or []) for e in cli})} "
             f"(gone after {sorted({e.get('mps_gone_after_s') for e in cli}, key=str)} s)",
             "",
-            "| problem | gate | run | wall s | duration_s | status | sol µs | speedup |",
-            "|---|---|---|---|---|---|---|---|",
+            "| problem | gate | run | baseline cached | wall s | duration_s | status | sol µs | speedup |",
+            "|---|---|---|---|---|---|---|---|---|",
             *(
-                f"| {e['problem']} | {e.get('gate') or 'default'} | {e['run']} | {e['wall_s']} | "
+                f"| {e['problem']} | {e.get('gate') or 'default'} | {e['run']} | {e.get('baseline_cached')} | {e['wall_s']} | "
                 f"{e.get('duration_s')} | {e.get('status')} | "
                 f"{_fmt((e.get('sol_ms') or 0) * 1e3 or None)} | {_fmt(e.get('speedup'), '.3g')} |"
                 for e in cli
