@@ -263,7 +263,7 @@ def _finish(
     under_mps = bool(outcome.details.get("mps"))
     sliced = ""  # without MPS, why the prep witness leaves the time unresolved instead of failing
     if work.cuda:
-        found, failed = gap(calls.after, calls.after_echo, memory.out_nbytes, work)
+        found, failed = gap(calls.after, calls.after_echo, memory.out_nbytes, work, under_mps)
         outcome.details["gap"] = found
         if failed:
             outcome.flag(

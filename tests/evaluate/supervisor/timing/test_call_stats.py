@@ -350,3 +350,17 @@ def test_a_copy_behind_done_that_never_runs_retires_the_process_and_keeps_its_re
     assert gate.done == 7  # DONE = seq written whatever the solution left there
     assert Driver.unregistered == []  # never dropped under a pending wait
     assert "unfit" in mps.cuda_context_lost()
+
+
+def test_without_mps_the_gap_margin_is_the_measured_noise_and_catches_a_gemm_done_early():
+    # The red team's plain-mode forgery: a 0.49 ms GEMM that wrote DONE 0.12 ms before its end,
+    # behind an echo's flush of about 0.2 ms; honest medians read at most +8.6 us over the echo's.
+    work = FakeWork([], idle_flush_s=80e-6)
+    out = 64 << 20  # a 4096 x 4096 float32 output: more than the L2
+    echo = [200e-6] * 9
+    assert witness.gap([320e-6] * 9, echo, out, work, under_mps=True)[1] is False  # passed before
+    found, failed = witness.gap([320e-6] * 9, echo, out, work, under_mps=False)
+    assert failed and found["bound_ms"] == pytest.approx(0.2 * 1.15 + 0.03 + 0.04)
+    assert not witness.gap([208.6e-6] * 9, echo, out, work, under_mps=False)[1]  # the honest worst
+    # No idle figure (never calibrated): the wide margin, as under MPS
+    assert not witness.gap([320e-6] * 9, echo, out, FakeWork([]), under_mps=False)[1]
