@@ -206,31 +206,14 @@ def settle(job: BaselineJob, outcome: Any) -> dict[str, Any]:
     return {**entry, "cached": False, "steps_s": steps}
 
 
-def get_baseline(
-    spec: Mapping[str, Any],
-    *,
-    problem_sha256: str,
-    device_name: str,
-    cache_dir: Path | None,
-    timeout_s: float,
-    env: Mapping[str, str] | None = None,
-    retry_failed: bool = False,
-) -> dict[str, Any]:
-    """The baseline for `spec` (device, problem_path, sizes, seeds): from the cache, or timed in a
-    child and cached. Returns baseline_entry()'s dict plus `cached` (and, timed now, the child's
-    seconds per step, `steps_s`: `child_steps`); a failure (cached or new) is
-    `{"failed": True, "error": ..., "cached": ...}`. A cached failure is reused unless
-    `retry_failed` (or the KBV3_RETRY_FAILED_BASELINE environment variable) asks to re-time."""
-    job = baseline_job(
-        spec,
-        problem_sha256=problem_sha256,
-        device_name=device_name,
-        cache_dir=cache_dir,
-        timeout_s=timeout_s,
-        env=env,
-        retry_failed=retry_failed,
-    )
-    return obtain(job)
+def get_baseline(spec: Mapping[str, Any], **job: Any) -> dict[str, Any]:
+    """The baseline for `spec` (device, problem_path, sizes, seeds; the other arguments are
+    `baseline_job`'s): from the cache, or timed in a child and cached. Returns baseline_entry()'s
+    dict plus `cached` (and, timed now, the child's seconds per step, `steps_s`: `child_steps`);
+    a failure (cached or new) is `{"failed": True, "error": ..., "cached": ...}`. A cached
+    failure is reused unless `retry_failed` (or the KBV3_RETRY_FAILED_BASELINE environment
+    variable) asks to re-time."""
+    return obtain(baseline_job(spec, **job))
 
 
 def obtain(job: BaselineJob) -> dict[str, Any]:

@@ -5,7 +5,6 @@ a stand-in for `isolate.run_child` that plays the real child's part with the loc
 
 from __future__ import annotations
 
-import fcntl
 import threading
 import time
 
@@ -14,22 +13,13 @@ import pytest
 from kernelbench_v3.catalog.problem import get_problem
 from kernelbench_v3.evaluate.supervisor.reference import baseline, baseline_child, isolate
 from kernelbench_v3.evaluate.supervisor.reference.ahead import LOCK_NAME, BaselineAhead
+from tests.evaluate.supervisor.reference.locks import lock_free
 
 SPEC = {"device": "cpu", "problem_path": "p.py", "sizes": {"n": 4}, "seeds": [42]}
 
 
 def _job(cache) -> baseline.BaselineJob:
     return baseline.baseline_job(SPEC, problem_sha256="sha", device_name="cpu:test", cache_dir=cache, timeout_s=30)
-
-
-def _lock_free(path) -> bool:
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return True
 
 
 class StandInChild:
@@ -45,7 +35,7 @@ class StandInChild:
 
     def __call__(self, role, workdir, spec, *, timeout_s, env=None, stop=None, pause_limit=None):
         self.calls.append({"role": role, "spec": spec, "limit_paused": pause_limit.is_set()})
-        self.free_at_start = _lock_free(spec["timing_lock"])
+        self.free_at_start = lock_free(spec["timing_lock"])
         self.started.set()
         if self.wait_for_stop:  # still compiling when the evaluation gives up
             assert stop.wait(30), "never stopped"
@@ -70,7 +60,7 @@ def test_the_child_starts_at_once_but_times_only_after_the_release(tmp_path, chi
     assert child.calls[0]["limit_paused"] is True  # its wait for the lock is not its slowness
     assert child.calls[0]["spec"]["timing_lock"] == str(tmp_path / LOCK_NAME)  # in the work folder
     base = ahead.result()  # releases the lock, then waits for the child
-    assert child.timed and not ahead.running and _lock_free(tmp_path / LOCK_NAME)
+    assert child.timed and not ahead.running and lock_free(tmp_path / LOCK_NAME)
     assert base["cached"] is False and base["baseline_ms"] == 2.5 and base["baseline_type"] == "eager"
     assert baseline.load_cached(tmp_path / "cache", base["key"])["baseline_ms"] == 2.5  # cached as before
     # The steps divide at the moment the evaluation began to wait: all before it here.
@@ -99,7 +89,7 @@ def test_stopping_early_kills_the_child_frees_the_lock_and_caches_nothing(tmp_pa
     ahead = BaselineAhead(job, tmp_path)
     assert stand_in.started.wait(30)
     ahead.stop()
-    assert not ahead.running and _lock_free(tmp_path / LOCK_NAME) and not stand_in.timed
+    assert not ahead.running and lock_free(tmp_path / LOCK_NAME) and not stand_in.timed
     assert baseline.load_cached(job.cache, job.key) is None  # a stop is no failure of the reference's
     ahead.stop()  # twice: harmless
 

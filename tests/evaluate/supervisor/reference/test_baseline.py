@@ -8,6 +8,7 @@ import pytest
 
 from kernelbench_v3.catalog.problem import get_problem
 from kernelbench_v3.evaluate.supervisor.reference import baseline, baseline_child
+from tests.evaluate.supervisor.reference.locks import lock_free
 
 
 def test_baseline_choice_and_cache(tmp_path):
@@ -128,15 +129,7 @@ class _Timings:
         self.compiled = threading.Event()
 
     def lock_free(self) -> bool:
-        import fcntl
-
-        with open(self.lock_path, "a+") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            return True
+        return lock_free(self.lock_path)
 
     def compile(self, model, template):
         self.events.append(("compile", self.test_holds, self.lock_free()))
