@@ -496,3 +496,16 @@ def test_the_best_gate_is_the_complete_ladder_closest_to_the_rotating_figures(tm
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert best_gate(empty) == ("spin", {})
+
+
+def test_the_outside_figures_under_mps_sit_beside_those_without(tmp_path):
+    bench = _small_kernels_module()
+    journal = bench.Journal(tmp_path)
+    sol = "benchmarks/solutions/level1/47_Sum_reduction_over_a_dimension_two_stage.py"
+    row = {"problem": "level1/47_Sum_reduction_over_a_dimension", "solution": sol, "label": "two-stage sum"}
+    journal.write("outside|sum", {"part": "outside", **row, "rotating_ms": 0.01207, "gated_in_process_ms": 0.01188})
+    journal.write("outside-mps|sum", {"part": "outside-mps", **row, "rotating_ms": 0.0131})
+    from small_kernels_report import report
+
+    text = report(journal.path)
+    assert "| level1/47_Sum_reduction_over_a_dimension | two-stage sum | 12.07 | 13.1 | 11.88 | n/a |" in text

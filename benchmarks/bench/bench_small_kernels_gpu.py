@@ -257,19 +257,22 @@ def _single_call_ms(model, module, calls_n: int = 41) -> float:
     return statistics.median(times)
 
 
-def outside(journal: Journal, solutions: list) -> None:
+def outside(journal: Journal, solutions: list, part: str = "outside") -> None:
+    """Each solution timed in this process, not by the evaluator: over rotating sets in one graph,
+    one call, one gated call; the reference's eager and compiled figures too. `part` "outside-mps"
+    is the same in a process under the MPS daemon (is a kernel boundary dearer there?)."""
     import torch
 
     from kernelbench_v3.catalog.materialize import load_module, make_model
     from kernelbench_v3.catalog.problem import get_problem
 
     for problem_id, path, label in solutions:
-        key = f"outside|{problem_id}|{_rel(path)}"
+        key = f"{part}|{problem_id}|{_rel(path)}"
         if journal.has(key):
             continue
         root = LADDER_PROBLEMS if problem_id == LADDER_PROBLEM else None
         module = load_module(get_problem(problem_id, root).path, {})
-        entry = {"part": "outside", "problem": problem_id, "solution": _rel(path), "label": label}
+        entry = {"part": part, "problem": problem_id, "solution": _rel(path), "label": label}
         try:
             with torch.no_grad():
                 model, _ = calls._solution_model(path, module, "cuda")
@@ -278,7 +281,7 @@ def outside(journal: Journal, solutions: list) -> None:
                 entry["gated_in_process_ms"] = _gated_in_process_ms(model, module, behind_kernel=False)
                 entry["gated_behind_kernel_ms"] = _gated_in_process_ms(model, module, behind_kernel=True)
                 ref_key = f"outside-ref|{problem_id}"
-                if not journal.has(ref_key) and problem_id != LADDER_PROBLEM:
+                if part == "outside" and not journal.has(ref_key) and problem_id != LADDER_PROBLEM:
                     ref = make_model(module, "cuda", 0)
                     eager, _ = calls._rotating_ms(ref, module, True)
                     compiled = torch.compile(ref, mode="reduce-overhead")
@@ -577,13 +580,18 @@ def main() -> int:
         solutions = [s for s in SOLUTIONS if sizes.get((s[0], _rel(s[1])), 1e9) < SMALL_US]
     parts = args.parts.split(",")
     # The daemon first, before any CUDA context of this process (as `kbv3` starts it).
-    with mps.daemon(not args.no_mps and "evaluator" in parts) as under_mps:
+    with mps.daemon(not args.no_mps and ("evaluator" in parts or "outside-mps" in parts)) as under_mps:
         print(f"MPS in use: {under_mps}", flush=True)
         for part in parts:
             if part == "probe":
                 probe(journal, ladder)
             elif part == "outside":
                 outside(journal, solutions + ladder)
+            elif part == "outside-mps":
+                if under_mps:
+                    outside(journal, solutions + ladder, part="outside-mps")
+                else:
+                    print("outside-mps: no MPS daemon in this process, skipped", flush=True)
             elif part == "evaluator":
                 mode = ("mps" if under_mps else "plain") + (f"-gate-{args.gate}" if args.gate else "")
                 mode += f"-echo-{args.echo}" if args.echo else ""

@@ -142,6 +142,31 @@ def _ladder_table(ladder: list, outside: dict) -> list[str]:
     return lines + [""]
 
 
+def _outside_under_mps(entries: list[dict], outside: dict) -> list[str]:
+    """Each solution's outside figures in a process under MPS beside those without: what MPS
+    itself costs a forward (its kernel boundaries), before any gate."""
+    under = [e for e in entries if e.get("part") == "outside-mps"]
+    if not under:
+        return []
+    lines = [
+        "## Outside, in a process under MPS against without",
+        "",
+        "| problem | solution | rotating µs | under MPS | one gated call µs | under MPS |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in under:
+        plain = outside.get((e["problem"], e["solution"])) or {}
+
+        def us(entry: dict, field: str) -> str:
+            return _fmt((entry.get(field) or 0) * 1e3 or None)
+
+        lines.append(
+            f"| {e['problem']} | {e['label']} | {us(plain, 'rotating_ms')} | {us(e, 'rotating_ms')} | "
+            f"{us(plain, 'gated_in_process_ms')} | {us(e, 'gated_in_process_ms')} |"
+        )
+    return lines + [""]
+
+
 def ladder_gate(mode: str) -> str | None:
     """The gate a ladder mode ran under ("mps" -> "spin", "mps-gate-pdl-go" -> "pdl-go"); None
     for modes that changed more than the gate (no MPS, another echo, HOLD's blocks)."""
@@ -205,6 +230,7 @@ def report(journal: Path) -> str:
             ),
             "",
         ]
+    lines += _outside_under_mps(entries, outside)
     ladder = sorted(
         ((k, v) for k, v in evals.items() if k[1] == "ladder"), key=lambda kv: (kv[0][0], _rung_us(kv[0][3]))
     )

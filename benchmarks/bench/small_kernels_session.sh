@@ -20,7 +20,7 @@
 # programmatic edges (protocol/gate_graph.py), evaluator-pdl and cli-pdl: every solution so;
 # ladder-pdl-go: the call's own nodes behind the Hopper spin by programmatic edges, DONE by the
 # stream; evaluator-best and cli-best: every solution under the gate whose ladder came closest in
-# this journal (--best-gate);
+# this journal (--best-gate); outside-mps: the outside timings again in a process under MPS;
 # ladder-hold and evaluator-hold: the occupancy gate, every honest solution with its baseline
 # and the attacks; small-hold-blocks and ladder-hold-blocks: the small kernels and the ladder
 # under HOLD in the block size `spread` found best, if smaller blocks did better); `kbv3 eval` as a user
@@ -40,10 +40,11 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-outside ladder-pdl-go ladder-node ladder-mps ladder-pdl evaluator-best}
+    STEPS=${STEPS:-outside outside-mps ladder-mps evaluator-mps cli}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
       [outside-ladder]="$B --parts outside --no-mps --only-ladder"
+      [outside-mps]="$B --parts outside-mps"
       [event-gate]="timeout -k 5 200 python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500}"
       [spread]="timeout -k 5 180 python3 benchmarks/diagnostics/hold_spread_gpu.py $KB/out/hold_spread.jsonl --trials ${SPREAD_TRIALS:-20}"
       [occupancy]="timeout -k 5 300 python3 benchmarks/diagnostics/occupancy_gate_gpu.py $KB/out/occupancy_gate.jsonl --calls ${GATE_CALLS:-300}"
