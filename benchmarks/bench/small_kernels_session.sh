@@ -24,7 +24,7 @@
 # ladder-hold and evaluator-hold: the occupancy gate, every honest solution with its baseline
 # and the attacks; small-hold-blocks and ladder-hold-blocks: the small kernels and the ladder
 # under HOLD in the block size `spread` found best, if smaller blocks did better); `kbv3 eval` as a user
-# runs it, a SIGKILL mid-evaluation and a faulting solution (cli; cli-hold: under the occupancy gate); the small kernels with --no-mps; the
+# runs it, a SIGKILL mid-evaluation and a faulting solution (cli; cli-hold: under the occupancy gate); the small kernels with --no-mps (plain; plain-all: every honest solution, once); the
 # report.
 set -u
 KB=${KB:-/tmp/kbv3-small}
@@ -40,7 +40,7 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-outside outside-mps ladder-mps evaluator-mps cli}
+    STEPS=${STEPS:-outside outside-mps ladder-mps evaluator-mps plain-all}
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
       [outside-ladder]="$B --parts outside --no-mps --only-ladder"
@@ -72,6 +72,7 @@ case "${1:-}" in
       [cli]="$B --parts cli"
       [cli-hold]="$B --parts cli --gate hold"
       [plain]="$B --parts evaluator --no-mps --only-small --no-baseline --runs 1"
+      [plain-all]="$B --parts evaluator --no-mps --no-baseline --no-attacks --runs 1"
     )
     SCRIPT="cd $REPO"
     for step in $STEPS; do
