@@ -24,7 +24,7 @@
 # ladder-hold and evaluator-hold: the occupancy gate, every honest solution with its baseline
 # and the attacks; small-hold-blocks and ladder-hold-blocks: the small kernels and the ladder
 # under HOLD in the block size `spread` found best, if smaller blocks did better); `kbv3 eval` as a user
-# runs it, a SIGKILL mid-evaluation and a faulting solution (cli; cli-hold: under the occupancy gate); the small kernels with --no-mps (plain; plain-all: every honest solution, once); the
+# runs it, a SIGKILL mid-evaluation and a faulting solution (cli; cli-hold: under the occupancy gate); the small kernels with --no-mps (plain; plain-all: every honest solution and the attacks, once); the
 # report.
 set -u
 KB=${KB:-/tmp/kbv3-small}
@@ -72,7 +72,7 @@ case "${1:-}" in
       [cli]="$B --parts cli"
       [cli-hold]="$B --parts cli --gate hold"
       [plain]="$B --parts evaluator --no-mps --only-small --no-baseline --runs 1"
-      [plain-all]="$B --parts evaluator --no-mps --no-baseline --no-attacks --runs 1"
+      [plain-all]="$B --parts evaluator --no-mps --no-baseline --runs 1"
     )
     SCRIPT="cd $REPO"
     for step in $STEPS; do
