@@ -82,12 +82,12 @@ def gate_kind(under_mps: bool) -> str:
     caller's holds the call). Without MPS always "wait" (a spinning client would starve the
     timer's flush, and time-sliced contexts share no SMs to hold)."""
     if not under_mps:
-        _asked(under_mps)  # a misspelt KBV3_GATE is an error in every mode
+        _asked()  # a misspelt KBV3_GATE is an error in every mode
         return "wait"
-    return _asked(under_mps) or default_gate(_device_capability())
+    return _asked() or default_gate(_device_capability())
 
 
-def _asked(under_mps: bool) -> str:
+def _asked() -> str:
     """The gate KBV3_GATE names, as it applies under MPS ('' for this GPU's default)."""
     choice = os.environ.get(GATE_ENV, "").strip().lower()
     if choice not in ("", "spin", "wait", "hold", *GRAPH_GATES):
@@ -106,7 +106,7 @@ def echo_kind(under_mps: bool) -> str:
     choice = os.environ.get(ECHO_ENV, "").strip().lower()
     if choice not in ("", "fused", "graph"):
         raise ValueError(f"{ECHO_ENV}={choice!r}: expected 'fused' or 'graph'")
-    if under_mps and _asked(under_mps) == "hold":
+    if under_mps and _asked() == "hold":
         return "held"  # the occupancy gate's echo: DONE written the moment HOLD lets it run
     return "fused" if under_mps and choice != "graph" else "graph"
 
