@@ -102,12 +102,6 @@ def _wait(
 ) -> str:
     """Wait for `proc`: "exited", "timed_out" or "stopped". The limit runs only while
     `pause_limit` is clear: it ends `timeout_s` after the last moment it was seen set."""
-    if stop is None and pause_limit is None:
-        try:
-            proc.wait(timeout=timeout_s)
-            return "exited"
-        except subprocess.TimeoutExpired:
-            return "timed_out"
     deadline = time.monotonic() + timeout_s
     while True:
         if stop is not None and stop.is_set():
