@@ -11,7 +11,8 @@
 # Steps: where a held call's blocks land as HOLD lets go, by release delay (spread,
 # hold_spread_gpu.py); the occupancy gate (occupancy_gate_gpu.py: the timer holds a call by owning every SM);
 # outside timing (no MPS); the gate's modes (benchmarks/diagnostics/gate_modes_gpu.py); a
-# gate on interprocess events the solution cannot read (event-gate, event_gate_gpu.py);
+# gate on interprocess events the solution cannot read (event-gate, event_gate_gpu.py; GATE_VARIANTS
+# picks its variants, e.g. the DONE-only ones, evdone_*);
 # the evaluator under MPS (the default; EVAL_ARGS adds bench options, e.g. --only-small); the
 # ladder alone (ladder-mps), and with the other ways to hold a call and to build the echo
 # (ladder-wait-graph: TIMING_VERSION 9's default; ladder-spin-graph; ladder-wait-fused; ladder-node:
@@ -45,7 +46,7 @@ case "${1:-}" in
       [outside]="$B --parts probe,outside --no-mps"
       [outside-ladder]="$B --parts outside --no-mps --only-ladder"
       [outside-mps]="$B --parts outside-mps"
-      [event-gate]="timeout -k 5 200 python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500}"
+      [event-gate]="timeout -k 5 200 python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500} ${GATE_VARIANTS:+--variants $GATE_VARIANTS}"
       [spread]="timeout -k 5 180 python3 benchmarks/diagnostics/hold_spread_gpu.py $KB/out/hold_spread.jsonl --trials ${SPREAD_TRIALS:-20}"
       [occupancy]="timeout -k 5 300 python3 benchmarks/diagnostics/occupancy_gate_gpu.py $KB/out/occupancy_gate.jsonl --calls ${GATE_CALLS:-300}"
       [gate-modes]="python3 benchmarks/diagnostics/gate_modes_gpu.py $KB/out/gate_modes.jsonl --calls ${GATE_CALLS:-1000}"

@@ -12,12 +12,21 @@ a second stream of the timer's waits on DONE and writes the timer's host word. T
 two event handles and nothing it can poll faster than its stream's own wait, so the echo can be
 an empty call through the same events, structure for structure.
 
+The DONE-only event gate (`evdone`, issue 38, eleventh session) keeps today's GO (the client's
+spin on the shared word) and moves DONE alone: the client's stream records an interprocess event
+behind the call, and the timer's stream waits on it and writes the timer's own host word. A
+kernel of the client's can then no longer write DONE, so an attacker's call ends the way an
+honest one does (a stream's event behind its last kernel), and the echo may be the same shape:
+the spin, then the event. If the timer's wait holds, the honest tail (graph end to the stream's
+write) cancels against the echo's, instead of standing over the fused echo's in-kernel write.
+
 This times, one client under a private MPS daemon, the timer clearing the L2 between windows as
 the evaluator's prep does:
   shared_fused          the fused echo (today's echo)
   shared_spin_<work>    today's solution path: the client's spin on the shared GO, the graph,
                         the stream's write of the shared DONE
   event_<work>          the event gate
+  evdone_<work>         the DONE-only event gate (evdone_none is its echo)
 work: `none` (no graph), `add` (a graph of one tiny add), `ladderN` (a graph of one kernel that
 spins N us on %globaltimer: the ladder's known duration). One JSON line per variant (window p10 /
 p50 / p90 in us), then the offsets: ladder window - N - the echo's window, per mechanism.
@@ -45,6 +54,10 @@ from kernelbench_v3.evaluate.protocol.gate import GATE_BYTES, Driver, GateWords,
 BATCH = 100  # calls armed at a time: one interprocess event per call in flight, each way
 VARIANTS = (
     "shared_fused",
+    "evdone_none",
+    "evdone_ladder2",
+    "evdone_ladder10",
+    "evdone_ladder50",
     "event_none",
     "shared_spin_ladder10",
     "event_ladder10",
@@ -102,11 +115,18 @@ def client(block_name: str, variant: str, calls: int, pipe) -> None:  # noqa: AN
         mechanism, *rest = variant.split("_")
         work = _work(rest[-1], driver)
         gate, events = None, {}
-        if mechanism == "shared":
+        if mechanism in ("shared", "evdone"):
             block = shared_memory.SharedMemory(name=block_name)
             gate = GateWords(block.buf[:GATE_BYTES])
             gate.register(driver, _address(block.buf[:GATE_BYTES]))
-        else:
+        if mechanism == "evdone":
+            done = [torch.cuda.Event(interprocess=True) for _ in range(BATCH)]
+            for ev in done:
+                ev.record(stream)
+            stream.synchronize()
+            pipe.send([ev.ipc_handle() for ev in done])
+            events = {"done": done}
+        elif mechanism == "event":
             go_handles = pipe.recv()
             go = [torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), h) for h in go_handles]
             done = [torch.cuda.Event(interprocess=True) for _ in range(BATCH)]
@@ -138,6 +158,11 @@ def _arm(variant, seq, driver, stream, work, gate, events) -> None:  # noqa: ANN
     with torch.cuda.stream(stream):
         if variant == "shared_fused":
             gate.enqueue_echo(driver, stream, seq)
+        elif variant.startswith("evdone"):
+            driver.spin_geq(stream, gate.go_device, seq)
+            if work is not None:
+                work()
+            events["done"][seq % BATCH].record(stream)
         elif gate is not None:
             driver.spin_geq(stream, gate.go_device, seq)
             work()
@@ -158,14 +183,16 @@ def _receive(pipe):  # noqa: ANN001, ANN202
     return said
 
 
-def _ring(gate: GateWords, seq: int) -> float:
+def _ring(gate: GateWords, seq: int, closer: GateWords | None = None) -> float:
+    """GO = seq on `gate`, then the seconds until DONE >= seq on `closer` (default: `gate`)."""
+    closer = closer or gate
     started = time.perf_counter()
     gate.go = seq
     spins = 0
-    while gate.done < seq:
+    while closer.done < seq:
         spins += 1
         if spins % 65536 == 0 and time.perf_counter() - started > RING_LIMIT_S:
-            raise TimeoutError(f"call {seq}: DONE read {gate.done} {RING_LIMIT_S:.0f} s after GO")
+            raise TimeoutError(f"call {seq}: DONE read {closer.done} {RING_LIMIT_S:.0f} s after GO")
     return time.perf_counter() - started
 
 
@@ -173,6 +200,7 @@ def run_variant(variant: str, calls: int) -> dict:
     import torch
 
     event = variant.startswith("event")
+    evdone = variant.startswith("evdone")
     block = shared_memory.SharedMemory(create=True, size=4096)
     shared = GateWords(block.buf[:GATE_BYTES])
     shared.go = shared.done = 0
@@ -180,7 +208,7 @@ def run_variant(variant: str, calls: int) -> dict:
     own = GateWords(view)
     own.go = own.done = 0
     driver = Driver()
-    if event:
+    if event or evdone:
         own.register(driver, address)
     hold, close, flush = torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Stream()
     l2 = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
@@ -197,6 +225,8 @@ def run_variant(variant: str, calls: int) -> dict:
             hold.synchronize()
             ours.send([ev.ipc_handle() for ev in go])
             done = [torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), h) for h in _receive(ours)]
+        if evdone:
+            done = [torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), h) for h in _receive(ours)]
         _receive(ours)  # ready
         gate = own if event else shared
         for first in range(1, calls + 1, BATCH):
@@ -207,7 +237,7 @@ def run_variant(variant: str, calls: int) -> dict:
                     go[seq % BATCH].record(hold)
             ours.send((first, last))
             _receive(ours)  # armed
-            if event:
+            if event or evdone:
                 for seq in range(first, last + 1):
                     close.wait_event(done[seq % BATCH])
                     driver.write(close, own.done_device, seq)
@@ -215,7 +245,7 @@ def run_variant(variant: str, calls: int) -> dict:
                 with torch.cuda.stream(flush):
                     l2.zero_()
                 flush.synchronize()
-                windows.append(_ring(gate, seq))
+                windows.append(_ring(shared, seq, own) if evdone else _ring(gate, seq))
         ours.send("stop")
         _receive(ours)
     finally:
@@ -239,7 +269,11 @@ def run_variant(variant: str, calls: int) -> dict:
 
 def offsets(entries: dict[str, dict]) -> dict:
     """Each ladder rung's median window less its duration and less its mechanism's echo."""
-    echo = {"shared": entries.get("shared_fused"), "event": entries.get("event_none")}
+    echo = {
+        "shared": entries.get("shared_fused"),
+        "event": entries.get("event_none"),
+        "evdone": entries.get("evdone_none"),
+    }
     out = {}
     for name, e in entries.items():
         mechanism, *rest = name.split("_")
@@ -254,12 +288,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, in this order")
     args = parser.parse_args()
     from kernelbench_v3.evaluate import mps
 
     entries: dict[str, dict] = {}
     with mps.daemon(True) as under_mps:
-        for variant in VARIANTS:
+        for variant in args.variants.split(","):
             try:
                 entry = run_variant(variant, args.calls)
             except Exception as exc:  # noqa: BLE001 - one broken variant must not end the run
