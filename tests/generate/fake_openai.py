@@ -40,7 +40,9 @@ class FakeOpenAI:
         self._closed = threading.Event()  # ends a stall early: no handler outlives the server
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = False  # server_close joins every handler
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        # serve_forever looks for shutdown() between polls: each `with FakeOpenAI()` ends up to
+        # one poll after its block, so a short one (tens of tests start a server).
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.005,), daemon=True)
 
     @property
     def base_url(self) -> str:
