@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelbench_v3.serve import server as serve_server
+from kernelbench_v3.serve import slot
 from kernelbench_v3.serve.server import Server
 from tests.cli.test_cli_errors import one_line, run
 from tests.paths import EXAMPLES
@@ -27,7 +29,11 @@ def where():
 
 
 @pytest.fixture
-def fake_service(where):
+def fake_service(where, monkeypatch):
+    # As in tests/serve/test_server.py (quick_polls): the service's threads wake every POLL_S to
+    # look for work or a stop; a shorter poll only makes its shutdown, after each test, quicker.
+    monkeypatch.setattr(slot, "POLL_S", 0.02)
+    monkeypatch.setattr(serve_server, "POLL_S", 0.02)
     server = Server(where, device="cpu", command=FAKE)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
