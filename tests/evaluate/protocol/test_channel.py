@@ -72,10 +72,10 @@ def test_messages_round_trip_and_partial_frames_wait_for_the_rest():
     frame = struct.pack("!I", len(blob)) + blob
     other.sendall(frame[:3])
     with pytest.raises(Deadline):
-        link.receive(0.2)
+        link.receive(0.05)
     other.sendall(frame[3:10])
     with pytest.raises(Deadline):
-        link.receive(0.2)
+        link.receive(0.05)
     other.sendall(frame[10:])
     assert link.receive(1.0) == {"kind": "warm", "x": 1}
 
@@ -278,7 +278,7 @@ def test_a_silent_solution_process_times_out_on_the_supervisors_clock():
     link, _other = _pair()
     session = Session(link, arena, 0, 1024, 1024)
     with pytest.raises(SessionLost, match="timed out") as lost:
-        session.request({"kind": "warmup"}, 0.3, ("warm",))
+        session.request({"kind": "warmup"}, 0.05, ("warm",))
     assert lost.value.timed_out
     arena.close()
 

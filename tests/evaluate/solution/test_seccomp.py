@@ -115,10 +115,11 @@ def test_every_jump_lands_inside_the_program():
 def _fork_after_the_seal() -> dict:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    ran = []
-    early = threading.Thread(target=lambda: time.sleep(0.3) or ran.append(_try_fork()))  # exists before the seal
+    ran, sealed = [], threading.Event()
+    early = threading.Thread(target=lambda: sealed.wait(30) and ran.append(_try_fork()))  # exists before the seal
     early.start()
     refused = seccomp.forbid_forks()
+    sealed.set()  # only now does the early thread try to fork: under a seal installed after it started
     late = threading.Thread(target=lambda: ran.append("thread"))
     late.start()
     late.join()
