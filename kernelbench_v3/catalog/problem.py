@@ -8,6 +8,7 @@ are parsed with `ast`; nothing in them is executed here (see `materialize` for t
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
@@ -204,6 +205,14 @@ def read_problem(path: Path | str, root: Path | str | None = None) -> Problem:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProblemFileError(path, f"cannot be read: {exc}") from None
+    return _problem_of(path, category, source)
+
+
+# Remembered by the file's text: `discover` parses every file of a folder, and a process that
+# lives on (`kbv3 serve`, an agent run, the test suite) discovers again and again. A malformed
+# file raises each time (an exception is not remembered).
+@functools.lru_cache(maxsize=1024)
+def _problem_of(path: Path, category: str, source: str) -> Problem:
     try:
         tree = syntax.parse(source, filename=str(path))
     except SyntaxError as exc:

@@ -121,6 +121,23 @@ def test_malformed_file_gets_one_clear_error_naming_file_and_defect(tmp_path, de
     assert message in str(info.value)
 
 
+def test_a_file_rewritten_in_place_is_read_again(tmp_path):
+    """read_problem remembers a file by its text: a new text is parsed anew, a malformed one
+    raises every time, and the old text gives back what it gave."""
+    path = tmp_path / "level1" / "1_gemm.py"
+    path.parent.mkdir()
+    path.write_text(GOOD)
+    first = read_problem(path, tmp_path)
+    path.write_text(GOOD.replace('OP_TYPE = "gemm"', 'OP_TYPE = "conv"'))
+    assert (first.op_type, read_problem(path, tmp_path).op_type) == ("gemm", "conv")
+    path.write_text(DEFECTS["unknown_gpu"][0])
+    for _ in range(2):
+        with pytest.raises(ProblemFileError, match="GTX480"):
+            read_problem(path, tmp_path)
+    path.write_text(GOOD)
+    assert read_problem(path, tmp_path) == first
+
+
 def test_catalog_reports_every_malformed_file_at_once(tmp_path):
     (tmp_path / "level1").mkdir()
     (tmp_path / "level1" / "1_ok.py").write_text(GOOD)
