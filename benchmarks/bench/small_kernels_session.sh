@@ -11,8 +11,8 @@
 # Steps: where a held call's blocks land as HOLD lets go, by release delay (spread,
 # hold_spread_gpu.py); the occupancy gate (occupancy_gate_gpu.py: the timer holds a call by owning every SM);
 # outside timing (no MPS); the gate's modes (benchmarks/diagnostics/gate_modes_gpu.py); a
-# gate on interprocess events the solution cannot read (event-gate, event_gate_gpu.py; GATE_VARIANTS
-# picks its variants, e.g. the DONE-only ones, evdone_*);
+# gate on interprocess events the solution cannot read (event-gate, event_gate_gpu.py; by default
+# its DONE-only variants, evdone_*, against today's path; GATE_VARIANTS picks others);
 # the evaluator under MPS (the default; EVAL_ARGS adds bench options, e.g. --only-small); the
 # ladder alone (ladder-mps), and with the other ways to hold a call and to build the echo
 # (ladder-wait-graph: TIMING_VERSION 9's default; ladder-spin-graph; ladder-wait-fused; ladder-node:
@@ -41,12 +41,14 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-outside outside-mps ladder-mps evaluator-mps plain-all}
+    STEPS=${STEPS:-event-gate outside outside-mps ladder-mps evaluator-mps plain-all}
+    # The event gate's default variants: DONE in the timer's own memory, against today's path.
+    EVDONE=shared_fused,evdone_none,evdone_ladder10,shared_spin_ladder10,evdone_ladder2,shared_spin_ladder2,evdone_ladder50,shared_spin_ladder50
     declare -A CMD=(
       [outside]="$B --parts probe,outside --no-mps"
       [outside-ladder]="$B --parts outside --no-mps --only-ladder"
       [outside-mps]="$B --parts outside-mps"
-      [event-gate]="timeout -k 5 200 python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500} ${GATE_VARIANTS:+--variants $GATE_VARIANTS}"
+      [event-gate]="timeout -k 5 200 python3 benchmarks/diagnostics/event_gate_gpu.py $KB/out/event_gate.jsonl --calls ${GATE_CALLS:-500} --variants ${GATE_VARIANTS:-$EVDONE}"
       [spread]="timeout -k 5 180 python3 benchmarks/diagnostics/hold_spread_gpu.py $KB/out/hold_spread.jsonl --trials ${SPREAD_TRIALS:-20}"
       [occupancy]="timeout -k 5 300 python3 benchmarks/diagnostics/occupancy_gate_gpu.py $KB/out/occupancy_gate.jsonl --calls ${GATE_CALLS:-300}"
       [gate-modes]="python3 benchmarks/diagnostics/gate_modes_gpu.py $KB/out/gate_modes.jsonl --calls ${GATE_CALLS:-1000}"
