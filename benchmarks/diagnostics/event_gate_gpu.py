@@ -183,11 +183,10 @@ def _receive(pipe):  # noqa: ANN001, ANN202
     return said
 
 
-def _ring(gate: GateWords, seq: int, closer: GateWords | None = None) -> float:
-    """GO = seq on `gate`, then the seconds until DONE >= seq on `closer` (default: `gate`)."""
-    closer = closer or gate
+def _ring(opener: GateWords, seq: int, closer: GateWords) -> float:
+    """GO = seq on `opener`, then the seconds until DONE >= seq on `closer`."""
     started = time.perf_counter()
-    gate.go = seq
+    opener.go = seq
     spins = 0
     while closer.done < seq:
         spins += 1
@@ -228,7 +227,8 @@ def run_variant(variant: str, calls: int) -> dict:
         if evdone:
             done = [torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), h) for h in _receive(ours)]
         _receive(ours)  # ready
-        gate = own if event else shared
+        opener = own if event else shared  # where GO is written
+        closer = own if (event or evdone) else shared  # where DONE is read
         for first in range(1, calls + 1, BATCH):
             last = min(first + BATCH - 1, calls)
             if event:
@@ -245,7 +245,7 @@ def run_variant(variant: str, calls: int) -> dict:
                 with torch.cuda.stream(flush):
                     l2.zero_()
                 flush.synchronize()
-                windows.append(_ring(shared, seq, own) if evdone else _ring(gate, seq))
+                windows.append(_ring(opener, seq, closer))
         ours.send("stop")
         _receive(ours)
     finally:
