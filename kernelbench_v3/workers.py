@@ -1,5 +1,5 @@
-"""The life of a long-lived evaluation worker process, shared by `batch` (one worker per GPU of
-a batch) and `serve` (one warm worker per GPU of the service).
+"""The life of a long-lived evaluation worker process, shared by `batch` (the workers of a
+batch, two per GPU by default) and `serve` (one warm worker per GPU of the service).
 
 Owns what both kinds of worker must agree on: the watchdog (how long past a request's own step
 limit a silent worker is presumed stuck, and the separate allowance for its start), dying with

@@ -9,7 +9,7 @@ import inspect
 import pytest
 
 from kernelbench_v3 import workers
-from kernelbench_v3.batch import executors
+from kernelbench_v3.batch import executors, ray_executor
 from kernelbench_v3.serve import slot, worker
 
 
@@ -76,7 +76,9 @@ def test_a_ray_task_keeps_the_zygote_and_reference_warm_for_the_next_task_there(
     warmed = []
     monkeypatch.setattr(workers, "warm_up", lambda start_on=None: warmed.append(start_on))
     item = BatchItem("m", "H100", "level1/23_Softmax", "/x/sol.py", "0")
-    record = executors.ray_evaluate(item, BatchSettings(split="h100", device="cpu"), b"x = 1\n", lambda i, s: {"ok": 1})
+    record = ray_executor.ray_evaluate(
+        item, BatchSettings(split="h100", device="cpu"), b"x = 1\n", lambda i, s: {"ok": 1}
+    )
     assert warmed == [None] and record["ok"] == 1
 
 

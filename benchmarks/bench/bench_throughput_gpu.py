@@ -301,7 +301,7 @@ def batch_pass(name: str, gpus: str, solutions: Path, n: int, args, env, work: P
     command += ["--out", str(out), "--device", args.device, "--model", BATCH_MODEL, "--no-progress"]
     command += eval_options(args)
     if args.device == "cuda":
-        command += ["--gpus", gpus]
+        command += ["--gpus", gpus] + (["--workers", str(args.batch_workers)] if args.batch_workers else [])
     else:
         command += ["--workers", str(len(gpus.split(","))), "--shapes", "reduced"]
     print(f"[batch {tag}] {n} solutions, until {max(0.0, deadline - time.monotonic()):.0f}s from now", flush=True)
@@ -668,6 +668,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--evals", type=int, help="`kbv3 eval` evaluations per pass (default 20; --quick 3)")
     parser.add_argument("--batch-limit", type=int, help="only the first N batch solutions (default: all; --quick 3)")
+    parser.add_argument(
+        "--batch-workers", type=int, help="eval-batch's --workers on CUDA: workers per GPU (default: eval-batch's, 2)"
+    )
     parser.add_argument("--split", default="h100")
     parser.add_argument("--budget", type=float, help="wall seconds for everything (default 1200; --quick 600)")
     parser.add_argument("--eval-timeout", type=float, default=300.0, help="seconds per `kbv3 eval` process")
@@ -735,6 +738,7 @@ def main(argv=None) -> int:
             work.mkdir(exist_ok=True)
             settings = " ".join(eval_options(args)) + (" (evaluator defaults otherwise)")
             settings += f"; sizes {'reduced' if args.device == 'cpu' else 'default'}; timed GPU sets {sets}"
+            settings += f"; batch workers per GPU {args.batch_workers or 'eval-batch default (2)'}"
             if args.seed_cache is not None:
                 settings += f"; kbv3 cache seeded from {args.seed_cache} (baselines there are not cold)"
             journal.add({"kind": "run", "split": args.split, "settings": settings, "info": info, "command": command})

@@ -6,7 +6,7 @@ and one whose judging fails before any case runs (the source scan or the import)
 the one before it, up to `MAX_TRIED` versions (an empty file never imports; when none does, the
 newest one's judging stands). Only judging records decide this; nothing `check()` reported is read.
 
-Each judging is eval-batch's own evaluation of one item (`batch.executors.evaluate_item`: the
+Each judging is eval-batch's own evaluation of one item (`batch.items.evaluate_item`: the
 trusted evaluator, every check, full timing, the file's sizes on CUDA and the reduced sizes on
 the CPU) with its options' seeds replaced by secret ones, drawn fresh from the operating
 system for each judging and never shown to the model; the record logs them, as every record does.
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..batch.executors import evaluate_item
+from ..batch.items import evaluate_item
 from ..batch.queue import BatchItem, BatchSettings
 from ..evaluate import DEFAULT_SEEDS, EvalOptions
 from .check import PUBLIC_SEEDS, sha256_text, version_file

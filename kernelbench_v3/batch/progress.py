@@ -1,7 +1,7 @@
 """Progress of a running batch on stderr, and its throughput once finished.
 
 Owns what a person watching `eval-batch` sees while it runs and the figures a finished batch
-reports: evaluations per hour per worker (one worker per GPU locally; per node and GPU under
+reports: evaluations per hour per worker (two workers per GPU locally by default; per node and GPU under
 Ray) and in total, and the ETA. On a terminal it is a tqdm bar whose postfix carries the
 verdict counts and each worker's rate; elsewhere (a log file, CI) it prints one plain line every
 `every_n` records and at least every `every_s` seconds, so a log shows progress without a

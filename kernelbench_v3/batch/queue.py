@@ -135,6 +135,14 @@ class WorkQueue:
             self._warming.discard(group)
             self._warm.add(group)
 
+    def put_back(self, item: BatchItem) -> None:
+        """An item taken but not finished (its evaluation was lost to another's fault): it is the
+        next to start, and a problem it was warming may be warmed by another item."""
+        self._running.discard(item.key)
+        self._running_items.pop(item.key, None)
+        self._warming.discard(self.group(item))
+        self._pending.insert(0, item)
+
     @property
     def running(self) -> int:
         return len(self._running)

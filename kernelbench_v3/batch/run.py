@@ -5,7 +5,7 @@ folder layout, the batch key `(model, gpu, problem_id, solution_sha256)`, resumi
 journal (the durable JSONL file of records, owned by `journal`), ordering the work so that each
 (problem, GPU) baseline is computed by one evaluation before others of that problem start (they
 then find it in the evaluator's on-disk cache), and writing the Parquet output from the journal.
-Running evaluations belongs to `executors` (local worker processes, one per GPU, or Ray tasks);
+Running evaluations belongs to `executors` (local worker processes, two per GPU, or Ray tasks);
 judging one solution belongs to `evaluate`.
 
 Finding the solutions of a batch (three folder layouts) belongs to `discover`.
@@ -134,7 +134,7 @@ def run_batch(
     *,
     executor: str = "local",
     gpus: list[int] | None = None,
-    workers: int = 1,
+    workers: int | None = None,
     address: str | None = None,
     journal: Path | str | None = None,
     model: str | None = None,
@@ -152,8 +152,10 @@ def run_batch(
     is "error" (the evaluator or a worker failed, not the solution). `only` (problem ids) and
     `limit` (the first N problems) narrow the batch to those problems' solutions, every sample
     of each (`discover.select_problems`); the journal keeps what other batches finished.
+    `workers`: on CUDA, worker processes per GPU (default 2: one's reference phase beside the
+    other's solution, `executors`); on the CPU or under Ray, in all (default 1).
     """
-    from . import executors
+    from . import executors, items
 
     started = time.monotonic()
     found = discover_solutions(solutions, settings.split, settings.problems_root, model)
@@ -175,15 +177,15 @@ def run_batch(
         )
 
         def on_record(item: BatchItem, record: dict[str, Any], worker: str = "") -> None:
-            record = executors.stamp(record, item)
+            record = items.stamp(record, item)
             book.append(record)  # durable before this worker is handed its next item
             done[item.key] = record
             shown.record(record, worker, item_label(item))
 
         try:
             for item in [it for it in todo if it.missing]:  # a sample without code: failed, nothing to evaluate
-                record = executors.failure_record(item, settings, item.missing, "failed", "response")
-                record = executors.stamp(record, item)
+                record = items.failure_record(item, settings, item.missing, "failed", "response")
+                record = items.stamp(record, item)
                 book.append(record)
                 done[item.key] = record
             if not queue.finished():

@@ -114,14 +114,15 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workers",
         type=positive_int,
-        default=1,
-        help="worker processes on --device cpu (default: 1; on CUDA there is one worker per GPU of --gpus)",
+        help="worker processes: on CUDA, per GPU of --gpus (default: 2; one's reference phase runs "
+        "beside the other's solution, while a solution process and its timing have the GPU to "
+        "themselves); on --device cpu, in all (default: 1)",
     )
     p.add_argument(
         "--executor",
         choices=EXECUTORS,
         default="local",
-        help="local: one worker process per GPU (or --workers on the CPU) on this host; ray: one Ray task "
+        help="local: --workers worker processes per GPU (or in all on the CPU) on this host; ray: one Ray task "
         "per evaluation, one GPU each, on the cluster of --address (default: local)",
     )
     p.add_argument("--address", help="Ray cluster address (default: start Ray in-process)")

@@ -21,7 +21,8 @@ This module is the evaluator's one seam: the batch, the service, the CLI, the pr
 workers and the agent import only `kernelbench_v3.evaluate` (tests/test_imports.py holds them to
 it). Beside `evaluate` it offers what they need, each named for its use: the record's display
 (`describe_record`, `speedup_text`), the machine's name (`device_name`), filling the baseline
-cache (`fill_baselines`), a long-lived worker's warm state (`keep_zygotes_warm`,
+cache (`fill_baselines`), a GPU's turns between the evaluations that share it (`GpuTurns`,
+`Lender`, `SOLUTION_LOCK`, `GPU_LOCK`: a batch's workers on one GPU), a long-lived worker's warm state (`keep_zygotes_warm`,
 `start_warm_zygote`, `close_warm_zygotes`, `keep_references_warm`), the warm server that runs
 whole `kbv3 eval` runs (`warm_server_enabled`, `warm_server_connect`, `warm_server_main`,
 `die_with_process`: `cli.served`), a process's whole wall clock
@@ -49,11 +50,13 @@ from .options import EvalOptions
 from .protocol.frames import MAX_FRAME_BYTES, Deadline, Link, PeerGone, ProtocolError
 from .record import Record
 from .request import DEFAULT_SEEDS, DEFAULT_TIMING_SECONDS, EvalRequest
+from .supervisor.run import GPU_LOCK, SOLUTION_LOCK, GpuTurns, Lender
 from .wall import Wall, process_started
 
 __all__ = [
     "DEFAULT_SEEDS",
     "DEFAULT_TIMING_SECONDS",
+    "GPU_LOCK",
     "MAIN_WORK_SHARE",
     "MAX_FRAME_BYTES",
     "PRECISION_MARGIN",
@@ -63,10 +66,13 @@ __all__ = [
     "Deadline",
     "EvalOptions",
     "EvalRequest",
+    "GpuTurns",
+    "Lender",
     "Link",
     "PeerGone",
     "ProtocolError",
     "Record",
+    "SOLUTION_LOCK",
     "Wall",
     "close_warm_zygotes",
     "cuda_context_lost",
@@ -136,6 +142,7 @@ def evaluate(
     *,
     problems_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
+    gpu_turns: GpuTurns | None = None,
     **options: Any,
 ) -> Record:
     """Evaluate one solution. `request` is an EvalRequest, or a problem id or a dataset row
@@ -145,20 +152,25 @@ def evaluate(
         evaluate("level1/23_Softmax", "sol.py", device="cpu")
         evaluate(rows[0], "sol.py", device="cpu")   # the row's code, verified by its sha256
 
-    `cache_dir` holds the baseline cache (default `$KBV3_CACHE_DIR` or `~/.cache/kbv3`)."""
+    `cache_dir` holds the baseline cache (default `$KBV3_CACHE_DIR` or `~/.cache/kbv3`).
+    `gpu_turns` shares the GPU with other evaluations (a batch's workers on one GPU) while
+    keeping every solution process and every timed second to itself (`supervisor.run.turns`);
+    by default the evaluation shares its GPU with no one."""
     from .supervisor.run import run_evaluation
 
     if isinstance(request, EvalRequest):
         if solution is not None or options:
             raise TypeError("evaluate(EvalRequest) takes no solution or options: they are in the request")
-        return run_evaluation(request, problems_dir=problems_dir, cache_dir=cache_dir)
+        return run_evaluation(request, problems_dir=problems_dir, cache_dir=cache_dir, gpu_turns=gpu_turns)
     if solution is None:
         raise TypeError("evaluate(problem, solution, ...) needs the solution file")
     if isinstance(request, str):
-        return run_evaluation(EvalRequest(request, solution, **options), problems_dir=problems_dir, cache_dir=cache_dir)
+        request = EvalRequest(request, solution, **options)
+        return run_evaluation(request, problems_dir=problems_dir, cache_dir=cache_dir, gpu_turns=gpu_turns)
     with tempfile.TemporaryDirectory(prefix="kbv3-row-") as tmp:
         problem_id = _write_row(request, Path(tmp))
-        return run_evaluation(EvalRequest(problem_id, solution, **options), problems_dir=tmp, cache_dir=cache_dir)
+        request = EvalRequest(problem_id, solution, **options)
+        return run_evaluation(request, problems_dir=tmp, cache_dir=cache_dir, gpu_turns=gpu_turns)
 
 
 def _write_row(row: Mapping[str, Any], root: Path) -> str:

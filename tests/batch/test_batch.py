@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench_v3.batch.executors import failure_record
+from kernelbench_v3.batch.items import failure_record
 from kernelbench_v3.batch.journal import Journal, JournalError, latest_records, read_journal
 from kernelbench_v3.batch.run import (
     BatchError,

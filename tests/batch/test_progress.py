@@ -116,7 +116,7 @@ def test_a_worker_without_its_problem_takes_a_fresh_one_before_helping():
 
 def settled_evaluate(item: BatchItem, settings: BatchSettings) -> dict:
     """A stand-in evaluator: a correct record that took a second."""
-    from kernelbench_v3.batch.executors import failure_record
+    from kernelbench_v3.batch.items import failure_record
 
     record = failure_record(item, settings, "")
     record.update(status="correct", correct=True, error=None, duration_s=1.0)

@@ -92,7 +92,7 @@ def test_the_records_table_tells_samples_apart(tmp_path, capsys):
 
 
 def test_batch_progress_and_failures_name_the_sample_and_where_they_ran():
-    from kernelbench_v3.batch.executors import failure_record
+    from kernelbench_v3.batch.items import failure_record
     from kernelbench_v3.batch.queue import BatchItem, BatchSettings
     from kernelbench_v3.batch.run import failure_line, item_label
     from kernelbench_v3.evaluate.fingerprint import device_name

@@ -123,7 +123,7 @@ def test_eval_batch_sizes_points_to_shapes(tmp_path, capsys):
 
 @pytest.mark.parametrize("shapes, expect", [("default", "sizes"), ("reduced", "reduced")])
 def test_eval_batch_shapes_default_is_honoured_on_the_cpu(monkeypatch, shapes, expect):
-    from kernelbench_v3.batch.executors import evaluate_item
+    from kernelbench_v3.batch.items import evaluate_item
     from kernelbench_v3.batch.queue import BatchItem, BatchSettings
     from kernelbench_v3.catalog.problem import get_problem
     from kernelbench_v3.evaluate.record import Record

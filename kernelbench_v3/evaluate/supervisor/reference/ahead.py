@@ -33,11 +33,12 @@ CHILD_DIR = "baseline"
 
 
 class BaselineAhead:
-    """The baseline of `job`: the cache's entry, or a child launched now into `work` that times
-    once `release` is called (module docstring)."""
+    """The baseline of `job`: the cache's entry, or a child launched into `work` (at once, or by
+    `launch` once the evaluation holds its GPU turn) that times once `release` is called
+    (module docstring)."""
 
-    def __init__(self, job: BaselineJob, work: Path):
-        self.job = job
+    def __init__(self, job: BaselineJob, work: Path, launch: bool = True):
+        self.job, self.work = job, Path(work)
         self.hit = cached_baseline(job)
         self._stop = threading.Event()
         self._held = threading.Event()  # the evaluation holds the lock: the child's limit waits
@@ -46,14 +47,24 @@ class BaselineAhead:
         self._outcome: Any = None
         self._base: dict[str, Any] | None = None
         self._error: BaseException | None = None
-        if self.hit is not None:
+        if launch:
+            self.launch()
+
+    @property
+    def cold(self) -> bool:
+        """Whether a child has to build, compile and time this baseline (no cache entry)."""
+        return self.hit is None
+
+    def launch(self) -> None:
+        """Start the child of a cold baseline (nothing for a cached one, or a second time)."""
+        if self.hit is not None or self._thread is not None:
             return
-        lock_path = Path(work) / LOCK_NAME
-        folder = Path(work) / CHILD_DIR
+        lock_path = self.work / LOCK_NAME
+        folder = self.work / CHILD_DIR
         folder.mkdir(mode=0o700)
         self._lock.enter_context(timing_lock(str(lock_path)))  # taken before the child can look
         self._held.set()
-        spec = {**job.spec, "timing_lock": str(lock_path)}
+        spec = {**self.job.spec, "timing_lock": str(lock_path)}
         self._thread = threading.Thread(target=self._run, args=(folder, spec), name="kbv3-baseline", daemon=True)
         try:
             self._thread.start()

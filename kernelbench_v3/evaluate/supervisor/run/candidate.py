@@ -16,12 +16,15 @@ the output out), then `solution_compare` (every output against the reference's, 
 evaluation's device), `solution_precheck` (the rest of the verdict so far), `solution_timing`, `solution_finish` and
 `solution_close` (closing the links and unmapping the arena; after a lost session, resuming it
 and asking how it ended). With 268 MB inputs the copies in and out of the arena are seconds that
-belong to no call of the solution's.
+belong to no call of the solution's. On a GPU shared with other evaluations, calibration and
+timing take the GPU alone (`turns.timing`), and waiting for that turn is `solution_gpu_wait`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,7 @@ from ..session import CaseResult, ProcessPause, Session, SessionLost
 from ..timing import SolutionTiming, TimingUnavailable, calibrate_idle, cpu_region_bytes, time_solution
 from ..verdict import SolutionFacts, Verifier, compare_outputs, judge
 from .phases import Laps
+from .turns import ALONE, GpuTurns
 
 EVIDENCE_CASES = 2  # cases (never the first, which compiles) picked at random for kernel evidence
 # Step limits when the request gives none (`step_limits`).
@@ -117,6 +121,7 @@ def run_solution(
     timing_seconds: float,
     rec: Record,
     scan: Any,
+    turns: GpuTurns = ALONE,
 ) -> SolutionFacts:
     laps = Laps(rec, "candidate", "solution_arena")  # every second of the phase in one step
     facts = SolutionFacts()
@@ -129,8 +134,9 @@ def run_solution(
     links: list[Link] = []
     pauser: ProcessPause | None = None  # the solution's side, stopped between timed windows
     if request.device == "cuda" and request.time_solution:
-        laps.to("solution_calibrate")
-        calibrate_idle("cuda")  # before any solution process exists: what an idle device's flush costs
+        with _timing_turn(turns, laps):
+            laps.to("solution_calibrate")
+            calibrate_idle("cuda")  # before any solution process exists: what an idle device's flush costs
 
     def open_session(folder: Path, own_arena: Arena | None = None) -> Session:
         used = own_arena or arena
@@ -156,7 +162,7 @@ def run_solution(
         pauser = ProcessPause(zygote.proc.pid)  # a zygote of the warm server has its pid only now
         laps.to("solution_spawn")  # the fork itself
         session = open_session(scratch)
-        run = _Run(session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work, laps)
+        run = _Run(session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work, laps, turns)
         run.cpu_region = (ALIGN + input_region + output_region, timing_region)
         try:
             run.drive()
@@ -181,8 +187,10 @@ def run_solution(
 class _Run:
     """One solution process driven through setup, every planned case and timing."""
 
-    def __init__(self, session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work, laps):
-        self.laps = laps
+    def __init__(
+        self, session, facts, scratch, request, ref, timing_seconds, rec, scan, open_session, work, laps, turns
+    ):
+        self.laps, self.turns = laps, turns
         self.session, self.facts, self.scratch, self.request, self.ref = session, facts, scratch, request, ref
         self.timing_seconds, self.rec, self.scan = timing_seconds, rec, scan
         self.open_session, self.work = open_session, work
@@ -251,9 +259,10 @@ class _Run:
                 facts.timing_skipped = skip
             else:
                 facts.lost_during = "timing"
-                laps.to("solution_timing")
                 try:
-                    facts.timing = time_solution(self._timing(), self.timing_seconds, self.rng)
+                    with _timing_turn(self.turns, laps):
+                        laps.to("solution_timing")
+                        facts.timing = time_solution(self._timing(), self.timing_seconds, self.rng)
                 except TimingUnavailable as exc:
                     facts.timing_skipped = f"not timed: {exc}"
                 if facts.timing is not None and facts.timing.evidence:
@@ -331,3 +340,12 @@ def _init_arg(value: Any) -> Any:
 
 
 __all__ = ["run_solution", "step_limits", "StepLimits"]
+
+
+@contextlib.contextmanager
+def _timing_turn(turns: GpuTurns, laps: Laps) -> Iterator[None]:
+    """The GPU to this evaluation alone (`turns.timing`); waiting for it is `solution_gpu_wait`."""
+    if turns.shared:
+        laps.to("solution_gpu_wait")
+    with turns.timing():
+        yield

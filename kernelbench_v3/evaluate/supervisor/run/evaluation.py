@@ -8,12 +8,17 @@ evaluation until it is done, `reference.BaselineAhead`), then has the
 zygote fork a fresh sandboxed solution process and drives it (`candidate`: setup, every planned
 case, the kernel-evidence pass, timing by `timing.time_solution`). Inputs go out and outputs
 come back as raw bytes in a shared arena; the verdict (`verdict.judge`) and the reported time are
-decided here. Each phase's seconds go into `Record.phase_s` (`phases`). Every step has a deadline on the supervisor's clock, and when the evaluation ends
-the solution process and everything it spawned are killed.
+decided here. Each phase's seconds go into `Record.phase_s` (`phases`). Every step has a
+deadline on the supervisor's clock, and when the evaluation ends the solution process and
+everything it spawned are killed. On a GPU shared with other evaluations (`turns`: a batch's
+workers) the reference phase shares it, a cold baseline and the solution process each wait for
+their turn (`reference_gpu_wait`, `gpu_wait`), and the solution lock is held from before the
+fork to after the reap.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import tempfile
@@ -42,12 +47,15 @@ from ..session import SessionLost
 from ..verdict import fill_timing, judge
 from .candidate import flood, run_solution
 from .phases import Laps, beside, phase, split
+from .turns import ALONE, GpuTurns
 from .zygote_pool import POOL
 
 REDUCED_NOTE = "no sizes given on CPU: used the problem's REDUCED_SIZES (default shapes are GPU-sized)"
 
 
-def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -> Record:
+def run_evaluation(
+    request: EvalRequest, *, problems_dir=None, cache_dir=None, gpu_turns: GpuTurns | None = None
+) -> Record:
     from ....catalog.problem import default_problems_dir, get_problem
 
     started = time.monotonic()
@@ -93,7 +101,9 @@ def run_evaluation(request: EvalRequest, *, problems_dir=None, cache_dir=None) -
             rec.compiled = False
             return rec
         with tempfile.TemporaryDirectory(prefix="kbv3-eval-") as tmp:
-            _evaluate(Path(tmp), request, problem, source_bytes.decode("utf-8"), solution_bytes, sizes, rec, cache_dir)
+            turns = gpu_turns or ALONE
+            source = source_bytes.decode("utf-8")
+            _evaluate(Path(tmp), request, problem, source, solution_bytes, sizes, rec, cache_dir, turns)
         return rec
     finally:
         rec.duration_s = round(time.monotonic() - started, 3)
@@ -111,6 +121,7 @@ def _evaluate(
     sizes: dict[str, Any],
     rec: Record,
     cache_dir: Any,
+    turns: GpuTurns,
 ) -> None:
     with phase(rec, "setup"):
         scan = None
@@ -120,12 +131,14 @@ def _evaluate(
             scan = scan_source(solution_bytes.decode("utf-8", "replace"))
         zygote = POOL.get(request.device) or Zygote(request.device, work / "zygote.log")  # imports torch meanwhile
     ahead: BaselineAhead | None = None
+    turn = contextlib.ExitStack()  # the GPU turn of the work before the solution process (`turns`)
+    solution_turn = contextlib.ExitStack()  # held from before the solution's fork to after its reap
     try:
         timing_seconds = request.timing_seconds or DEFAULT_TIMING_SECONDS[request.device]
         if request.time_solution and request.wants_baseline:  # not on the CPU unless asked
-            with phase(rec, "baseline"):  # a cold baseline's child starts now, to compile beside the reference
+            with phase(rec, "baseline"):
                 job = request_job(request, problem, source, sizes, cache_dir, timing_seconds)
-                ahead = BaselineAhead(job, work)
+                ahead = BaselineAhead(job, work, launch=False)  # only looks in the cache
         plan = plan_cases(request.seeds, request.other_shape)
         laps = Laps(rec, "reference", "reference_setup")  # `compute` names its steps (REFERENCE_STEPS)
         try:
@@ -133,9 +146,14 @@ def _evaluate(
             kept = warm_key(fields)
             ref = recall_warm(kept)
             reference_cached = True if ref is not None else None
+            cold = ahead is not None and ahead.cold  # its child compiles and times: the GPU alone
+            if ref is None or cold:
+                _take(turn, turns.trusted(alone=cold), turns, laps)
+            if ahead is not None:
+                ahead.launch()  # a cold baseline's child starts now, to compile beside the reference
             if ref is None:
                 cache = for_evaluation(cache_dir, fields)
-                ref = compute(problem, source, sizes, request.device, plan, cache, laps)
+                ref = _compute(problem, source, sizes, request.device, plan, cache, laps, turn, turns, cold)
                 reference_cached = ref.cached
                 remember_warm(kept, ref)
         except Exception as exc:
@@ -156,11 +174,15 @@ def _evaluate(
                 base = ahead.result()
             split(rec, "baseline", base.get("steps_s"))  # a baseline timed now: its child's steps waited for
             beside(rec, "baseline", base.get("steps_beside_s"))  # and those run beside the reference
+        turn.close()
         scratch = work / "solution"
         scratch.mkdir(mode=0o700)
         (scratch / "solution.py").write_bytes(solution_bytes)
+        if turns.shared:  # the other evaluation's solution process, if any, is reaped first
+            with phase(rec, "gpu_wait"):
+                solution_turn.enter_context(turns.solution())
         # `candidate` is the sum of the solution process's steps, which run_solution times itself.
-        facts = run_solution(zygote, work, scratch, request, ref, timing_seconds, rec, scan)
+        facts = run_solution(zygote, work, scratch, request, ref, timing_seconds, rec, scan, turns)
         with phase(rec, "verdict"):
             rec.log_tail, flooded = _log_tail(scratch / LOG_NAME, request.max_log_bytes)
             if flooded:
@@ -179,6 +201,7 @@ def _evaluate(
         with phase(rec, "cleanup"):
             if ahead is not None:
                 ahead.stop()  # an evaluation that ended early leaves no baseline child and no held lock
+            turn.close()
             try:
                 leftovers = zygote.reap()
                 if leftovers:
@@ -188,6 +211,30 @@ def _evaluate(
                 zygote.close()
             if not POOL.holds(zygote):
                 zygote.close()
+            solution_turn.close()  # every process of the solution is gone
+
+
+def _take(held: contextlib.ExitStack, granted: Any, turns: GpuTurns, laps: Laps) -> None:
+    """Wait for a GPU turn (its seconds in `reference_gpu_wait`) and hold it in `held`."""
+    if turns.shared:
+        laps.to("reference_gpu_wait")
+    held.enter_context(granted)
+    if turns.shared:
+        laps.to("reference_setup")
+
+
+def _compute(problem, source, sizes, device, plan, cache, laps, turn, turns, alone) -> Any:
+    """The reference (`reference.compute`). On a shared GPU it may have run beside the other
+    evaluation's solution process, which can hold memory it needed or (under MPS) fault the
+    device: a failure there is not this evaluation's, so it runs once more with the GPU alone."""
+    try:
+        return compute(problem, source, sizes, device, plan, cache, laps)
+    except Exception:
+        if not turns.shared or alone:
+            raise
+    turn.close()
+    _take(turn, turns.trusted(alone=True), turns, laps)
+    return compute(problem, source, sizes, device, plan, cache, laps)
 
 
 def _syntax_error(source: bytes, path: Path) -> str:

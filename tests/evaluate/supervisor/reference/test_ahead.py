@@ -169,7 +169,7 @@ def test_an_evaluation_with_its_baseline_cached_starts_no_child(tmp_path, monkey
     monkeypatch.setattr(evaluation.POOL, "get", lambda device: None)
     seen: list[BaselineAhead] = []
     monkeypatch.setattr(
-        evaluation, "BaselineAhead", lambda job, work: seen.append(BaselineAhead(job, work)) or seen[-1]
+        evaluation, "BaselineAhead", lambda job, work, **kw: seen.append(BaselineAhead(job, work, **kw)) or seen[-1]
     )
 
     def failing_reference(*args, **kwargs):
