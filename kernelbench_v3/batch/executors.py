@@ -224,6 +224,8 @@ class LocalExecutor:
                     if outcome is None:
                         continue
                     item, worker.item = worker.item, None
+                    if worker.table is not None:  # an evaluation that ended holds no turn: none stays lent
+                        worker.table.forget(worker.name)
                     if _lost_to_a_neighbour(worker, outcome) and item.key not in again:
                         again.add(item.key)
                         log.warning("%s: its context was lost with another's; it runs again", item.problem_id)

@@ -222,3 +222,26 @@ def test_real_evaluations_on_a_shared_device_take_their_turns_and_agree_with_one
     turned = [record for _, record in results["shared"]]
     assert all("solution_gpu_wait" in r["phase_s"] and "gpu_wait" in r["phase_s"] for r in turned)
     assert not any("gpu_wait" in r["phase_s"] for _, r in results["alone"])
+
+
+def leaking_evaluate(item: BatchItem, settings: BatchSettings, turns=None) -> dict:
+    """Takes the solution lock and never gives it back (a bug an evaluation must not pass on)."""
+    turns.lender.take(SOLUTION_LOCK, shared=False)
+    return {"status": "correct"}
+
+
+@pytest.mark.slow
+def test_a_turn_an_ended_evaluation_kept_is_taken_back_so_the_other_worker_never_hangs(tmp_path):
+    import threading
+
+    settings = BatchSettings(split="h100", device="cpu")
+    executor = executors.LocalExecutor(
+        settings, {"gpu0a": {}, "gpu0b": {}}, leaking_evaluate, gpu_of={"gpu0a": "0", "gpu0b": "0"}
+    )
+    records = []
+    runner = threading.Thread(
+        target=executor.run, args=(WorkQueue(_items(tmp_path, 4)), lambda i, r, w: records.append(r)), daemon=True
+    )
+    runner.start()
+    runner.join(120)
+    assert not runner.is_alive() and len(records) == 4

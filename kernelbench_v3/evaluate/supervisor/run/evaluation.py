@@ -203,15 +203,22 @@ def _evaluate(
                 ahead.stop()  # an evaluation that ended early leaves no baseline child and no held lock
             turn.close()
             try:
-                leftovers = zygote.reap()
-                if leftovers:
-                    rec.warnings.append(f"leftover_processes: {leftovers} process(es) the solution left were killed")
-            except Exception:
-                POOL.drop(request.device)  # a zygote that cannot reap is not reused
-                zygote.close()
-            if not POOL.holds(zygote):
-                zygote.close()
-            solution_turn.close()  # every process of the solution is gone
+                _reap(zygote, request.device, rec)
+            finally:
+                solution_turn.close()  # every process of the solution is gone
+
+
+def _reap(zygote: Zygote, device: str, rec: Record) -> None:
+    """Kill every process the solution left; a zygote that cannot reap is not reused."""
+    try:
+        leftovers = zygote.reap()
+        if leftovers:
+            rec.warnings.append(f"leftover_processes: {leftovers} process(es) the solution left were killed")
+    except Exception:
+        POOL.drop(device)
+        zygote.close()
+    if not POOL.holds(zygote):
+        zygote.close()
 
 
 def _take(held: contextlib.ExitStack, granted: Any, turns: GpuTurns, laps: Laps) -> None:
