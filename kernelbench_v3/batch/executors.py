@@ -218,8 +218,6 @@ class LocalExecutor:
                     raise RuntimeError("work queue stalled with nothing running")  # a bug
                 wait_for([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout=1.0)
                 for worker in busy:
-                    if worker.item is None or worker.process is None:  # finished or killed earlier in this pass
-                        continue
                     outcome = worker.collect()
                     if outcome is None:
                         continue
