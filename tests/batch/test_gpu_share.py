@@ -232,16 +232,44 @@ def leaking_evaluate(item: BatchItem, settings: BatchSettings, turns=None) -> di
 
 @pytest.mark.slow
 def test_a_turn_an_ended_evaluation_kept_is_taken_back_so_the_other_worker_never_hangs(tmp_path):
+    records = _run_shared(leaking_evaluate, _items(tmp_path, 4))
+    assert len(records) == 4
+
+
+def dying_evaluate(item: BatchItem, settings: BatchSettings, turns=None) -> dict:
+    """Item 0's worker dies holding both locks; every other evaluation takes its turns."""
+    if item.problem_id.endswith("0_P"):
+        turns.lender.take(SOLUTION_LOCK, shared=False)
+        turns.lender.take(GPU_LOCK, shared=False)
+        os._exit(3)
+    with turns.solution(), turns.timing():
+        pass
+    return {"status": "correct"}
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_holding_turns_frees_them_and_the_batch_goes_on(tmp_path):
+    records = _run_shared(dying_evaluate, _items(tmp_path, 3))
+    assert records["level1/0_P"]["status"] == "error" and "died (exit code 3)" in records["level1/0_P"]["error"]
+    assert records["level1/1_P"]["status"] == records["level1/2_P"]["status"] == "correct"
+
+
+def _run_shared(evaluate_fn, items: list[BatchItem], within_s: float = 120.0) -> dict[str, dict]:
+    """Run `items` on two workers sharing one "GPU"; a batch still running after `within_s` is a
+    hang (a turn never given back), and fails the test instead of holding the suite."""
     import threading
 
     settings = BatchSettings(split="h100", device="cpu")
     executor = executors.LocalExecutor(
-        settings, {"gpu0a": {}, "gpu0b": {}}, leaking_evaluate, gpu_of={"gpu0a": "0", "gpu0b": "0"}
+        settings, {"gpu0a": {}, "gpu0b": {}}, evaluate_fn, gpu_of={"gpu0a": "0", "gpu0b": "0"}
     )
-    records = []
+    records: dict[str, dict] = {}
     runner = threading.Thread(
-        target=executor.run, args=(WorkQueue(_items(tmp_path, 4)), lambda i, r, w: records.append(r)), daemon=True
+        target=executor.run,
+        args=(WorkQueue(items), lambda item, record, worker: records.update({item.problem_id: record})),
+        daemon=True,
     )
     runner.start()
-    runner.join(120)
-    assert not runner.is_alive() and len(records) == 4
+    runner.join(within_s)
+    assert not runner.is_alive(), f"the batch hung with {len(records)} of {len(items)} records"
+    return records
