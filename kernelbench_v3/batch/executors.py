@@ -2,7 +2,7 @@
 
 - `LocalExecutor`: long-lived worker processes on this host, fed one evaluation at a time:
   on CUDA `workers` per GPU (spawned with `CUDA_VISIBLE_DEVICES` set to it; default
-  `WORKERS_PER_GPU`), on the CPU `workers` in all. Each evaluation is isolated by the
+  `WORKERS_PER_GPU`, one on the rtx3090 split's 24 GB cards), on the CPU `workers` in all. Each evaluation is isolated by the
   evaluator's own sandboxed solution process; a worker that dies or outlives its watchdog costs
   only the record it was working on and is replaced. Workers that share a GPU take turns lent by
   this process (`gpu_share.TurnTable`): one's reference phase runs while the other's solution
@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 STARTED = "started"  # what a worker sends when it begins an item
 RETIRING = "retiring"  # ... and before a record it sends as its last (its CUDA context is lost)
 WORKERS_PER_GPU = 2  # a local batch's default on CUDA: the next reference beside this solution
+# ... but one on the 24 GB cards of the rtx3090 split: a solution may fill 90% of the device
+# (`CUDA_MEMORY_FRACTION`), and a second supervisor's references would take room it has alone.
+ONE_WORKER_SPLITS = ("rtx3090",)
 
 
 def _worker_main(
@@ -283,12 +286,14 @@ def make_executor(
     address: str | None = None,
     evaluate_fn: EvaluateFn | None = None,
 ):
-    """`workers`: local on CUDA, workers per GPU (default `WORKERS_PER_GPU`); on the CPU and
-    under Ray, workers in all (default 1)."""
+    """`workers`: local on CUDA, workers per GPU (default `WORKERS_PER_GPU`, one for the splits
+    of `ONE_WORKER_SPLITS`); on the CPU and under Ray, workers in all (default 1)."""
     evaluate_fn = evaluate_fn or evaluate_item
     if kind == "local":
         if address:
             raise ValueError("--address is for --executor ray")
+        if workers is None and settings.device == "cuda" and settings.split in ONE_WORKER_SPLITS:
+            workers = 1
         return LocalExecutor(settings, local_slots(settings.device, gpus, workers), evaluate_fn)
     if kind == "ray":
         from .ray_executor import RayExecutor
@@ -297,4 +302,4 @@ def make_executor(
     raise ValueError(f"unknown executor {kind!r}; choose local or ray")
 
 
-__all__ = ["WORKERS_PER_GPU", "LocalExecutor", "local_slots", "make_executor"]
+__all__ = ["ONE_WORKER_SPLITS", "WORKERS_PER_GPU", "LocalExecutor", "local_slots", "make_executor"]

@@ -114,9 +114,9 @@ def add_eval_batch(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workers",
         type=positive_int,
-        help="worker processes: on CUDA, per GPU of --gpus (default: 2; one's reference phase runs "
-        "beside the other's solution, while a solution process and its timing have the GPU to "
-        "themselves); on --device cpu, in all (default: 1)",
+        help="worker processes: on CUDA, per GPU of --gpus (default: 2, and 1 for --split rtx3090's "
+        "24 GB cards; one's reference phase runs beside the other's solution, while a solution "
+        "process and its timing have the GPU to themselves); on --device cpu, in all (default: 1)",
     )
     p.add_argument(
         "--executor",

@@ -273,3 +273,17 @@ def _run_shared(evaluate_fn, items: list[BatchItem], within_s: float = 120.0) ->
     runner.join(within_s)
     assert not runner.is_alive(), f"the batch hung with {len(records)} of {len(items)} records"
     return records
+
+
+def test_the_rtx3090_split_keeps_one_worker_per_gpu_unless_told(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    small = executors.make_executor("local", BatchSettings(split="rtx3090", device="cuda"))
+    assert list(small.slots) == ["gpu0"] and small._workers()[0].table is None
+    assert list(executors.make_executor("local", BatchSettings(split="h100", device="cuda")).slots) == [
+        "gpu0a",
+        "gpu0b",
+    ]
+    told = executors.make_executor("local", BatchSettings(split="rtx3090", device="cuda"), workers=2)
+    assert list(told.slots) == ["gpu0a", "gpu0b"]

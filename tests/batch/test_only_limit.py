@@ -73,5 +73,8 @@ def test_eval_batch_help_names_only_limit_and_every_default(capsys):
         main(["eval-batch", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--only ID,..." in text and "--limit N" in text and "only the first N problems" in text
-    assert "on CUDA, per GPU of --gpus (default: 2;" in text and "on --device cpu, in all (default: 1)" in text
+    assert (
+        "on CUDA, per GPU of --gpus (default: 2, and 1 for --split rtx3090" in text
+        and "on --device cpu, in all (default: 1)" in text
+    )
     assert "ray: one Ray task per evaluation" in text and "(default: local)" in text
