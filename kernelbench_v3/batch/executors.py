@@ -90,8 +90,8 @@ class _Worker:
         self.deadline = 0.0
         self.watchdog_s = 0.0
         self.last_group: tuple[str, str] | None = None  # the (problem, GPU) it last evaluated
-        self.retiring = False  # it said its next record is its last
-        self.lost_context = False  # its last record came from a lost CUDA context
+        # It said its next record is its last (its CUDA context is lost); set until its next item.
+        self.context_lost = False
 
     def ensure_started(self) -> None:
         if self.process is not None and self.process.is_alive():
@@ -113,7 +113,7 @@ class _Worker:
         self.item = item
         self.watchdog_s = watchdog_s
         self.deadline = time.monotonic() + workers.WORKER_START_S + watchdog_s
-        self.lost_context = False
+        self.context_lost = False
         self.conn.send((item, settings))
 
     def grant(self) -> None:
@@ -136,11 +136,10 @@ class _Worker:
                         self.conn.send(str(exc))
                     continue
                 if message == RETIRING:
-                    self.retiring = True
+                    self.context_lost = True
                 elif message != STARTED:
-                    if self.retiring:  # its last record: the next item starts a fresh worker
+                    if self.context_lost:  # its last record: the next item starts a fresh worker
                         self.kill()
-                        self.lost_context = True
                     return message
                 self.deadline = time.monotonic() + self.watchdog_s
         except (EOFError, OSError):
@@ -163,9 +162,7 @@ class _Worker:
             self.process.join(5)
         if self.conn is not None:
             self.conn.close()
-        self.process, self.conn, self.retiring = None, None, False
-        if self.table is not None:
-            self.table.forget(self.name)  # what it held is free once it is gone
+        self.process, self.conn = None, None
 
     def stop(self) -> None:
         if self.process is not None and self.process.is_alive() and self.item is None:
@@ -225,7 +222,7 @@ class LocalExecutor:
                     if outcome is None:
                         continue
                     item, worker.item = worker.item, None
-                    if worker.table is not None:  # an evaluation that ended holds no turn: none stays lent
+                    if worker.table is not None:  # an evaluation that ended, or a worker killed, holds no turn
                         worker.table.forget(worker.name)
                     if _lost_to_a_neighbour(worker, outcome) and item.key not in again:
                         again.add(item.key)
@@ -246,7 +243,7 @@ def _lost_to_a_neighbour(worker: _Worker, outcome: Any) -> bool:
     have faulted the device (MPS), so the error need not be this item's."""
     return (
         worker.table is not None
-        and worker.lost_context
+        and worker.context_lost
         and isinstance(outcome, dict)
         and outcome.get("status") == "error"
     )

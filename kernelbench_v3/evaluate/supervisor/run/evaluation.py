@@ -28,13 +28,14 @@ from typing import Any
 
 from ....vocab import runs_gpu_name
 from ... import mps
-from ...cases import plan_cases
+from ...cases import Case, plan_cases
 from ...fingerprint import device_name, software
 from ...record import SCHEMA_VERSION, SKIP, Record, is_phase_step
 from ...request import DEFAULT_TIMING_SECONDS, EvalRequest
 from ...solution.zygote import LOG_NAME, Zygote
 from ..reference import (
     BaselineAhead,
+    ReferenceRun,
     compute,
     for_evaluation,
     key_fields,
@@ -221,7 +222,9 @@ def _reap(zygote: Zygote, device: str, rec: Record) -> None:
         zygote.close()
 
 
-def _take(held: contextlib.ExitStack, granted: Any, turns: GpuTurns, laps: Laps) -> None:
+def _take(
+    held: contextlib.ExitStack, granted: contextlib.AbstractContextManager[None], turns: GpuTurns, laps: Laps
+) -> None:
     """Wait for a GPU turn (its seconds in `reference_gpu_wait`) and hold it in `held`."""
     if turns.shared:
         laps.to("reference_gpu_wait")
@@ -230,7 +233,18 @@ def _take(held: contextlib.ExitStack, granted: Any, turns: GpuTurns, laps: Laps)
         laps.to("reference_setup")
 
 
-def _compute(problem, source, sizes, device, plan, cache, laps, turn, turns, alone) -> Any:
+def _compute(
+    problem: Any,
+    source: str,
+    sizes: dict[str, Any],
+    device: str,
+    plan: list[Case],
+    cache: Any,
+    laps: Laps,
+    turn: contextlib.ExitStack,
+    turns: GpuTurns,
+    alone: bool,
+) -> ReferenceRun:
     """The reference (`reference.compute`). On a shared GPU it may have run beside the other
     evaluation's solution process, which can hold memory it needed or (under MPS) fault the
     device: a failure there is not this evaluation's, so it runs once more with the GPU alone."""
