@@ -25,6 +25,7 @@ from multiprocessing.connection import wait as wait_for
 from typing import Any
 
 from .. import workers
+from ..evaluate import kill_descendants
 from .gpu_share import GRANTED, PipeLender, TurnTable, is_turn_message
 from .items import EvaluateFn, OnRecord, evaluate_item, evaluate_safely, failure_record
 from .queue import BatchItem, BatchSettings, WorkQueue
@@ -157,7 +158,11 @@ class _Worker:
         return None
 
     def kill(self) -> None:
+        """End the worker and everything below it: its zygote, and whatever a solution spawned
+        there, detached processes in their own sessions too (the zygote, their subreaper, would
+        otherwise die first and hand them on to init)."""
         if self.process is not None and self.process.is_alive():
+            kill_descendants(self.process.pid, stop_root=True)
             self.process.kill()
             self.process.join(5)
         if self.conn is not None:

@@ -22,7 +22,8 @@ workers and the agent import only `kernelbench_v3.evaluate` (tests/test_imports.
 it). Beside `evaluate` it offers what they need, each named for its use: the record's display
 (`describe_record`, `speedup_text`), the machine's name (`device_name`), filling the baseline
 cache (`fill_baselines`), a GPU's turns between the evaluations that share it (`GpuTurns`,
-`Lender`, `SOLUTION_LOCK`, `GPU_LOCK`: a batch's workers on one GPU), a long-lived worker's warm state (`keep_zygotes_warm`,
+`Lender`, `SOLUTION_LOCK`, `GPU_LOCK`: a batch's workers on one GPU), ending a killed worker's
+whole process tree (`kill_descendants`), a long-lived worker's warm state (`keep_zygotes_warm`,
 `start_warm_zygote`, `close_warm_zygotes`, `keep_references_warm`), the warm server that runs
 whole `kbv3 eval` runs (`warm_server_enabled`, `warm_server_connect`, `warm_server_main`,
 `die_with_process`: `cli.served`), a process's whole wall clock
@@ -47,6 +48,7 @@ from .mps import daemon as mps_daemon
 from .mps import starting as mps_starting
 from .mps import wanted as mps_wanted
 from .options import EvalOptions
+from .process_tree import kill_descendants
 from .protocol.frames import MAX_FRAME_BYTES, Deadline, Link, PeerGone, ProtocolError
 from .record import Record
 from .request import DEFAULT_SEEDS, DEFAULT_TIMING_SECONDS, EvalRequest
@@ -54,6 +56,7 @@ from .supervisor.run import GPU_LOCK, SOLUTION_LOCK, GpuTurns, Lender
 from .wall import Wall, process_started
 
 __all__ = [
+    "kill_descendants",
     "DEFAULT_SEEDS",
     "DEFAULT_TIMING_SECONDS",
     "GPU_LOCK",

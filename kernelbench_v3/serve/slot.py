@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import workers
+from ..evaluate import kill_descendants
 from .protocol import Conn, Deadline, PeerGone, ProtocolError, error_record
 
 STOP_GRACE_S = 5.0
@@ -85,10 +86,12 @@ class Slot:
         self.conn, self.ready = Conn(ours), False
 
     def kill_worker(self) -> int | None:
-        """Kill the worker (its zygote and solution processes die with it); its exit code."""
+        """Kill the worker and everything below it (its zygote, and what a solution detached there
+        into a session of its own: `kill_descendants`); its exit code."""
         code = None
         if self.process is not None:
             if self.process.poll() is None:
+                kill_descendants(self.process.pid, stop_root=True)
                 self.process.kill()
             try:
                 code = self.process.wait(STOP_GRACE_S)

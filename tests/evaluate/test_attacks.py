@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, Record, evaluate
+from kernelbench_v3.evaluate.process_tree import alive
 from kernelbench_v3.evaluate.supervisor.verdict.tamper_scan import scan
 from tests.paths import ATTACKS, PACKAGE, PROBLEMS
 
@@ -144,14 +145,6 @@ def _digest(paths: list[Path]) -> dict[str, str]:
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths if p.is_file()}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory) -> dict:
     """Files a later evaluation would trust, pointed at by the variables the attacks read."""
@@ -260,7 +253,7 @@ def test_no_process_survives_the_evaluation(records, name):
     record, _ = records[name]
     pids = [int(p) for p in re.findall(r"KBV3_ATTACK_SLEEPER_PID=(\d+)", record.log_tail)]
     assert pids, record.log_tail[-500:]
-    assert not [p for p in pids if _alive(p)]
+    assert not [p for p in pids if alive(p)]
     assert any(w.startswith("leftover_processes") for w in record.warnings)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kernelbench_v3.evaluate import EvalRequest, Record, evaluate
+from kernelbench_v3.evaluate.process_tree import alive, descendants
 from kernelbench_v3.evaluate.record import is_phase_step
 from kernelbench_v3.evaluate.supervisor.reference.reference_run import REFERENCE_STEPS
 from tests.paths import BROKEN, CHEATS, EXAMPLES, SOLUTIONS
@@ -336,57 +337,53 @@ def test_unknown_problem_and_missing_solution_raise(tmp_path):
         EvalRequest("level1/23_Softmax", EXAMPLES / "level1/23_Softmax.py", device="cpu", timing_seconds=0)
 
 
-def _solution_processes(parent: int) -> list[int]:
-    """The solution processes of the evaluation run by `parent`: children of its zygote."""
-    stats = {}
+def _zygotes(parent: int) -> list[int]:
+    """The zygotes of the evaluation run by `parent`."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        stats[int(entry.name)] = (int(fields[1]), "kernelbench_v3.evaluate.solution.zygote" in cmdline)
-    zygotes = [pid for pid, (ppid, is_zygote) in stats.items() if ppid == parent and is_zygote]
-    return [pid for pid, (ppid, _) in stats.items() if ppid in zygotes]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")  # a zombie has exited; only its reaping is left
+        if ppid == parent and "kernelbench_v3.evaluate.solution.zygote" in cmdline:
+            found.append(int(entry.name))
+    return found
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_children_die_when_the_evaluating_process_is_sigkilled(tmp_path):
+@pytest.mark.parametrize(("solution", "processes"), [("hang.py", 1), ("hang_detached.py", 2)])
+def test_children_die_when_the_evaluating_process_is_sigkilled(tmp_path, solution, processes):
+    """The solution process, and one it detached into a session of its own (the zygote ends
+    what it holds before it dies: a detached process would otherwise be handed on to init)."""
     script = (
         "from kernelbench_v3.evaluate import EvalRequest, evaluate\n"
-        f"evaluate(EvalRequest('level1/23_Softmax', {str(BROKEN / 'hang.py')!r}, device='cpu', timeout_s=300,"
-        " sizes={'batch_size': 4, 'dim': 96}, baseline=False, time_solution=False, seeds=(42,)),"
+        f"evaluate(EvalRequest('level1/23_Softmax', {str(BROKEN / solution)!r}, device='cpu', timeout_s=300,"
+        " sizes={'batch_size': 4, 'dim': 96}, baseline=False, time_solution=False, seeds=(42,), scan_source=False),"
         f" cache_dir={str(tmp_path)!r})\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", script])
-    candidate: list[int] = []
+    below: list[int] = []
     try:
         deadline = time.monotonic() + 120
-        while not candidate and time.monotonic() < deadline and parent.poll() is None:
+        while len(below) < processes and time.monotonic() < deadline and parent.poll() is None:
             time.sleep(0.2)
-            candidate = _solution_processes(parent.pid)
-        assert candidate, "the solution process never started"
-        time.sleep(1.0)  # let it reach the hanging forward
+            below = [pid for zygote in _zygotes(parent.pid) for pid in descendants(zygote)]
+        time.sleep(1.0)  # let it reach the hanging forward (and a double fork's middle process exit)
+        below = [pid for zygote in _zygotes(parent.pid) for pid in descendants(zygote)]
+        assert len(below) == processes, f"not the solution's processes: {below}"
         parent.kill()
         parent.wait()
         deadline = time.monotonic() + 5
-        while _alive(candidate[0]) and time.monotonic() < deadline:
+        while any(alive(p) for p in below) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(candidate[0]), "the hanging candidate outlived its SIGKILLed parent"
+        assert not [p for p in below if alive(p)], "a process of the solution outlived its SIGKILLed parent"
     finally:
         parent.kill()
-        for pid in candidate:
-            if _alive(pid):
+        for pid in below:
+            if alive(pid):
                 os.kill(pid, 9)
 
 

@@ -2,7 +2,8 @@
 
 What it does with a request is read from the request's `model` field: `sleep=S` (answer after
 S seconds), `wait=PATH` (answer once PATH exists: a test opens it when it is ready, so no
-sleep races a loaded machine), `hang` (never answer), `crash` (die by SIGKILL mid-request), `raise` (refuse it as a
+sleep races a loaded machine), `hang` (never answer), `hang-detached=PATH` (never answer, below a
+stand-in zygote that holds a process detached into its own session, its pid written to PATH), `crash` (die by SIGKILL mid-request), `raise` (refuse it as a
 bad request); anything else answers at once. Every record names the worker's pid in `warnings`.
 """
 
@@ -15,6 +16,28 @@ import time
 
 from kernelbench_v3.evaluate import Record
 from kernelbench_v3.serve.protocol import Conn, PeerGone
+
+
+def _zygote_with_a_detached_process(pid_file: str) -> None:
+    """Fork what the evaluator's zygote is (a subreaper that dies with its parent) holding what a
+    solution detached (a double fork into a session of its own)."""
+    import ctypes
+
+    if os.fork() == 0:
+        libc = ctypes.CDLL(None)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        if os.fork() == 0:
+            if os.fork() == 0:
+                os.setsid()
+                with open(pid_file, "w") as f:
+                    f.write(str(os.getpid()))
+                time.sleep(3600)
+            os._exit(0)
+        time.sleep(3600)
+        os._exit(0)
+    while not os.path.exists(pid_file):  # the watchdog's kill comes after the detach, never before
+        time.sleep(0.01)
 
 
 def main() -> int:
@@ -40,6 +63,9 @@ def main() -> int:
                 while not os.path.exists(gate):
                     time.sleep(0.01)
             elif what == "hang":
+                time.sleep(3600)
+            elif what.startswith("hang-detached="):
+                _zygote_with_a_detached_process(what.partition("=")[2])
                 time.sleep(3600)
             elif what == "crash":
                 os.kill(os.getpid(), signal.SIGKILL)

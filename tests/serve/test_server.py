@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelbench_v3.evaluate.process_tree import alive
 from kernelbench_v3.serve import Evaluator, RequestError, ServiceUnavailable
 from kernelbench_v3.serve.protocol import MAX_FRAME_BYTES, Conn
 from kernelbench_v3.serve.server import ServeError, Server
@@ -285,20 +286,9 @@ def test_a_shutdown_request_stops_the_service_and_answers_what_waits(where):
     assert not where.exists()
     assert "shut down during this evaluation" in running_one().error
     assert "shut down before this evaluation started" in queued_one().error
-    wait_for(lambda: not _alive(pid))
+    wait_for(lambda: not alive(pid))
     with pytest.raises(ServiceUnavailable):
         client.status()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie (not yet reaped) counts as gone
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -324,7 +314,7 @@ def test_a_signal_stops_the_service_cleanly(where, sig):
             proc.send_signal(sig)
         assert proc.wait(30) == 0
         assert not where.exists()
-        wait_for(lambda: not _alive(pid))
+        wait_for(lambda: not alive(pid))
         err = proc.stderr.read()
         assert "stopped" in err and "Traceback" not in err
     finally:
@@ -350,13 +340,34 @@ def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, mon
         assert client.evaluate(SOFTMAX, SOLUTION, model="fine").correct
         status = worker(client, "cpu0")
         assert status["restarts"] == 1 and status["pid"] != pid
-        wait_for(lambda: not _alive(pid))
+        wait_for(lambda: not alive(pid))
     # What the service says goes through `logging` (issue 29): the restart, and its start and end.
     said = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
     assert any(
         n == "kernelbench_v3.serve.slot" and lvl == logging.WARNING and "past its watchdog" in m for n, lvl, m in said
     )
     assert any(n == "kernelbench_v3.serve.server" and m.startswith("listening on") for n, _, m in said)
+
+
+def test_a_worker_killed_past_its_watchdog_leaves_no_detached_process(where, monkeypatch, tmp_path):
+    """Its zygote dies with it by a parent-death signal, and would hand what a solution detached
+    there on to init: the service ends the worker's whole tree first."""
+    from kernelbench_v3 import workers
+
+    monkeypatch.setattr(workers, "WATCHDOG_SLACK_S", 0.5)
+    pid_file = tmp_path / "detached.pid"
+    detached = None
+    with running(where):
+        client = Evaluator(where, timeout_s=30)
+        wait_for(lambda: worker(client, "cpu0")["ready"])
+        try:
+            stuck = client.evaluate(SOFTMAX, SOLUTION, model=f"hang-detached={pid_file}", timeout_s=0.1)
+            assert "service watchdog" in stuck.error
+            detached = int(pid_file.read_text())
+            wait_for(lambda: not alive(detached), 5)
+        finally:
+            if detached is not None and alive(detached):
+                os.kill(detached, signal.SIGKILL)
 
 
 @pytest.mark.slow

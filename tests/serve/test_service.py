@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelbench_v3.evaluate.process_tree import alive, descendants
 from kernelbench_v3.serve import Evaluator
 from tests.paths import EXAMPLES, REPO
 
@@ -57,27 +58,6 @@ def wait_for(condition, timeout_s: float = 120.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.05)
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def descendants(pid: int) -> list[int]:
-    found, stack = [], [pid]
-    while stack:
-        parent = stack.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                children = []
-            found += children
-            stack += children
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..mps_reaper import LOG_ENV, PIPE_ENV
+from ..process_tree import descendants, kill_descendants
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
@@ -49,32 +50,6 @@ def _prctl(option: int, value: int) -> bool:
 
 # --- process tree ---------------------------------------------------------------------------
 
-
-def _children_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    return children
-
-
-def descendants(root: int) -> list[int]:
-    """Live (non-zombie) processes below `root`."""
-    children, found, stack = _children_map(), [], [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
 REAP_GRACE_S = 0.5  # how long finished solution processes get to exit before a reap kills them
 
 
@@ -88,24 +63,9 @@ def _reap() -> None:
             return
 
 
-def kill_descendants(root: int, rounds: int = 100) -> int:
-    """Stop, then kill, every process below `root` until none is left; returns how many."""
-    killed: set[int] = set()
-    for _ in range(rounds):
-        pids = descendants(root)
-        if not pids:
-            break
-        for sig in (signal.SIGSTOP, signal.SIGKILL):  # stopped first, so a fork bomb cannot outrun it
-            for pid in pids:
-                try:
-                    os.kill(pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        killed.update(pids)
-        _reap()
-        time.sleep(0.005)
-    _reap()
-    return len(killed)
+def kill_solution_processes() -> int:
+    """Stop, then kill, every process below the zygote until none is left; returns how many."""
+    return kill_descendants(os.getpid(), reap=_reap)
 
 
 # --- the zygote process ---------------------------------------------------------------------
@@ -166,6 +126,7 @@ def _child(msg: dict[str, Any], fds: list[int]) -> None:
     try:
         os.setsid()
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the zygote's last words are not its children's
         scratch = Path(msg["scratch"])
         for name in list(os.environ):
             if name.startswith(("KBV3_", "HF_")) or any(w in name.upper() for w in SECRET_WORDS):
@@ -251,18 +212,19 @@ def serve(ctl: socket.socket, ready: dict[str, Any]) -> None:
             while descendants(os.getpid()) and time.monotonic() < deadline:
                 _reap()
                 time.sleep(0.01)
-            ctl.send(json.dumps({"kind": "reaped", "killed": kill_descendants(os.getpid())}).encode())
+            ctl.send(json.dumps({"kind": "reaped", "killed": kill_solution_processes()}).encode())
         else:
             break
-    kill_descendants(os.getpid())
+    kill_solution_processes()
     os._exit(0)
 
 
 def main(ctl_fd: int, device: str) -> None:
     from ..lifetime import die_with_parent
 
-    die_with_parent(int(os.environ.get("KBV3_PARENT_PID") or 0))
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    # Its death would hand what a solution detached on to init: those die first.
+    die_with_parent(int(os.environ.get("KBV3_PARENT_PID") or 0), last_words=kill_solution_processes)
     started = time.monotonic()
     import_warm()
     serve(

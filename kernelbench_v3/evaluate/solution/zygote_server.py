@@ -127,8 +127,9 @@ def _become_zygote(conn: socket.socket, request: dict[str, Any], fds: list[int],
             pass
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         from ..lifetime import die_with_process
+        from .zygote import kill_solution_processes
 
-        die_with_process(int(request["pid"]))
+        die_with_process(int(request["pid"]), last_words=kill_solution_processes)
         serve(conn, {"kind": "zygote_ready", "pid": os.getpid(), "import_s": import_s, "served": True})
     finally:
         os._exit(3)

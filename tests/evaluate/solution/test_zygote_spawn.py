@@ -8,8 +8,8 @@ import json
 import os
 import socket
 
+from kernelbench_v3.evaluate import process_tree
 from kernelbench_v3.evaluate.mps_reaper import LOG_ENV, PIPE_ENV
-from kernelbench_v3.evaluate.solution import zygote as zygote_module
 from kernelbench_v3.evaluate.solution.zygote import Zygote, apply_spawn_env
 
 
@@ -60,4 +60,4 @@ def test_a_zygote_never_read_ready_is_killed_at_once_and_has_nothing_to_reap(tmp
     assert handle.reap() == 0
     handle.close()
     assert sent == [] and handle.proc.poll() is not None
-    assert zygote_module.descendants(handle.proc.pid) == []
+    assert process_tree.descendants(handle.proc.pid) == []
