@@ -239,14 +239,16 @@ def report(journal: Path) -> str:
     attacks = [(k, v) for k, v in evals.items() if k[1] == "attack"]
     if attacks:
         lines += [
-            "## Attacks on the gate (MPS)",
+            "## Attacks on the gate",
             "",
-            "| attack | status | failed check | sol_ms |",
-            "|---|---|---|---|",
+            "| mode | attack | status | failed check | sol_ms |",
+            "|---|---|---|---|---|",
         ]
-        for _key, runs in attacks:
+        for key, runs in sorted(attacks, key=lambda kv: (kv[0][0] != "mps", kv[0][0])):
             r = runs[0]
-            lines.append(f"| {r['label']} | {r.get('status')} | {r.get('failed_check')} | {_fmt(r.get('sol_ms'))} |")
+            lines.append(
+                f"| {key[0]} | {r['label']} | {r.get('status')} | {r.get('failed_check')} | {_fmt(r.get('sol_ms'))} |"
+            )
         lines.append("")
     cli = [e for e in entries if e.get("part") == "cli"]
     if cli:

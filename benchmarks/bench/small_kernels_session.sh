@@ -26,7 +26,7 @@
 # and the attacks; small-hold-blocks and ladder-hold-blocks: the small kernels and the ladder
 # under HOLD in the block size `spread` found best, if smaller blocks did better); `kbv3 eval` as a user
 # runs it, a SIGKILL mid-evaluation and a faulting solution (cli; cli-hold: under the occupancy gate); the small kernels with --no-mps (plain; plain-all: every honest solution and the attacks, once); the
-# report.
+# report. The event gate's DONE-only variants failed under MPS (thirteenth session): no longer a default step.
 set -u
 KB=${KB:-/tmp/kbv3-small}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,7 +41,7 @@ case "${1:-}" in
     J=$KB/out/small_kernels_gpu.jsonl
     NO_ATTACKS=$([ "${ATTACKS:-1}" = 0 ] && echo --no-attacks)
     # STEPS picks and orders the steps (default: all, in this order).
-    STEPS=${STEPS:-event-gate outside outside-mps ladder-mps evaluator-mps plain-all}
+    STEPS=${STEPS:-outside ladder-mps evaluator-mps outside-mps plain-all cli}
     # The event gate's default variants: DONE in the timer's own memory, against today's path.
     EVDONE=shared_fused,evdone_none,evdone_ladder10,shared_spin_ladder10,evdone_ladder2,shared_spin_ladder2,evdone_ladder50,shared_spin_ladder50
     declare -A CMD=(
