@@ -56,7 +56,6 @@ from .supervisor.run import GPU_LOCK, SOLUTION_LOCK, GpuTurns, Lender
 from .wall import Wall, process_started
 
 __all__ = [
-    "kill_descendants",
     "DEFAULT_SEEDS",
     "DEFAULT_TIMING_SECONDS",
     "GPU_LOCK",
@@ -85,6 +84,7 @@ __all__ = [
     "fill_baselines",
     "keep_references_warm",
     "keep_zygotes_warm",
+    "kill_descendants",
     "load_supervisor",
     "mps_daemon",
     "mps_starting",

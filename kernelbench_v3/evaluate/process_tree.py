@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -55,12 +55,25 @@ def alive(pid: int) -> bool:
         return False
 
 
-def _signal(pids: list[int] | set[int], sig: signal.Signals) -> None:
+def _signal(pids: Iterable[int], sig: signal.Signals) -> None:
     for pid in pids:
         try:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def _stop_all_below(root: int, walks: int) -> set[int]:
+    """Stop every process below `root`, walking again until a walk finds none not yet stopped
+    (stopped, they fork no more), at most `walks` times; the stopped."""
+    stopped: set[int] = set()
+    for _ in range(walks):
+        new = set(descendants(root)) - stopped
+        if not new:
+            break
+        _signal(new, signal.SIGSTOP)
+        stopped |= new
+    return stopped
 
 
 def kill_descendants(
@@ -78,12 +91,7 @@ def kill_descendants(
         _signal([root], signal.SIGSTOP)
     killed: set[int] = set()
     for _ in range(rounds):
-        stopped: set[int] = set()
-        while new := set(descendants(root)) - stopped:  # stopped, they fork no more
-            _signal(new, signal.SIGSTOP)
-            stopped |= new
-            if len(stopped) > 1_000_000:  # never in practice: bounded all the same
-                break
+        stopped = _stop_all_below(root, rounds)
         if not stopped:
             break
         _signal(stopped, signal.SIGKILL)
