@@ -30,14 +30,17 @@ if mode.startswith("process"):  # started as a session's leader, as a served zyg
     die_with_process(owner, interval_s=0.05, last_words=last_words)
 else:
     die_with_parent(owner, interval_s=0.05, last_words=last_words)
+ready_r, ready_w = os.pipe()
 if os.fork() == 0:
     if os.fork() == 0:
         os.setsid()
+        os.write(ready_w, str(os.getpid()).encode())
         time.sleep(600)
     os._exit(0)
-while len(below := descendants(os.getpid())) != 1:  # the middle process exits (a zombie is not counted)
+detached = int(os.read(ready_r, 32))
+while descendants(os.getpid()) != [detached]:  # the middle process has exited (a zombie is not counted)
     time.sleep(0.01)
-open(out + ".tmp", "w").write(f"{os.getpid()} {below[0]}")
+open(out + ".tmp", "w").write(f"{os.getpid()} {detached}")
 os.rename(out + ".tmp", out)
 time.sleep(600)
 """
@@ -73,38 +76,35 @@ def _end(*pids: int) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize(("mode", "detached_dies"), [("parent_last_words", True), ("parent", False)])
-def test_a_process_dies_with_its_parent_after_its_last_words(tmp_path, mode, detached_dies):
+def _start(mode: str, out: Path) -> tuple[subprocess.Popen, subprocess.Popen | None]:
+    """The owner, and the owned process where the test starts it itself (one that watches a
+    process that is not its parent: started in a session of its own, as a served zygote is)."""
+    if mode.startswith("process"):
+        watched = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        owned = subprocess.Popen(
+            [sys.executable, "-c", OWNED, str(out), mode, str(watched.pid)], start_new_session=True
+        )
+        return watched, owned
+    return subprocess.Popen([sys.executable, "-c", OWNER, OWNED, str(out), mode]), None
+
+
+@pytest.mark.parametrize(
+    ("mode", "detached_dies"), [("parent_last_words", True), ("process_last_words", True), ("parent", False)]
+)
+def test_a_process_dies_with_its_owner_after_its_last_words(tmp_path, mode, detached_dies):
     out = tmp_path / "pids"
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, OWNED, str(out), mode])
+    owner, started_here = _start(mode, out)
     owned = detached = 0
     try:
         owned, detached = _pids(out)
         owner.kill()
         owner.wait()
-        assert _gone(owned), "the owned process outlived its parent"
+        assert _gone(owned), "the owned process outlived its owner"
         # Without last words the kernel's SIGKILL hands the detached process on to init: why the
         # zygote has them.
-        assert _gone(detached, 1.0 if not detached_dies else 10.0) == detached_dies
+        assert _gone(detached, 10.0 if detached_dies else 1.0) == detached_dies
     finally:
         owner.kill()
         _end(owned, detached)
-
-
-def test_a_process_dies_with_a_watched_process_after_its_last_words(tmp_path):
-    out = tmp_path / "pids"
-    watched = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    owned_proc = subprocess.Popen(
-        [sys.executable, "-c", OWNED, str(out), "process_last_words", str(watched.pid)], start_new_session=True
-    )
-    owned = detached = 0
-    try:
-        owned, detached = _pids(out)
-        watched.kill()
-        watched.wait()
-        assert _gone(owned), "the owned process outlived the process it watched"
-        assert _gone(detached), "what it held was handed on to init"
-    finally:
-        watched.kill()
-        _end(owned, detached)
-        owned_proc.wait()
+        if started_here is not None:
+            started_here.wait()
