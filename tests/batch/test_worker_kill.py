@@ -10,6 +10,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from kernelbench_v3.batch.queue import BatchItem, BatchSettings
 from kernelbench_v3.batch.run import run_batch
 from kernelbench_v3.evaluate.options import EvalOptions
@@ -41,6 +43,7 @@ def stalls_with_a_detached_process(item: BatchItem, settings: BatchSettings) -> 
     raise AssertionError("the watchdog should have killed this worker")
 
 
+@pytest.mark.slow
 def test_a_worker_killed_by_the_watchdog_leaves_no_detached_process(tmp_path, monkeypatch):
     from kernelbench_v3 import workers
 

@@ -88,6 +88,7 @@ def _start(mode: str, out: Path) -> tuple[subprocess.Popen, subprocess.Popen | N
     return subprocess.Popen([sys.executable, "-c", OWNER, OWNED, str(out), mode]), None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "detached_dies"), [("parent_last_words", True), ("process_last_words", True), ("parent", False)]
 )

@@ -349,6 +349,7 @@ def test_a_worker_past_its_watchdog_costs_one_record_and_is_restarted(where, mon
     assert any(n == "kernelbench_v3.serve.server" and m.startswith("listening on") for n, _, m in said)
 
 
+@pytest.mark.slow
 def test_a_worker_killed_past_its_watchdog_leaves_no_detached_process(where, monkeypatch, tmp_path):
     """Its zygote dies with it by a parent-death signal, and would hand what a solution detached
     there on to init: the service ends the worker's whole tree first."""
