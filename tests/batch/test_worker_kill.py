@@ -4,7 +4,6 @@ signal, and handed such a process on to init)."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import time
@@ -17,28 +16,13 @@ from kernelbench_v3.batch.run import run_batch
 from kernelbench_v3.evaluate.options import EvalOptions
 from kernelbench_v3.evaluate.process_tree import alive
 from tests.paths import PROBLEMS
-
-PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG = 36, 1
+from tests.serve.fake_worker import zygote_with_a_detached_process
 
 
 def stalls_with_a_detached_process(item: BatchItem, settings: BatchSettings) -> dict:
     """Stands in for an evaluator whose zygote (a subreaper that dies with its parent) holds a
     process a solution detached, and which then hangs past the batch watchdog."""
-    pid_file = Path(item.solution_path).read_text().strip()
-    if os.fork() == 0:  # the zygote
-        libc = ctypes.CDLL(None)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        if os.fork() == 0:  # the solution process: a double fork into a session of its own
-            if os.fork() == 0:
-                os.setsid()
-                Path(pid_file).write_text(str(os.getpid()))
-                time.sleep(600)
-            os._exit(0)
-        time.sleep(600)
-        os._exit(0)
-    while not Path(pid_file).exists():  # the watchdog's kill comes after the detach, never before
-        time.sleep(0.01)
+    zygote_with_a_detached_process(Path(item.solution_path).read_text().strip())
     time.sleep(600)
     raise AssertionError("the watchdog should have killed this worker")
 

@@ -18,9 +18,10 @@ from kernelbench_v3.evaluate import Record
 from kernelbench_v3.serve.protocol import Conn, PeerGone
 
 
-def _zygote_with_a_detached_process(pid_file: str) -> None:
+def zygote_with_a_detached_process(pid_file: str) -> None:
     """Fork what the evaluator's zygote is (a subreaper that dies with its parent) holding what a
-    solution detached (a double fork into a session of its own)."""
+    solution detached (a double fork into a session of its own), whose pid lands in `pid_file`;
+    return once it is there (a test's watchdog kill comes after the detach, never before)."""
     import ctypes
 
     if os.fork() == 0:
@@ -30,13 +31,14 @@ def _zygote_with_a_detached_process(pid_file: str) -> None:
         if os.fork() == 0:
             if os.fork() == 0:
                 os.setsid()
-                with open(pid_file, "w") as f:
+                with open(pid_file + ".tmp", "w") as f:
                     f.write(str(os.getpid()))
+                os.rename(pid_file + ".tmp", pid_file)
                 time.sleep(3600)
             os._exit(0)
         time.sleep(3600)
         os._exit(0)
-    while not os.path.exists(pid_file):  # the watchdog's kill comes after the detach, never before
+    while not os.path.exists(pid_file):
         time.sleep(0.01)
 
 
@@ -65,7 +67,7 @@ def main() -> int:
             elif what == "hang":
                 time.sleep(3600)
             elif what.startswith("hang-detached="):
-                _zygote_with_a_detached_process(what.partition("=")[2])
+                zygote_with_a_detached_process(what.partition("=")[2])
                 time.sleep(3600)
             elif what == "crash":
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -8,7 +8,8 @@ zygote must never initialize it; the supervisor (which does) talks to it over a 
 
 It also owns the clean-up: it is a child subreaper, so whatever a solution process spawns and
 orphans (a double fork, a `setsid` daemon) is re-parented to it, and `reap` stops and kills every
-descendant until none is left. It dies with the supervisor (parent-death signal and a watch).
+descendant until none is left. It dies with the supervisor (parent-death signal and a watch),
+and kills every descendant first: dying, it would hand them on to init.
 
 Control messages are JSON over a SOCK_SEQPACKET socket; `spawn` carries the solution process's
 channel socket and arena as passed file descriptors.
