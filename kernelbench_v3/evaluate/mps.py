@@ -46,6 +46,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .mps_reaper import CONTROL, LOG_ENV, PIPE_ENV, daemon_pids, end_daemon
+from .process_tree import alive
 
 ASK_ENV = "KBV3_MPS"  # "0" (or false/no/off): no daemon, as --no-mps; anything else: the default
 DRIVER_DEFAULT_PIPE = Path("/tmp/nvidia-mps")  # where contexts look when PIPE_ENV is unset
@@ -89,16 +90,6 @@ def _default_compute_mode() -> bool:
     return modes == {"Default"}
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
-
-
 def _read_pid(path: Path) -> int:
     try:
         return int(path.read_text().strip() or 0)
@@ -116,7 +107,7 @@ def sweep_stale(tmp: Path | None = None) -> list[Path]:
                 continue
         except OSError:
             continue
-        if _alive(_read_pid(root / OWNER_FILE)) or _alive(_read_pid(root / REAPER_FILE)):
+        if alive(_read_pid(root / OWNER_FILE)) or alive(_read_pid(root / REAPER_FILE)):
             continue
         end_daemon(root, grace_s=2.0)
         ended.append(root)

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ..process_tree import alive
 from .zygote import PR_SET_CHILD_SUBREAPER, SECRET_WORDS, SPAWN_ENV, Zygote, _prctl, import_warm, serve, zygote_env
 
 SERVER_ENV = "KBV3_ZYGOTE_SERVER"  # "0" (or false/no/off): no warm server
@@ -206,12 +207,7 @@ class _Forked:
         self.pid = pid
 
     def poll(self) -> int | None:
-        try:
-            with open(f"/proc/{self.pid}/stat", encoding="utf-8", errors="replace") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return 0
-        return 0 if state in ("Z", "X") else None
+        return None if alive(self.pid) else 0
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout

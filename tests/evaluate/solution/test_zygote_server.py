@@ -15,6 +15,7 @@ import uuid
 
 import pytest
 
+from kernelbench_v3.evaluate.process_tree import alive
 from kernelbench_v3.evaluate.solution import sandbox, zygote_server
 from kernelbench_v3.evaluate.solution.zygote import zygote_env
 from kernelbench_v3.evaluate.solution.zygote_server import ServedZygote
@@ -24,15 +25,9 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ab
 
 def _gone(pid: int, within_s: float = 20.0) -> bool:
     deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return True
-        except OSError:
-            return True
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return False
+    return not alive(pid)
 
 
 slow = pytest.mark.slow  # each starts a server: an import of torch

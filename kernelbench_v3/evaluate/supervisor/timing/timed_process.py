@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from ...process_tree import alive
 from ...protocol.channel import TensorRef
 from ...protocol.doorbell import ARMED, DONE, GO, NBYTES, SET, STOP_SET, WAKE, Doorbell, DoorbellTimeout
 from ...protocol.gate import GateWords
@@ -44,15 +44,6 @@ CPU_SPIN_S, CPU_SLEEP_S = 0.0005, 0.0001  # CPU hosts may be oversubscribed: pol
 ALIVE_EVERY = 1 << 16  # gate spins between asking whether the process still exists
 DOORBELL_OFFSET = 0  # the doorbell's words lead every arena; requests' inputs follow at ALIGN
 FINISH_LIMIT_S = 10.0  # the echo's goodbye
-
-
-def running(pid: int) -> bool:
-    """Whether process `pid` exists and is not a zombie (it is the zygote's child, not ours)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
 
 
 class TimedProcess:
@@ -106,7 +97,7 @@ class TimedProcess:
             pass
 
     def _alive(self) -> bool:
-        return self.session.pid <= 0 or running(self.session.pid)
+        return self.session.pid <= 0 or alive(self.session.pid)  # the zygote's child, not ours
 
     def _lost(self, what: str, detail: str = "") -> SessionLost:
         gone = not self._alive()
