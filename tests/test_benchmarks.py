@@ -56,6 +56,13 @@ def _throughput_module():
     return module
 
 
+def _throughput_report_module():
+    _throughput_module()  # puts benchmarks/bench on sys.path
+    import throughput_report
+
+    return throughput_report
+
+
 def test_throughput_picks_honest_then_spread_problems():
     from kernelbench_v3.catalog.problem import discover
 
@@ -70,7 +77,7 @@ def test_throughput_picks_honest_then_spread_problems():
 
 
 def test_throughput_report_renders_targets(tmp_path):
-    bench = _throughput_module()
+    bench = _throughput_report_module()
     journal = bench.Journal(tmp_path / "throughput.jsonl")
     phases = {"reference": 1.0, "baseline": 2.0, "candidate": 3.0}
     for mode, wall in (("cold", 12.0), ("warm", 5.0)):
@@ -86,14 +93,66 @@ def test_throughput_report_renders_targets(tmp_path):
         )
     text = bench.report(bench.Journal(journal.path), {"device": "cuda"}, "cmd")
     assert "| cold | 1 | 1 correct | 12.00 |" in text and "| yes |" in text
-    assert "| timed | 0 | 54/54 | 1 correct | 200.0 | 3.70 |" in text
+    assert "| timed | 0 | default | 54/54 | 1 correct | 200.0 | 3.70 |" in text
     assert "2.00x | >= 1.9x | yes |" in text
     assert "+0.07%" in text and "+6.67%" in text and "1/2 within 1%" in text
     assert "| reference | 1.00 / 1.00 |" in text
 
 
-def test_throughput_report_gives_every_part_of_the_eval_process_its_median_and_p90(tmp_path):
+def test_throughput_report_pools_warm_passes_and_names_workers_and_cold_baselines(tmp_path):
+    bench = _throughput_report_module()
+    journal = bench.Journal(tmp_path / "throughput.jsonl")
+    cold_phases = {"reference": 1.0, "baseline": 6.0, "baseline_compile": 5.0, "baseline_eager": 0.5}
+    cold_phases |= {"baseline_wait": 2.0, "baseline_rest": 0.1}
+    journal.add(
+        {"kind": "eval", "mode": "cold", "problem": "level1/23_Softmax", "solution": "honest", "wall_s": 20.0}
+        | {"status": "correct", "sol_ms": 0.015, "phase_s": cold_phases, "baseline_cached": False}
+        | {"wall_background_s": {"baseline_start": 1.0, "baseline_compile": 2.0}, "stopped": False}
+    )
+    for mode, wall, ms in (("warm", 5.0, 0.0150), ("warm-2", 7.0, 0.0152), ("warm-3", 6.0, 0.0154)):
+        journal.add(
+            {"kind": "eval", "mode": mode, "problem": "level1/23_Softmax", "solution": "honest", "wall_s": wall}
+            | {"status": "correct", "sol_ms": ms, "phase_s": {"reference": 0.5}, "baseline_cached": True}
+        )
+    for workers, wall in ((2, 108.0), (1, 216.0)):
+        record = {"problem_id": "level1/23_Softmax", "status": "correct", "sol_ms": 0.0153, "phase_s": {}}
+        journal.add(
+            {"kind": "batch", "pass": "timed", "gpus": "0", "n_gpus": 1, "workers": workers, "solutions": 54}
+            | {
+                "wall_s": wall,
+                "stopped": False,
+                "complete": True,
+                "statuses": {"correct": 54},
+                "records": [record] * 54,
+            }
+        )
+    baselines = {"kind": "baselines", "wall_s": 90.0, "rc": 0, "stopped": False, "timed": 9, "cached": 45}
+    journal.add(baselines | {"failed": 0, "problems": {}})
+    text = bench.report(bench.Journal(journal.path), {"device": "cuda"}, "cmd")
+    assert "| warm (3 passes) | 3 | 3 correct | 6.00 |" in text and "| 5.0, 7.0, 6.0 |" in text
+    assert "| waited for (`baseline` phase) | 1 | 6.00 |" in text and "| <= 8 s | yes |" in text
+    # the child's steps: compile 5 + 2 (waited and beside), eager 0.5, start 1; not its lock wait
+    assert "| the child's work (steps less its lock wait) | 1 | 8.50 |" in text
+    assert "9 timed, 45 found cached, 0 failed in 90.0 s: 10.00 s per problem timed." in text
+    assert "| timed | 0 | 2 | 54/54 | 54 correct | 108.0 | 2.00 |" in text
+    assert "| timed | 0 | 1 | 54/54 | 54 correct | 216.0 | 4.00 |" in text
+    assert "| 0.0152 | 0.015 (-1.32%) | 0.0153 (+0.66%) | 0.0153 (+0.66%) |" in text  # warm median 0.0152
+    assert "batch GPUs 0, 1 workers: sol_ms (diff)" in text and "| eval warm (n=3) |" in text
+
+
+def test_throughput_bench_reads_kbv3_baselines_output_and_its_parts():
     bench = _throughput_module()
+    out = "level1/1_Square: 1.2 ms (compiled; eager 1.3, compiled 1.2) [timed]\nlevel1/2_X: 0.5 ms (eager; eager 0.5, "
+    out += "compiled n/a) [cached]\nlevel2/3_Y: failed (timed): boom [x]\nnote: these are CPU times\n"
+    assert bench.baselines_lines(out) == {"level1/1_Square": "timed", "level1/2_X": "cached", "level2/3_Y": "failed"}
+    assert bench.expand_parts("eval,batch") == {"eval", "fill", "timed"}
+    assert bench.eval_passes(3) == [("cold", 0.4), ("warm", 0.55), ("warm-2", 0.55), ("warm-3", 0.55)]
+    with pytest.raises(SystemExit, match="unknown part 'bogus'"):
+        bench.expand_parts("eval,bogus")
+
+
+def test_throughput_report_gives_every_part_of_the_eval_process_its_median_and_p90(tmp_path):
+    bench = _throughput_report_module()
     journal = bench.Journal(tmp_path / "throughput.jsonl")
     for i, (wall, record_wall) in enumerate(((5.0, 4.5), (6.0, 5.2), (7.0, 6.1))):
         parts = {"cli_import": 0.1, "supervisor_import": 1.0 + i, "solution_timing": 2.0, "unattributed": 0.0}
@@ -135,8 +194,10 @@ def test_throughput_bench_rehearses_on_cpu(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout[-2000:]
     text = (out / "throughput.md").read_text()
     assert text in proc.stdout  # the table is printed as written
-    assert "CPU rehearsal" in text and "| cold | 1 | 1 correct |" in text and "| warm | 1 | 1 correct |" in text
-    assert "| timed | 0 | 1/1 | 1 correct |" in text and "| solution_timing |" in text
+    assert (
+        "CPU rehearsal" in text and "| cold | 1 | 1 correct |" in text and "| warm (1 pass) | 1 | 1 correct |" in text
+    )
+    assert "| timed | 0 | default | 1/1 | 1 correct |" in text and "| solution_timing |" in text
     assert "| supervisor_import |" in text.split("## 5.")[1] and "| process_exit |" in text
     rows = [json.loads(line) for line in (out / "throughput.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in rows] == ["run", "eval", "eval", "eval", "eval", "batch", "batch"]

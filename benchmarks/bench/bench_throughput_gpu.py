@@ -18,16 +18,25 @@ sizes) with the evaluator's own defaults unless `--timing-seconds`, `--seeds` or
    process on the first GPU of `--gpus`, timed from its start to the record. The caches start
    empty: KBV3_CACHE_DIR (baselines, references), TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR and
    KBV3_MODULE_DIR all point to fresh folders under `<out>/work/`.
-2. `eval-warm`: the same evaluations again, with the caches the cold pass left.
+2. `eval-warm`: the same evaluations again, with the caches the cold pass left, `--warm-passes`
+   times (default 3: the issue's 6 problems x 3).
 2b. `serve`: `kbv3 serve` on the first GPU, then `--serve-requests` (default 20) fresh
    `kbv3 eval --server` processes over the same problems in turn (target <= 3 s each), until
    65% of the budget; the service is stopped after.
+2c. `baselines` (only when `--parts` names it): `kbv3 baselines --split SPLIT` on the first GPU,
+   timed as a whole; what it timed and what it found cached (a seeded cache's run fills only
+   what the seed lacks).
 3. `batch fill`: `kbv3 eval-batch` over one solution per problem of the split (54 on h100: the
    honest solution where there is one, else the problem file), on all of `--gpus`, to fill the
    baseline and reference caches.
 4. `batch timed`: the same batch again with a new `--out` (and journal), once per GPU set of
-   `--gpu-sets` (default: the full `--gpus` list, then its first GPU alone): wall time of the
-   `eval-batch` command per solution, and the speedup of several GPUs over one.
+   `--gpu-sets` (default: the full `--gpus` list, then its first GPU alone) and per worker count
+   of `--timed-workers` (e.g. `2,1`: eval-batch's default two workers per GPU, then one): wall
+   time of the `eval-batch` command per solution, and the speedup of several GPUs over one.
+
+`--parts` picks them: eval, serve, baselines, fill, timed (`batch` is fill,timed; default
+`eval,serve,batch`). A session too short for all of it runs `eval,serve,fill` first and brings
+the cache back; the next runs `baselines,timed` on it (`--seed-cache`).
 
 Reported (`<out>/throughput.md`, also printed): median / p90 / max wall time per `kbv3 eval`
 cold and warm (targets: <= 20 s cold, <= 8 s warm), seconds per solution of each timed batch
@@ -59,11 +68,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from throughput_report import TARGET_BATCH_S, Journal, report  # noqa: E402
 
 from kernelbench_v3.catalog.problem import discover  # noqa: E402
 
@@ -77,39 +88,12 @@ HONEST = [
     "tile_specialized/gemm_bias_relu",
     "level1/1_Square_matrix_multiplication_",
 ]
-TARGET_COLD_S, TARGET_WARM_S, TARGET_BATCH_S, TARGET_SPEEDUP, TARGET_AGREE = 20.0, 8.0, 4.0, 1.9, 0.01
-TARGET_SERVE_S = 3.0  # per `kbv3 eval --server` request to a warm `kbv3 serve` (issue 42)
+
 BATCH_MODEL = "throughput"
 
 
 class Stop(Exception):
     """SIGTERM or SIGINT reached the script: write the table from what is journaled."""
-
-
-# ----------------------------------------------------------------------------- journal
-
-
-class Journal:
-    """`throughput.jsonl`: one row per evaluation or batch pass, appended as it ends."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.rows = (
-            [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-        )
-
-    def add(self, row: dict) -> None:
-        row = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **row}
-        self.rows.append(row)
-        with self.path.open("a") as f:
-            f.write(json.dumps(row) + "\n")
-
-    def evals(self, mode: str) -> dict[str, dict]:
-        return {r["problem"]: r for r in self.rows if r["kind"] == "eval" and r["mode"] == mode}
-
-    def batch(self, name: str, gpus: str) -> dict | None:
-        found = [r for r in self.rows if r["kind"] == "batch" and r["pass"] == name and r["gpus"] == gpus]
-        return found[-1] if found else None
 
 
 # ----------------------------------------------------------------------------- work items
@@ -290,9 +274,11 @@ def serve_pass(chosen: list, args, env: dict, work: Path, deadline: float, journ
         log.close()
 
 
-def batch_pass(name: str, gpus: str, solutions: Path, n: int, args, env, work: Path, deadline, journal) -> None:
-    tag = f"{name}_gpus_{gpus.replace(',', '_')}"
-    run_dir = work / "batch" / tag
+def batch_pass(
+    name: str, gpus: str, workers: int | None, solutions: Path, n: int, args, env, deadline, journal
+) -> None:
+    tag = f"{name}_gpus_{gpus.replace(',', '_')}" + (f"_workers_{workers}" if workers else "")
+    run_dir = args.out / "work" / "batch" / tag
     if name == "timed":
         shutil.rmtree(run_dir, ignore_errors=True)  # a timed pass is only meaningful from the start
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -301,7 +287,7 @@ def batch_pass(name: str, gpus: str, solutions: Path, n: int, args, env, work: P
     command += ["--out", str(out), "--device", args.device, "--model", BATCH_MODEL, "--no-progress"]
     command += eval_options(args)
     if args.device == "cuda":
-        command += ["--gpus", gpus] + (["--workers", str(args.batch_workers)] if args.batch_workers else [])
+        command += ["--gpus", gpus] + (["--workers", str(workers)] if workers else [])
     else:
         command += ["--workers", str(len(gpus.split(","))), "--shapes", "reduced"]
     print(f"[batch {tag}] {n} solutions, until {max(0.0, deadline - time.monotonic()):.0f}s from now", flush=True)
@@ -316,6 +302,7 @@ def batch_pass(name: str, gpus: str, solutions: Path, n: int, args, env, work: P
             "pass": name,
             "gpus": gpus,
             "n_gpus": len(gpus.split(",")),
+            "workers": workers,
             "solutions": n,
             "wall_s": round(wall, 3),
             "rc": rc,
@@ -342,6 +329,46 @@ def batch_pass(name: str, gpus: str, solutions: Path, n: int, args, env, work: P
     print(f"[batch {tag}] {len(records)}/{n} records in {wall:.1f}s: {dict(statuses)}", flush=True)
 
 
+def baselines_pass(args, env: dict, work: Path, deadline: float, journal: Journal, only: list | None) -> None:
+    """`kbv3 baselines --split SPLIT` (`--only` the batch's problems under `--batch-limit`) on the
+    first GPU, timed as a whole: one journal row with what it timed, found cached and failed,
+    problem by problem."""
+    if any(r["kind"] == "baselines" and not r["stopped"] for r in journal.rows):
+        return
+    command = [sys.executable, "-m", "kernelbench_v3.cli", "baselines", "--split", args.split, "--device", args.device]
+    if args.timing_seconds is not None:
+        command += ["--timing-seconds", str(args.timing_seconds)]
+    if only:
+        command += ["--only", ",".join(p.problem_id for p in only)]
+    (work / "baselines").mkdir(parents=True, exist_ok=True)
+    print(f"[baselines] until {max(0.0, deadline - time.monotonic()):.0f}s from now", flush=True)
+    started = time.monotonic()
+    log = work / "baselines" / "log.txt"
+    rc, _, stopped = run_group(command, env, deadline - time.monotonic(), log=log)
+    wall = time.monotonic() - started
+    problems = baselines_lines(log.read_text())
+    counts = Counter(problems.values())
+    journal.add(
+        {"kind": "baselines", "wall_s": round(wall, 3), "rc": rc, "stopped": stopped}
+        | {"timed": counts["timed"], "cached": counts["cached"], "failed": counts["failed"], "problems": problems}
+    )
+    print(f"[baselines] {dict(counts)} in {wall:.1f}s", flush=True)
+
+
+def baselines_lines(stdout: str) -> dict[str, str]:
+    """`kbv3 baselines`' report, problem by problem: timed, cached or failed."""
+    found = {}
+    for line in stdout.splitlines():
+        problem, sep, rest = line.partition(": ")
+        if not sep or "/" not in problem:
+            continue
+        if rest.startswith("failed"):
+            found[problem] = "failed"
+        elif rest.endswith("[timed]") or rest.endswith("[cached]"):
+            found[problem] = rest.rsplit("[", 1)[1].rstrip("]")
+    return found
+
+
 def journal_records(path: Path) -> list[dict]:
     """The latest record per problem in an eval-batch journal (its own format; no pandas)."""
     from kernelbench_v3.batch.journal import latest_records, read_journal
@@ -364,283 +391,6 @@ def probe(args) -> dict:
     info["commit"] = commit_label(REPO)
     info["cpus"] = os.cpu_count()
     return info
-
-
-# ----------------------------------------------------------------------------- report
-
-
-def quantile(values: list[float], q: float) -> float | None:
-    values = sorted(v for v in values if v is not None)
-    if not values:
-        return None
-    if len(values) == 1:
-        return values[0]
-    pos = q * (len(values) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
-
-
-def fmt(value, spec: str = ".2f") -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def verdict(ok: bool | None, on_target: bool) -> str:
-    if ok is None:
-        return "-"
-    return ("yes" if ok else "NO") if on_target else ("(yes)" if ok else "(no)")
-
-
-def report(journal: Journal, info: dict, command: str) -> str:
-    on_target = info.get("device") == "cuda"
-    runs = [r for r in journal.rows if r["kind"] == "run"]
-    last = runs[-1] if runs else {}
-    lines = [
-        f"<!-- {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, commit {info.get('commit')}, by: {command} -->",
-        "",
-        f"# Evaluation throughput (issue 17), split `{last.get('split', 'h100')}`",
-        "",
-        f"Device: {device_text(info)}, {info.get('cpus')} CPU cores; "
-        f"torch {info.get('torch')}, triton {info.get('triton')}. Settings: {last.get('settings', '-')}.",
-    ]
-    if not on_target:
-        lines += [
-            "",
-            "**CPU rehearsal of the script, not the GPU figures**: reduced sizes, Triton interpreter, "
-            "a shared machine. Targets are for the H200; verdicts in parentheses are only indicative.",
-        ]
-    # 1. kbv3 eval wall time
-    lines += [
-        "",
-        "## 1. `kbv3 eval` wall time (fresh CLI process, start to record)",
-        "",
-        "| caches | evaluations | statuses | median s | p90 s | max s | median evaluator `duration_s` | target | met |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for mode, target in (("cold", TARGET_COLD_S), ("warm", TARGET_WARM_S), ("serve", TARGET_SERVE_S)):
-        rows = [r for r in journal.evals(mode).values() if not r.get("stopped")]
-        walls = [r["wall_s"] for r in rows]
-        statuses = Counter(r.get("status") or "no record" for r in rows)
-        median = quantile(walls, 0.5)
-        ok = None if median is None else median <= target
-        lines.append(
-            f"| {mode} | {len(rows)} | {_counts(statuses)} | {fmt(median)} | {fmt(quantile(walls, 0.9))} | "
-            f"{fmt(max(walls) if walls else None)} | {fmt(quantile([r.get('duration_s') for r in rows], 0.5))} | "
-            f"<= {target:g} s | {verdict(ok, on_target)} |"
-        )
-    cold, warm = journal.evals("cold"), journal.evals("warm")
-    if cold:
-        lines += [
-            "",
-            "| problem | solution | cold s | warm s | status (warm) | sol_ms cold | sol_ms warm | baseline cached (warm) |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for pid, c in cold.items():
-            w = warm.get(pid, {})
-            lines.append(
-                f"| {pid} | {c['solution']} | {fmt(c['wall_s'], '.1f')} | {fmt(w.get('wall_s'), '.1f')} | "
-                f"{w.get('status', '-')} | {fmt(c.get('sol_ms'), '.5g')} | {fmt(w.get('sol_ms'), '.5g')} | "
-                f"{w.get('baseline_cached', '-')} |"
-            )
-    # 2. batch throughput
-    batches = _latest_batches(journal)
-    lines += [
-        "",
-        "## 2. `kbv3 eval-batch` throughput (wall time of the command)",
-        "",
-        "| pass | GPUs | records | statuses | wall s | s per solution | solutions/min | in-batch span s "
-        "| speedup vs 1 GPU | target | met |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    single = next((b for b in batches if b["pass"] == "timed" and b["n_gpus"] == 1), None)
-    for b in batches:
-        done = len(b["records"])
-        per = b["wall_s"] / done if done else None
-        note = "" if b["complete"] else " (stopped)" if b["stopped"] else " (incomplete)"
-        speedup, target, ok = "-", "-", None
-        if b["pass"] == "timed" and b["n_gpus"] == 1:
-            speedup, target, ok = (
-                "1.00x",
-                f"<= {TARGET_BATCH_S:g} s/solution",
-                per is not None and per <= TARGET_BATCH_S,
-            )
-        elif b["pass"] == "timed" and single and len(single["records"]) and done:
-            ratio = (done / b["wall_s"]) / (len(single["records"]) / single["wall_s"])
-            speedup, ok = f"{ratio:.2f}x", ratio >= TARGET_SPEEDUP if b["n_gpus"] == 2 else None
-            target = f">= {TARGET_SPEEDUP:g}x" if b["n_gpus"] == 2 else "-"
-        lines.append(
-            f"| {b['pass']} | {b['gpus']} | {done}/{b['solutions']} | {_counts(Counter(b['statuses']))} | "
-            f"{b['wall_s']:.1f}{note} | {fmt(per)} | {fmt(60 / per if per else None, '.1f')} | "
-            f"{fmt(span(b['records']), '.1f')} | {speedup} | "
-            f"{target} | {verdict(ok, on_target)} |"
-        )
-    if any(b["pass"] == "timed" for b in batches):
-        lines += [
-            "",
-            "Timed passes start with the baseline and reference caches the fill pass left; a stopped "
-            "pass's throughput is records / wall time so far. Wall time is the `eval-batch` command's, "
-            "start-up and Parquet output included; the in-batch span runs from the first evaluation's "
-            "start to the last one's end.",
-        ]
-    # 3. honest solutions: batch vs eval
-    honest = {pid: r for pid, r in warm.items() if r["solution"] == "honest" and r.get("sol_ms")}
-    timed = [b for b in batches if b["pass"] == "timed"]
-    lines += ["", "## 3. Honest solutions: `sol_ms` in the batch vs `kbv3 eval` alone (warm)", ""]
-    if honest and timed:
-        lines += [
-            "| problem | eval sol_ms | cold eval: sol_ms (diff) | "
-            + " | ".join(f"batch GPUs {b['gpus']}: sol_ms (diff)" for b in timed)
-            + " |",
-            "|---|---|---|" + "---|" * len(timed),
-        ]
-        diffs = []
-        for pid, r in honest.items():
-            cells = []
-            for b in timed:
-                ms = next((x.get("sol_ms") for x in b["records"] if x["problem_id"] == pid), None)
-                if ms:
-                    diffs.append(abs(ms - r["sol_ms"]) / r["sol_ms"])
-                    cells.append(f"{ms:.5g} ({100 * (ms - r['sol_ms']) / r['sol_ms']:+.2f}%)")
-                else:
-                    cells.append("-")
-            c = cold.get(pid, {}).get("sol_ms")
-            ref = f"{c:.5g} ({100 * (c - r['sol_ms']) / r['sol_ms']:+.2f}%)" if c else "-"
-            lines.append(f"| {pid} | {r['sol_ms']:.5g} | {ref} | " + " | ".join(cells) + " |")
-        within = sum(d <= TARGET_AGREE for d in diffs)
-        ok = bool(diffs) and within == len(diffs)
-        lines += [
-            "",
-            f"Batch vs eval: {within}/{len(diffs)} within {100 * TARGET_AGREE:g}% (target: all): "
-            f"{verdict(ok if diffs else None, on_target)}. The cold-eval column is two `kbv3 eval` runs "
-            "of the same solution against each other: the noise floor of the comparison.",
-        ]
-    else:
-        lines.append("No honest solution was timed both by `kbv3 eval` (warm) and in a timed batch.")
-    # 4. phases
-    passes = [(f"eval {m}", [r.get("phase_s") or {} for r in journal.evals(m).values()]) for m in ("cold", "warm")]
-    passes += [(f"batch {b['pass']} {b['gpus']}", [x.get("phase_s") or {} for x in b["records"]]) for b in batches]
-    passes = [(name, ph) for name, ph in passes if ph]
-    names = sorted({k for _, ph in passes for p in ph for k in p}, key=_phase_order)
-    lines += ["", "## 4. Seconds per phase (`phase_s`): median / p90 over the records", ""]
-    if names:
-        lines += [
-            "| phase | " + " | ".join(f"{name} (n={len(ph)})" for name, ph in passes) + " |",
-            "|---|" + "---|" * len(passes),
-        ]
-        for key in names:
-            cells = []
-            for _, ph in passes:
-                values = [p[key] for p in ph if key in p]
-                cells.append(f"{fmt(quantile(values, 0.5))} / {fmt(quantile(values, 0.9))}" if values else "-")
-            lines.append(f"| {key} | " + " | ".join(cells) + " |")
-        lines += [
-            "",
-            "`candidate` holds the `solution_*` phases and any wait for the solution process's zygote, "
-            "which imports torch while the reference and baseline phases run (a short baseline phase "
-            "moves that wait into `candidate`). The CLI wall time of section 1 adds the CLI's own "
-            "start-up to the evaluator's `duration_s`.",
-        ]
-    lines += wall_section(journal)
-    return "\n".join(lines) + "\n"
-
-
-EXIT_PART = "process_exit"  # this script's wall less the record's: printing it and the exit
-
-
-def wall_parts(rows: list[dict]) -> tuple[list[str], dict[str, list[float]], dict[str, list[float]]]:
-    """The named parts of `kbv3 eval` processes' wall, in the order they ran: each record's
-    `wall_phase_s`, then `process_exit` (what came after the record: this script's wall less the
-    record's `wall_s`); and what ran beside them (`wall_background_s`). Values per part, one per
-    row that has it."""
-    order: list[str] = []
-    parts: dict[str, list[float]] = {}
-    beside: dict[str, list[float]] = {}
-    for row in rows:
-        named = dict(row.get("wall_phase_s") or {})
-        if named and row.get("record_wall_s") is not None and row.get("wall_s") is not None:
-            named[EXIT_PART] = round(row["wall_s"] - row["record_wall_s"], 3)
-        for name, seconds in named.items():
-            if name not in parts:
-                order.append(name)
-                parts[name] = []
-            parts[name].append(seconds)
-        for name, seconds in (row.get("wall_background_s") or {}).items():
-            beside.setdefault(name, []).append(seconds)
-    return order, parts, beside
-
-
-def wall_section(journal: Journal) -> list[str]:
-    """Section 5: the median and p90 of every named part of a `kbv3 eval` process, per pass."""
-    passes = [(m, [r for r in journal.evals(m).values() if not r.get("stopped")]) for m in ("cold", "warm", "serve")]
-    passes = [(m, rows, wall_parts(rows)) for m, rows in passes if rows]
-    lines = ["", "## 5. Every second of a `kbv3 eval` process (`wall_phase_s`): median / p90 per part", ""]
-    order = []
-    for _, _, (names, _, _) in passes:
-        order += [n for n in names if n not in order]
-    if not order:
-        return lines + ["No record carries `wall_phase_s` (records of a kbv3 before issue 42)."]
-    lines += ["| part | " + " | ".join(f"{m} (n={len(rows)})" for m, rows, _ in passes) + " |"]
-    lines.append("|---|" + "---|" * len(passes))
-
-    def cells(pick) -> str:
-        out = []
-        for _, rows, parsed in passes:
-            values = pick(rows, parsed)
-            out.append(f"{fmt(quantile(values, 0.5))} / {fmt(quantile(values, 0.9))}" if values else "-")
-        return " | ".join(out)
-
-    for name in order:
-        lines.append(f"| {name} | " + cells(lambda rows, parsed, n=name: parsed[1].get(n, [])) + " |")
-    lines.append("| **wall (this script's clock)** | " + cells(lambda rows, parsed: [r["wall_s"] for r in rows]) + " |")
-    beside = sorted({n for _, _, parsed in passes for n in parsed[2]})
-    for name in beside:
-        lines.append(f"| beside: {name} | " + cells(lambda rows, parsed, n=name: parsed[2].get(n, [])) + " |")
-    lines += [
-        "",
-        "Each record's parts add up to its `wall_s` (`unattributed` is the remainder); `process_exit` is "
-        "this script's wall less the record's (printing it, the interpreter's exit). Medians of parts "
-        "do not add up to the median wall. `beside:` rows ran beside the named parts and are in none "
-        "of them: the zygote's start (hidden unless `solution_zygote_wait` shows it), the MPS daemon's "
-        "start and client probe (hidden behind `supervisor_import` unless `mps_daemon` / `mps_probe` show it).",
-    ]
-    return lines
-
-
-PHASES = ["reference", "baseline", "candidate", "solution_zygote_wait", "solution_spawn", "solution_start"]
-PHASES += ["solution_setup", "solution_cases"]
-PHASES += ["solution_timing", "cleanup"]
-
-
-def device_text(info: dict) -> str:
-    if info.get("device") == "cpu":
-        return "CPU only"
-    return f"{info.get('gpus')} x {info.get('name')}"
-
-
-def _phase_order(name: str) -> tuple[int, str]:
-    return (PHASES.index(name) if name in PHASES else len(PHASES), name)
-
-
-def span(records: list[dict]) -> float | None:
-    """Seconds from the first evaluation's start to the last one's end, from the records."""
-    times = [
-        (datetime.fromisoformat(r["started_at"]).timestamp(), r.get("duration_s") or 0.0)
-        for r in records
-        if r.get("started_at")
-    ]
-    return max(t + d for t, d in times) - min(t for t, _ in times) if times else None
-
-
-def _counts(counter: Counter) -> str:
-    return ", ".join(f"{n} {s}" for s, n in sorted(counter.items(), key=lambda kv: str(kv[0]))) or "-"
-
-
-def _latest_batches(journal: Journal) -> list[dict]:
-    latest: dict[tuple[str, str], dict] = {}
-    for r in journal.rows:
-        if r["kind"] == "batch":
-            latest[(r["pass"], r["gpus"])] = r
-    return sorted(latest.values(), key=lambda b: (b["pass"] != "fill", -b["n_gpus"]))
 
 
 # ----------------------------------------------------------------------------- main
@@ -677,7 +427,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--timing-seconds", type=float, help="passed to eval/eval-batch (default: theirs)")
     parser.add_argument("--seeds", help="passed to eval/eval-batch (default: theirs)")
     parser.add_argument("--no-other-shape", action="store_true", help="passed to eval/eval-batch")
-    parser.add_argument("--parts", default="eval,serve,batch", help="eval, serve, batch (comma list; default all)")
+    parser.add_argument(
+        "--parts",
+        default="eval,serve,batch",
+        help="eval, serve, baselines, fill, timed; batch is fill,timed (comma list; default eval,serve,batch)",
+    )
+    parser.add_argument(
+        "--warm-passes", type=int, help="warm `kbv3 eval` passes over the same problems (default 3; --quick 1)"
+    )
+    parser.add_argument(
+        "--timed-workers",
+        type=lambda text: [int(x) for x in text.split(",")],
+        help="a timed batch pass per worker count, e.g. 2,1 (default: --batch-workers or eval-batch's)",
+    )
     parser.add_argument(
         "--serve-requests", type=int, help="`kbv3 eval --server` requests to one `kbv3 serve` (default 20; --quick 2)"
     )
@@ -698,12 +460,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.quick:
         args.evals = 3 if args.evals is None else args.evals
         args.serve_requests = 2 if args.serve_requests is None else args.serve_requests
+        args.warm_passes = 1 if args.warm_passes is None else args.warm_passes
         args.batch_limit = 3 if args.batch_limit is None else args.batch_limit
         args.timing_seconds = 0.5 if args.timing_seconds is None else args.timing_seconds
         args.seeds = args.seeds or "42"
         args.no_other_shape = True
         args.budget = 600.0 if args.budget is None else args.budget
     args.evals = 20 if args.evals is None else args.evals
+    args.warm_passes = 3 if args.warm_passes is None else args.warm_passes
     args.serve_requests = 20 if args.serve_requests is None else args.serve_requests
     args.budget = 1200.0 if args.budget is None else args.budget
     return args
@@ -739,6 +503,9 @@ def main(argv=None) -> int:
             settings = " ".join(eval_options(args)) + (" (evaluator defaults otherwise)")
             settings += f"; sizes {'reduced' if args.device == 'cpu' else 'default'}; timed GPU sets {sets}"
             settings += f"; batch workers per GPU {args.batch_workers or 'eval-batch default (2)'}"
+            if args.timed_workers:
+                settings += f" (timed passes: {', '.join(map(str, args.timed_workers))})"
+            settings += f"; {args.warm_passes} warm eval pass(es); parts {args.parts}"
             if args.seed_cache is not None:
                 settings += f"; kbv3 cache seeded from {args.seed_cache} (baselines there are not cold)"
             journal.add({"kind": "run", "split": args.split, "settings": settings, "info": info, "command": command})
@@ -771,13 +538,13 @@ def run(args, journal: Journal, work: Path, sets: list[str], started: float, dea
         problems = [p for p in problems if not p.cpu_unsupported]
     chosen = pick_evals(problems, args.evals)
     env = environment(work)
-    parts = set(args.parts.split(","))
+    parts = expand_parts(args.parts)
+    gpu_env = dict(env, CUDA_VISIBLE_DEVICES=args.gpus.split(",")[0]) if args.device == "cuda" else env
     if "eval" in parts:
-        gpu_env = dict(env, CUDA_VISIBLE_DEVICES=args.gpus.split(",")[0]) if args.device == "cuda" else env
-        for mode, share in (("cold", 0.4), ("warm", 0.55)):
+        for mode, share in eval_passes(args.warm_passes):
             done = journal.evals(mode)
             todo = [p for p in chosen if p.problem_id not in done or done[p.problem_id].get("stopped")]
-            if mode == "warm":  # the same evaluations the cold pass finished
+            if mode != "cold":  # the same evaluations the cold pass finished
                 todo = [p for p in todo if p.problem_id in journal.evals("cold")]
             for i, p in enumerate(todo):
                 if time.monotonic() > started + share * args.budget:
@@ -785,22 +552,28 @@ def run(args, journal: Journal, work: Path, sets: list[str], started: float, dea
                     break
                 one_eval(p, mode, args, gpu_env, deadline, journal)
     if "serve" in parts:
-        gpu_env = dict(env, CUDA_VISIBLE_DEVICES=args.gpus.split(",")[0]) if args.device == "cuda" else env
         serve_pass(chosen, args, gpu_env, work, min(deadline, started + 0.65 * args.budget), journal)
-    if "batch" not in parts:
-        return
     batch = build_batch(work / "solutions", problems, chosen, args.batch_limit)
+    if "baselines" in parts:
+        baselines_pass(args, gpu_env, work, deadline, journal, batch if args.batch_limit else None)
+    if not parts & {"fill", "timed"}:
+        return
     n = len(batch)
-    fill = journal.batch("fill", args.gpus)
-    if fill is None or not fill["complete"]:
+    fill = journal.batch("fill", args.gpus, args.batch_workers)
+    timed_workers = args.timed_workers or [args.batch_workers]
+    if "fill" in parts and (fill is None or not fill["complete"]):
         # Leave the timed passes what they should need at the target pace (x1.25), at most 40%.
-        need = sum(1.25 * TARGET_BATCH_S * n / len(s.split(",")) for s in sets)
-        need = min(need, 0.4 * args.budget)
+        need = sum(1.25 * TARGET_BATCH_S * n / len(s.split(",")) for s in sets) * len(timed_workers)
+        need = min(need, 0.4 * args.budget) if "timed" in parts else 0.0
         if deadline - need - time.monotonic() > 10:
-            batch_pass("fill", args.gpus, work / "solutions", n, args, env, work, deadline - need, journal)
+            batch_pass(
+                "fill", args.gpus, args.batch_workers, work / "solutions", n, args, env, deadline - need, journal
+            )
         else:
             print("[batch fill] no time left for it: timed passes start without it", flush=True)
-        fill = journal.batch("fill", args.gpus)
+        fill = journal.batch("fill", args.gpus, args.batch_workers)
+    if "timed" not in parts:
+        return
     filled = {r["problem_id"] for r in fill["records"]} if fill else set()
     solutions = work / "solutions"
     if fill and not fill["complete"] and filled:  # time only what the fill pass got through
@@ -808,13 +581,35 @@ def run(args, journal: Journal, work: Path, sets: list[str], started: float, dea
         build_batch(work / "solutions-filled", batch, batch, None)
         solutions, n = work / "solutions-filled", len(batch)
     for gpus in sets:
-        done = journal.batch("timed", gpus)
-        if done and done["complete"] and done["solutions"] == n:
-            continue
-        if time.monotonic() > deadline - 5:
-            print(f"[batch timed {gpus}] no time left", flush=True)
-            continue
-        batch_pass("timed", gpus, solutions, n, args, env, work, deadline, journal)
+        for workers in timed_workers:
+            done = journal.batch("timed", gpus, workers)
+            if done and done["complete"] and done["solutions"] == n:
+                continue
+            if time.monotonic() > deadline - 5:
+                print(f"[batch timed {gpus} workers {workers}] no time left", flush=True)
+                continue
+            batch_pass("timed", gpus, workers, solutions, n, args, env, deadline, journal)
+
+
+def expand_parts(text: str) -> set[str]:
+    known = {"eval", "serve", "baselines", "fill", "timed"}
+    parts = set()
+    for part in text.split(","):
+        part = part.strip()
+        if part == "batch":
+            parts |= {"fill", "timed"}
+        elif part in known:
+            parts.add(part)
+        else:
+            raise SystemExit(f"--parts: unknown part {part!r} (known: batch, {', '.join(sorted(known))})")
+    return parts
+
+
+def eval_passes(warm_passes: int) -> list[tuple[str, float]]:
+    """The `kbv3 eval` passes in order, each with the share of the budget until which its
+    evaluations may start: cold, then `warm`, `warm-2`, ... (journal modes)."""
+    warm = ["warm"] + [f"warm-{i}" for i in range(2, warm_passes + 1)]
+    return [("cold", 0.4)] + [(mode, 0.55) for mode in warm]
 
 
 if __name__ == "__main__":
