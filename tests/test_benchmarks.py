@@ -128,7 +128,11 @@ def test_throughput_report_pools_warm_passes_and_names_workers_and_cold_baseline
         )
     baselines = {"kind": "baselines", "wall_s": 90.0, "rc": 0, "stopped": False, "timed": 9, "cached": 45}
     journal.add(baselines | {"failed": 0, "problems": {}})
+    for problem, setting, wall in (("p1", "default", 12.0), ("p1", "one_thread", 9.0), ("p2", "one_thread", 7.0)):
+        journal.add({"kind": "compile", "problem": problem, "setting": setting, "wall_s": wall, "rc": 0})
     text = bench.report(bench.Journal(journal.path), {"device": "cuda"}, "cmd")
+    assert "| p1 | 12.0 | 9.0 | - |" in text and "| p2 | - | 7.0 | - |" in text
+    assert "| **median** | 12.0 | 8.0 | |" in text
     assert "| warm (3 passes) | 3 | 3 correct | 6.00 |" in text and "| 5.0, 7.0, 6.0 |" in text
     assert "| waited for (`baseline` phase) | 1 | 6.00 |" in text and "| <= 8 s | yes |" in text
     # the child's steps: compile 5 + 2 (waited and beside), eager 0.5, start 1; not its lock wait

@@ -23,7 +23,11 @@ sizes) with the evaluator's own defaults unless `--timing-seconds`, `--seeds` or
 2b. `serve`: `kbv3 serve` on the first GPU, then `--serve-requests` (default 20) fresh
    `kbv3 eval --server` processes over the same problems in turn (target <= 3 s each), until
    65% of the budget; the service is stopped after.
-2c. `baselines` (only when `--parts` names it): `kbv3 baselines --split SPLIT` on the first GPU,
+2c. `compile` (only when `--parts` names it): a cold baseline's compile with inductor's
+   default compile threads against one (`TORCHINDUCTOR_COMPILE_THREADS=1`): `kbv3 baselines
+   --only P` for `--compile-probes` problems outside the evaluated ones, each once per setting
+   (the order alternating), every run with caches of its own, timed as a whole.
+2d. `baselines` (only when `--parts` names it): `kbv3 baselines --split SPLIT` on the first GPU,
    timed as a whole; what it timed and what it found cached (a seeded cache's run fills only
    what the seed lacks).
 3. `batch fill`: `kbv3 eval-batch` over one solution per problem of the split (54 on h100: the
@@ -34,7 +38,7 @@ sizes) with the evaluator's own defaults unless `--timing-seconds`, `--seeds` or
    of `--timed-workers` (e.g. `2,1`: eval-batch's default two workers per GPU, then one): wall
    time of the `eval-batch` command per solution, and the speedup of several GPUs over one.
 
-`--parts` picks them: eval, serve, baselines, fill, timed (`batch` is fill,timed; default
+`--parts` picks them: compile, eval, serve, baselines, fill, timed (`batch` is fill,timed; default
 `eval,serve,batch`). A session too short for all of it runs `eval,serve,fill` first and brings
 the cache back; the next runs `baselines,timed` on it (`--seed-cache`).
 
@@ -355,6 +359,43 @@ def baselines_pass(args, env: dict, work: Path, deadline: float, journal: Journa
     print(f"[baselines] {dict(counts)} in {wall:.1f}s", flush=True)
 
 
+COMPILE_SETTINGS = {"default": {}, "one_thread": {"TORCHINDUCTOR_COMPILE_THREADS": "1"}}
+
+
+def compile_probe(problems: list, args, env: dict, work: Path, deadline: float, journal: Journal) -> None:
+    """A cold baseline under each of `COMPILE_SETTINGS`: `kbv3 baselines --only P`, every run
+    with kbv3, inductor and Triton caches of its own (so each compiles from nothing), the order
+    of the settings alternating from one problem to the next. One journal row per run."""
+    done = {(r["problem"], r["setting"]) for r in journal.rows if r["kind"] == "compile"}
+    for i, problem in enumerate(problems):
+        order = list(COMPILE_SETTINGS) if i % 2 == 0 else list(reversed(COMPILE_SETTINGS))
+        for setting in order:
+            if (problem.problem_id, setting) in done:
+                continue
+            if time.monotonic() > deadline:
+                print("[compile] budget share used", flush=True)
+                return
+            folder = work / "compile-probe" / f"{i}-{setting}"
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            run_env = dict(env, **COMPILE_SETTINGS[setting])
+            run_env |= {name: str(folder / name.lower()) for name in ("KBV3_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
+            run_env |= {"TRITON_CACHE_DIR": str(folder / "triton")}
+            command = [sys.executable, "-m", "kernelbench_v3.cli", "baselines", "--split", args.split]
+            command += ["--device", args.device, "--only", problem.problem_id]
+            started = time.monotonic()
+            rc, _, stopped = run_group(command, run_env, deadline - time.monotonic() + 60, log=folder / "log.txt")
+            wall = time.monotonic() - started
+            line = next(
+                (x for x in (folder / "log.txt").read_text().splitlines() if x.startswith(problem.problem_id)), ""
+            )
+            journal.add(
+                {"kind": "compile", "problem": problem.problem_id, "setting": setting, "wall_s": round(wall, 3)}
+                | {"rc": rc, "stopped": stopped, "result": line[len(problem.problem_id) + 2 :][:200]}
+            )
+            print(f"[compile] {problem.problem_id} {setting}: {wall:.1f}s rc={rc} {line[-80:]}", flush=True)
+
+
 def baselines_lines(stdout: str) -> dict[str, str]:
     """`kbv3 baselines`' report, problem by problem: timed, cached or failed."""
     found = {}
@@ -432,6 +473,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default="eval,serve,batch",
         help="eval, serve, baselines, fill, timed; batch is fill,timed (comma list; default eval,serve,batch)",
     )
+    parser.add_argument("--compile-probes", type=int, default=3, help="problems of the compile part (default 3)")
     parser.add_argument(
         "--warm-passes", type=int, help="warm `kbv3 eval` passes over the same problems (default 3; --quick 1)"
     )
@@ -540,6 +582,10 @@ def run(args, journal: Journal, work: Path, sets: list[str], started: float, dea
     env = environment(work)
     parts = expand_parts(args.parts)
     gpu_env = dict(env, CUDA_VISIBLE_DEVICES=args.gpus.split(",")[0]) if args.device == "cuda" else env
+    if "compile" in parts:
+        others = [p for p in problems if p not in chosen]
+        picked = [others[round(i * len(others) / args.compile_probes)] for i in range(args.compile_probes)]
+        compile_probe(picked, args, gpu_env, work, min(deadline, started + 0.3 * args.budget), journal)
     if "eval" in parts:
         for mode, share in eval_passes(args.warm_passes):
             done = journal.evals(mode)
@@ -592,7 +638,7 @@ def run(args, journal: Journal, work: Path, sets: list[str], started: float, dea
 
 
 def expand_parts(text: str) -> set[str]:
-    known = {"eval", "serve", "baselines", "fill", "timed"}
+    known = {"compile", "eval", "serve", "baselines", "fill", "timed"}
     parts = set()
     for part in text.split(","):
         part = part.strip()

@@ -97,6 +97,7 @@ def report(journal: Journal, info: dict, command: str) -> str:
         ]
     lines += eval_section(journal, on_target)
     lines += baseline_section(journal, on_target)
+    lines += compile_section(journal)
     # 2. batch throughput
     batches = _latest_batches(journal)
     lines += [
@@ -285,6 +286,36 @@ def baseline_section(journal: Journal, on_target: bool) -> list[str]:
             f"in {run['wall_s']:.1f} s{' (stopped)' if run['stopped'] else ''}"
             + (f": {each:.2f} s per problem timed." if each else "."),
         ]
+    return lines
+
+
+def compile_section(journal: Journal) -> list[str]:
+    """The compile probe: one cold `kbv3 baselines --only P` per problem and inductor setting."""
+    runs = [r for r in journal.rows if r["kind"] == "compile"]
+    if not runs:
+        return []
+    settings = list(dict.fromkeys(r["setting"] for r in runs))
+    problems = list(dict.fromkeys(r["problem"] for r in runs))
+    lines = [
+        "",
+        "A cold baseline by inductor setting (`kbv3 baselines --only P`, wall s of the command, "
+        "caches of its own each run; `one_thread` is `TORCHINDUCTOR_COMPILE_THREADS=1`):",
+        "",
+        "| problem | " + " | ".join(settings) + " | baseline (" + settings[0] + ") |",
+        "|---|" + "---|" * (len(settings) + 1),
+    ]
+    for problem in problems:
+        mine = {r["setting"]: r for r in runs if r["problem"] == problem}
+        cells = [
+            fmt(mine[x]["wall_s"], ".1f") + ("" if mine[x]["rc"] == 0 else f" (rc {mine[x]['rc']})")
+            if x in mine
+            else "-"
+            for x in settings
+        ]
+        first = mine.get(settings[0], {}).get("result", "-")
+        lines.append(f"| {problem} | " + " | ".join(cells) + f" | {first} |")
+    medians = [fmt(quantile([r["wall_s"] for r in runs if r["setting"] == x], 0.5), ".1f") for x in settings]
+    lines.append("| **median** | " + " | ".join(medians) + " | |")
     return lines
 
 
