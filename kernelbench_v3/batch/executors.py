@@ -8,7 +8,8 @@
   this process (`gpu_share.TurnTable`): one's reference phase runs while the other's solution
   runs, and a solution process and every timed second have the GPU to themselves. An item whose
   evaluation was lost to the other worker's fault (under MPS one client's fault reaches every
-  client) runs again once on a fresh worker.
+  client) runs again once on a fresh worker; one that ran out of GPU memory beside the other
+  worker's evaluation runs again once with the GPU to itself.
 - `RayExecutor` (`ray_executor`): one Ray task per evaluation, one GPU each.
 
 `on_record` journals the record durably before the executor hands that worker new work. Nothing
@@ -93,6 +94,7 @@ class _Worker:
         self.last_group: tuple[str, str] | None = None  # the (problem, GPU) it last evaluated
         # It said its next record is its last (its CUDA context is lost); set until its next item.
         self.context_lost = False
+        self.alone = False  # its item runs again with the GPU to itself (no neighbour starts work)
 
     def ensure_started(self) -> None:
         if self.process is not None and self.process.is_alive():
@@ -114,7 +116,7 @@ class _Worker:
         self.item = item
         self.watchdog_s = watchdog_s
         self.deadline = time.monotonic() + workers.WORKER_START_S + watchdog_s
-        self.context_lost = False
+        self.context_lost = self.alone = False
         self.conn.send((item, settings))
 
     def grant(self) -> None:
@@ -211,15 +213,27 @@ class LocalExecutor:
 
     def run(self, queue: WorkQueue, on_record: OnRecord) -> None:
         workers = self._workers()
-        again: set[Any] = set()  # items already run again after a neighbour's fault
+        again: set[Any] = set()  # items already run again (a neighbour's fault, out of memory)
+        alone: list[tuple[BatchItem, str]] = []  # (item, its GPU): to run again once that GPU is idle
         try:
             while not queue.finished():
+                for item, gpu in list(alone):  # their GPU drains first: no new work starts on it
+                    idle = [w for w in workers if self.gpu_of.get(w.name) == gpu and w.item is None]
+                    if len(idle) == sum(1 for w in workers if self.gpu_of.get(w.name) == gpu):
+                        alone.remove((item, gpu))
+                        idle[0].last_group = queue.group(item)
+                        idle[0].start(item, self.settings, self.watchdog_s)
+                        idle[0].alone = True
+                held = {self.gpu_of.get(w.name) for w in workers if w.item is not None and w.alone}
+                held |= {gpu for _, gpu in alone}
                 for worker in workers:
-                    if worker.item is None and (item := queue.take(worker.last_group)) is not None:
+                    if worker.item is not None or self.gpu_of.get(worker.name) in held:
+                        continue
+                    if (item := queue.take(worker.last_group)) is not None:
                         worker.last_group = queue.group(item)
                         worker.start(item, self.settings, self.watchdog_s)
                 busy = [w for w in workers if w.item is not None]
-                if not busy:
+                if not busy and not alone:
                     raise RuntimeError("work queue stalled with nothing running")  # a bug
                 wait_for([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout=1.0)
                 for worker in busy:
@@ -233,6 +247,13 @@ class LocalExecutor:
                         again.add(item.key)
                         log.warning("%s: its context was lost with another's; it runs again", item.problem_id)
                         queue.put_back(item)
+                        continue
+                    if _out_of_memory_beside_a_neighbour(worker, outcome) and item.key not in again:
+                        again.add(item.key)
+                        log.warning(
+                            "%s: out of GPU memory beside another evaluation; it runs again alone", item.problem_id
+                        )
+                        alone.append((item, self.gpu_of.get(worker.name, "")))  # still running for the queue
                         continue
                     if isinstance(outcome, str):
                         outcome = failure_record(item, self.settings, outcome)
@@ -252,6 +273,17 @@ def _lost_to_a_neighbour(worker: _Worker, outcome: Any) -> bool:
         and isinstance(outcome, dict)
         and outcome.get("status") == "error"
     )
+
+
+def _out_of_memory_beside_a_neighbour(worker: _Worker, outcome: Any) -> bool:
+    """A failed record that ran out of GPU memory on a shared GPU: the other worker's evaluation
+    (its reference, its baseline's compile) may have held the memory, so the failure need not be
+    this item's. It runs again once with the GPU to itself, and that record stands, whatever it
+    is (a solution that raises such an error itself only buys a second, stricter run)."""
+    if worker.table is None or not isinstance(outcome, dict) or outcome.get("status") not in ("incorrect", "error"):
+        return False
+    error = str(outcome.get("error") or "")
+    return "OutOfMemoryError" in error or "CUDA out of memory" in error
 
 
 def local_slots(device: str, gpus: list[int] | None, workers: int | None) -> dict[str, dict[str, str]]:

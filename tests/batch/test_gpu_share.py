@@ -200,6 +200,44 @@ def test_an_error_from_a_context_lost_on_a_shared_gpu_runs_again_on_a_fresh_work
     assert records["level1/1_P"]["status"] == records["level1/2_P"]["status"] == "correct"
 
 
+def memory_short_evaluate(item: BatchItem, settings: BatchSettings, turns=None) -> dict:
+    """Item 0's first evaluation runs out of GPU memory (as beside a neighbour's large reference
+    it did on an H100); every evaluation notes when it ran, so the test sees who ran beside whom."""
+    start = time.time()
+    time.sleep(0.3)
+    mark = Path(item.solution_path).parent / "short-once"
+    short = item.problem_id == "level1/0_P" and not mark.exists()
+    mark.write_text("x") if short else None
+    with open(Path(item.solution_path).parent / "runs.jsonl", "a") as out:
+        out.write(json.dumps({"item": item.problem_id, "start": start, "end": time.time(), "short": short}) + "\n")
+    if short:
+        return {
+            "status": "incorrect",
+            "error": "case seed456: OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB",
+        }
+    return {"status": "correct"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_failure_for_gpu_memory_beside_a_neighbour_runs_again_with_the_gpu_alone(tmp_path, shared):
+    settings = BatchSettings(split="h100", device="cpu")
+    gpu_of = {"gpu0a": "0", "gpu0b": "0"} if shared else {"gpu0a": "0", "gpu0b": "1"}
+    executor = executors.LocalExecutor(settings, {"gpu0a": {}, "gpu0b": {}}, memory_short_evaluate, gpu_of=gpu_of)
+    records: dict[str, list] = {}
+    journal = lambda item, record, worker: records.setdefault(item.problem_id, []).append(record)  # noqa: E731
+    executor.run(WorkQueue(_items(tmp_path, 6)), journal)
+    assert all(len(r) == 1 for r in records.values()) and len(records) == 6  # one record an item
+    runs = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    if not shared:  # a GPU of its own: the failure is its own, journaled as it came
+        assert records["level1/0_P"][0]["status"] == "incorrect" and len(runs) == 6
+        return
+    assert records["level1/0_P"][0]["status"] == "correct"  # the second run's record
+    again = [r for r in runs if r["item"] == "level1/0_P" and not r["short"]]
+    assert len(runs) == 7 and len(again) == 1
+    assert not any(_overlap(again[0], other) for other in runs if other is not again[0])  # alone
+
+
 @pytest.mark.slow
 def test_real_evaluations_on_a_shared_device_take_their_turns_and_agree_with_one_alone(tmp_path):
     """The evaluator itself under lent turns (two workers, one "GPU" on the CPU): every lock is
