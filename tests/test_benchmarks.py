@@ -127,7 +127,8 @@ def test_throughput_report_pools_warm_passes_and_names_workers_and_cold_baseline
             }
         )
     baselines = {"kind": "baselines", "wall_s": 90.0, "rc": 0, "stopped": False, "timed": 9, "cached": 45}
-    journal.add(baselines | {"failed": 0, "problems": {}})
+    seconds = {f"level1/{n}_P": s for n, s in enumerate([9.5, 3.0, 2.0, 2.5, 3.5, 2.2, 2.8, 3.1, 2.4])}
+    journal.add(baselines | {"failed": 0, "problems": {}, "seconds": seconds})
     for problem, setting, wall in (("p1", "default", 12.0), ("p1", "one_thread", 9.0), ("p2", "one_thread", 7.0)):
         journal.add({"kind": "compile", "problem": problem, "setting": setting, "wall_s": wall, "rc": 0})
     text = bench.report(bench.Journal(journal.path), {"device": "cuda"}, "cmd")
@@ -138,6 +139,7 @@ def test_throughput_report_pools_warm_passes_and_names_workers_and_cold_baseline
     # the child's steps: compile 5 + 2 (waited and beside), eager 0.5, start 1; not its lock wait
     assert "| the child's work (steps less its lock wait) | 1 | 8.50 |" in text
     assert "9 timed, 45 found cached, 0 failed in 90.0 s: 10.00 s per problem timed." in text
+    assert "| timed in (the command's seconds for it) | 9 | 9.50 | 2.80 | 4.70 | 9.50 | <= 8 s |" in text
     assert "| timed | 0 | 2 | 54/54 | 54 correct | 108.0 | 2.00 |" in text
     assert "| timed | 0 | 1 | 54/54 | 54 correct | 216.0 | 4.00 |" in text
     assert "| 0.0152 | 0.015 (-1.32%) | 0.0153 (+0.66%) | 0.0153 (+0.66%) |" in text  # warm median 0.0152
@@ -149,6 +151,9 @@ def test_throughput_bench_reads_kbv3_baselines_output_and_its_parts():
     out = "level1/1_Square: 1.2 ms (compiled; eager 1.3, compiled 1.2) [timed]\nlevel1/2_X: 0.5 ms (eager; eager 0.5, "
     out += "compiled n/a) [cached]\nlevel2/3_Y: failed (timed): boom [x]\nnote: these are CPU times\n"
     assert bench.baselines_lines(out) == {"level1/1_Square": "timed", "level1/2_X": "cached", "level2/3_Y": "failed"}
+    now = out.replace("[timed]", "[timed in 3.25 s]").replace("boom [x]", "boom [timed in 1.00 s]")
+    assert bench.baselines_lines(now) == bench.baselines_lines(out)  # today's report, seconds and all
+    assert bench.baselines_seconds(now) == {"level1/1_Square": 3.25}  # a failure's seconds are no baseline's
     assert bench.expand_parts("eval,batch") == {"eval", "fill", "timed"}
     assert bench.eval_passes(3) == [("cold", 0.4), ("warm", 0.55), ("warm-2", 0.55), ("warm-3", 0.55)]
     with pytest.raises(SystemExit, match="unknown part 'bogus'"):

@@ -66,6 +66,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -355,6 +356,7 @@ def baselines_pass(args, env: dict, work: Path, deadline: float, journal: Journa
     journal.add(
         {"kind": "baselines", "wall_s": round(wall, 3), "rc": rc, "stopped": stopped}
         | {"timed": counts["timed"], "cached": counts["cached"], "failed": counts["failed"], "problems": problems}
+        | {"seconds": baselines_seconds(log.read_text())}
     )
     print(f"[baselines] {dict(counts)} in {wall:.1f}s", flush=True)
 
@@ -405,8 +407,19 @@ def baselines_lines(stdout: str) -> dict[str, str]:
             continue
         if rest.startswith("failed"):
             found[problem] = "failed"
-        elif rest.endswith("[timed]") or rest.endswith("[cached]"):
-            found[problem] = rest.rsplit("[", 1)[1].rstrip("]")
+        elif rest.endswith("]") and rest.rsplit("[", 1)[1].split()[0].rstrip("]") in ("timed", "cached"):
+            found[problem] = rest.rsplit("[", 1)[1].split()[0].rstrip("]")
+    return found
+
+
+def baselines_seconds(stdout: str) -> dict[str, float]:
+    """The seconds `kbv3 baselines` took for each baseline it timed (`[timed in 3.12 s]`), in order."""
+    found = {}
+    for line in stdout.splitlines():
+        problem, sep, rest = line.partition(": ")
+        said = re.search(r"\[timed in ([0-9.]+) s\]$", rest) if sep else None
+        if said and not rest.startswith("failed"):
+            found[problem] = float(said.group(1))
     return found
 
 

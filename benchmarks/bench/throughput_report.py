@@ -286,6 +286,18 @@ def baseline_section(journal: Journal, on_target: bool) -> list[str]:
             f"in {run['wall_s']:.1f} s{' (stopped)' if run['stopped'] else ''}"
             + (f": {each:.2f} s per problem timed." if each else "."),
         ]
+        seconds = list((run.get("seconds") or {}).values())  # in the order timed
+        if seconds:
+            median = quantile(seconds, 0.5)
+            lines += [
+                "",
+                "| each cold baseline of `kbv3 baselines` | baselines | first s | median s | p90 s | max s | target "
+                "| met |",
+                "|---|---|---|---|---|---|---|---|",
+                f"| timed in (the command's seconds for it) | {len(seconds)} | {fmt(seconds[0])} | {fmt(median)} | "
+                f"{fmt(quantile(seconds, 0.9))} | {fmt(max(seconds))} | <= {TARGET_BASELINE_S:g} s | "
+                f"{verdict(median <= TARGET_BASELINE_S, on_target)} |",
+            ]
     return lines
 
 

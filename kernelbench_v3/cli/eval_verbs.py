@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from ..vocab import EXECUTORS, SIZE_MODES
@@ -270,6 +271,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         ids = list(args.only)
     failed = 0
     print(f"kbv3 baselines: {len(ids)} problem(s) of {args.split} on {device}", file=sys.stderr)
+    since = time.monotonic()
     for result in fill_baselines(
         ids,
         device=device,
@@ -279,7 +281,8 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         retry_failed=args.retry_failed_baseline,
     ):
         entry = result.entry
-        how = "cached" if entry.get("cached") else "timed"
+        seconds, since = time.monotonic() - since, time.monotonic()  # this problem's, from the cache's look on
+        how = "cached" if entry.get("cached") else f"timed in {seconds:.2f} s"
         if entry.get("failed"):
             failed += 1
             print(f"{result.problem_id}: failed ({how}): {str(entry.get('error'))[:300]}", flush=True)

@@ -162,12 +162,22 @@ def _read_request(conn: socket.socket, kinds: Iterable[str]) -> tuple[dict[str, 
 Handler = Callable[[socket.socket, dict[str, Any], list[int], float], NoReturn]
 
 
-def server_main(name: str, idle_s: float, handlers: Mapping[str, Handler] | None = None) -> None:
-    """Import once, then fork a child per caller until `idle_s` pass without one: a zygote
-    (`kind` "zygote"), or what another of `handlers` makes of its request."""
-    kinds = {"zygote": _become_zygote, **(handlers or {})}
+def server_main(
+    name: str,
+    idle_s: float,
+    handlers: Mapping[str, Handler] | None = None,
+    *,
+    warm: Callable[[], None] = import_warm,
+    zygotes: bool = True,
+) -> None:
+    """Import once (`warm`), then fork a child per caller until `idle_s` pass without one: a
+    zygote (`kind` "zygote", unless `zygotes` is False), or what another of `handlers` makes of
+    its request. The baseline server (`supervisor.reference.baseline_server`) is this loop with
+    torch.compile's imports and no zygotes."""
+    kinds: dict[str, Handler] = {"zygote": _become_zygote} if zygotes else {}
+    kinds.update(handlers or {})
     started = time.monotonic()
-    import_warm()
+    warm()
     import_s = time.monotonic() - started
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -242,7 +252,7 @@ class ServedZygote(Zygote):
                 self.ctl.close()
                 self.ctl = None
         if self.ctl is None:  # none yet: its import runs beside the caller's start from now
-            self._launched = _launch(self._address, device, self._env, server_module)
+            self._launched = launch_server(self._address, device, self._env, server_module)
 
     def _connect(self) -> socket.socket | None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -303,7 +313,7 @@ class ServedZygote(Zygote):
             self.ctl.close()
 
 
-def _launch(name: str, device: str, env: dict[str, str], server_module: str) -> subprocess.Popen:
+def launch_server(name: str, device: str, env: dict[str, str], server_module: str) -> subprocess.Popen:
     """Start a server (`python -m server_module NAME IDLE_S`) detached from this process (its own
     session, no parent-death signal)."""
     server_env = {k: v for k, v in env.items() if not any(w in k.upper() for w in SECRET_WORDS)}

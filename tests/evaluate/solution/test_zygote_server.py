@@ -159,7 +159,7 @@ def test_a_sandboxed_process_cannot_reach_the_server(own_server, tmp_path):
 @slow
 def test_a_server_that_cannot_start_leaves_the_caller_a_zygote_of_its_own(own_server, tmp_path, monkeypatch):
     monkeypatch.setattr(
-        zygote_server, "_launch", lambda *a: subprocess.Popen([sys.executable, "-c", "raise SystemExit(4)"])
+        zygote_server, "launch_server", lambda *a: subprocess.Popen([sys.executable, "-c", "raise SystemExit(4)"])
     )
     handle = ServedZygote("cpu", tmp_path / "a.log")
     try:

@@ -44,7 +44,7 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
     marks = {"start": time.monotonic()}  # when each step ended (CHILD_STEPS), on the machine's clock
     if spec.get("compile", True):
-        _import_compiler()
+        import_compiler()
         marks["import"] = time.monotonic()
     device = spec["device"]
     module = load_module(Path(spec["problem_path"]), spec["sizes"])
@@ -78,7 +78,7 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
     return result
 
 
-def _import_compiler() -> None:
+def import_compiler() -> None:
     """torch.compile's own imports (dynamo, inductor), which its first call would make: their
     seconds of a cold baseline are a step of their own (`import`), apart from compiling."""
     import torch._dynamo  # noqa: F401

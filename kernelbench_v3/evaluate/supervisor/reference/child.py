@@ -27,10 +27,11 @@ def _write(path: Path, payload: dict) -> None:
     write_atomically(path, json.dumps(payload, default=str))
 
 
-def main(role: str, workdir: Path) -> None:
-    die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0))
+def run_role(role: str, workdir: Path, extra: dict | None = None) -> None:
+    """Run `role` on `workdir/spec.json` and write `workdir/result_<role>.json` (with `extra`'s
+    fields); never raises for what the role does. Both ways of starting a child end here: this
+    module as a program (`main`) and a fork of the baseline server (`baseline_server`)."""
     spec = json.loads((workdir / "spec.json").read_text(encoding="utf-8"))
-    result_path = workdir / f"result_{role}.json"
     try:
         if role == "baseline":
             from .baseline_child import child_main
@@ -38,15 +39,20 @@ def main(role: str, workdir: Path) -> None:
             payload = child_main(spec, workdir)
         else:
             raise ValueError(f"unknown child role {role!r}")
-        payload = {"ok": True, **payload}
+        payload = {"ok": True, **payload, **(extra or {})}
     except BaseException as exc:  # report everything, including SystemExit from the problem
         payload = {
             "ok": False,
             "error": f"{type(exc).__name__}: {exc}"[:1000],
             "traceback": traceback.format_exc()[-4000:],
         }
+    _write(workdir / f"result_{role}.json", payload)
+
+
+def main(role: str, workdir: Path) -> None:
+    die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0))
     try:
-        _write(result_path, payload)
+        run_role(role, workdir)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

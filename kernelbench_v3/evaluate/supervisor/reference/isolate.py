@@ -1,7 +1,9 @@
 """Reference-only child processes (the baseline) with a wall-clock limit and a bounded log.
 
 A child is `python -m kernelbench_v3.evaluate.supervisor.reference.child ROLE DIR` in its own session (process
-group), so a timeout kills it and everything it spawned. Its stdout and stderr are drained by a
+group), so a timeout kills it and everything it spawned; where the baseline server serves
+(`baseline_server`), the same child forked by it, which skips the interpreter's start and the
+imports (the server's own session and lifetime rules are in its module). Its stdout and stderr are drained by a
 thread that keeps only the last `max_log_bytes` and kills the child when it writes more than
 `flood_bytes` in total. The result is the JSON file the child writes into DIR, a private
 folder the parent made. No solution code runs in these children. The child learns the parent's pid (KBV3_PARENT_PID) and exits when this process dies, also by
@@ -30,7 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import baseline_server
+
 FLOOD_BYTES = 32 << 20  # a child writing more than this to stdout/stderr is killed
+SERVER_WAIT_S = 120.0  # for a baseline server launched now: its imports, on a slow disk
 
 
 @dataclass
@@ -141,15 +146,19 @@ def run_child(
     # that is not installed (a script run from the checkout with the package on sys.path).
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_PARENT), child_env.get("PYTHONPATH", "")) if p)
     started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelbench_v3.evaluate.supervisor.reference.child", role, str(workdir)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=str(workdir),
-        env=child_env,
-        start_new_session=True,
-    )
+    proc: Any = None
+    if baseline_server.wanted():  # a fork of a process that has made the child's imports
+        proc = baseline_server.start(role, workdir, child_env, wait_s=min(timeout_s, SERVER_WAIT_S))
+    if proc is None:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kernelbench_v3.evaluate.supervisor.reference.child", role, str(workdir)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=str(workdir),
+            env=child_env,
+            start_new_session=True,
+        )
     tail: deque = deque()
     total = [0]
     flooded = threading.Event()
