@@ -53,16 +53,23 @@ _READ_AT_IMPORT = ("PYTHON", "TORCH", "PYTORCH", "TRITON", "CUDA", "NVIDIA", "LD
 _PACKAGE = Path(__file__).resolve().parents[2]  # the folder holding kernelbench_v3
 
 
+_own_netns: bool | None = None  # whether solutions get a network namespace here: probed once a process
+
+
 def wanted() -> bool:
     """Whether `kbv3 eval` should use a warm server: Linux, not turned off, and solutions get a
-    network namespace of their own (else one could reach the server's abstract socket)."""
+    network namespace of their own (else one could reach the server's abstract socket). The
+    sandbox's probe forks, so a process makes it once (a batch worker asks per cold baseline)."""
+    global _own_netns
     if not sys.platform.startswith("linux"):
         return False
     if not enabled():
         return False
-    from . import sandbox
+    if _own_netns is None:
+        from . import sandbox
 
-    return sandbox.available().network == "netns"
+        _own_netns = sandbox.available().network == "netns"
+    return _own_netns
 
 
 def fingerprint(device: str, env: dict[str, str]) -> str:

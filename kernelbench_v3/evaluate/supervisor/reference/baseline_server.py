@@ -174,12 +174,19 @@ class ServedChild:
             self.returncode = DIED_UNSAID
 
 
+_failed: set[str] = set()  # names whose server this process launched and saw fail: not launched again
+
+
 def start(role: str, workdir: Path, env: dict[str, str], wait_s: float) -> ServedChild | None:
     """A child of `role` for `workdir`, forked by this environment's server (launched now if none
     listens, then waited for up to `wait_s`), or None where no server serves one: the caller
-    starts the program instead."""
+    starts the program instead. A server that failed to start (its log is
+    `kbv3-zygote-server-UID-baseline.log` in the temporary folder) is not launched again by this
+    process, so a batch does not pay its imports twice per baseline."""
     name = address(env)
     conn = _connect(name)
+    if conn is None and name in _failed:
+        return None
     if conn is None:
         launched = zygote_server.launch_server(name, "baseline", env, SERVER_MODULE)
         deadline = time.monotonic() + wait_s
@@ -190,6 +197,7 @@ def start(role: str, workdir: Path, env: dict[str, str], wait_s: float) -> Serve
                 conn = _connect(name)
                 break
         if conn is None:
+            _failed.add(name)
             return None
     read_end, write_end = os.pipe()
     try:

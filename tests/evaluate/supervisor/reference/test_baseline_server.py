@@ -136,7 +136,12 @@ def test_a_served_child_dies_with_its_caller(own_server, tmp_path):
 def test_no_server_that_answers_leaves_the_program_child(own_server, tmp_path, monkeypatch):
     monkeypatch.setattr(baseline_server, "SERVER_MODULE", "kernelbench_v3.no_such_module")
     (tmp_path / "a").mkdir()
+    launched = []
+    real_launch = zygote_server.launch_server
+    monkeypatch.setattr(zygote_server, "launch_server", lambda *a: launched.append(a) or real_launch(*a))
     assert baseline_server.start("baseline", tmp_path / "a", dict(os.environ), 60) is None
+    assert baseline_server.start("baseline", tmp_path / "a", dict(os.environ), 60) is None
+    assert len(launched) == 1  # a server seen failing is not launched again by this process
     outcome = run_child("baseline", tmp_path / "a", _spec(), timeout_s=180)
     assert outcome.result and outcome.result["ok"] and "served" not in outcome.result
 
