@@ -103,18 +103,44 @@ def main() -> int:
             with args.out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             print(json.dumps(row), flush=True)
+
+    text = table(rows, args.device) + ["", "The slowest imports of torch.compile in a fresh interpreter:", ""]
+    text += [f"    {line}" for line in import_times()]
+    args.out.with_suffix(".md").write_text("\n".join(text) + "\n")
+    print("\n".join(text), flush=True)
+    return 0
+
+
+def table(rows: list[dict], device: str) -> list[str]:
+    """One row per child: its wall and steps; then each way's median (served: also without its
+    first child, which waited for the server's imports)."""
+    import torch
+
+    name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
+    steps = ("start", "import", "build", "compile", "eager", "compiled", "exit")
+    lines = [
+        f"# A cold baseline's child: started as a program vs forked by the baseline server ({name})",
+        "",
+        "| problem | way | ok | wall s | " + " | ".join(f"{s} s" for s in steps) + " | eager ms | compiled ms |",
+        "|---|---|---|---|" + "---|" * (len(steps) + 2),
+    ]
+    for r in rows:
+        got = r["steps_s"] or {}
+        cells = [f"{got[s]:.2f}" if s in got else "-" for s in steps]
+        ms = [f"{r[k]:.4g}" if r[k] is not None else "-" for k in ("eager_ms", "compiled_ms")]
+        lines.append(
+            f"| {r['problem']} | {r['way']} | {r['ok']} | {r['wall_s']:.2f} | " + " | ".join(cells + ms) + " |"
+        )
+    lines.append("")
     for way in ("program", "served"):
         walls = [r["wall_s"] for r in rows if r["way"] == way and r["ok"]]
-        later = walls[1:] if way == "served" else walls  # the first served child waited for the server's imports
-        if walls:
-            print(
-                f"{way}: median wall {statistics.median(walls):.2f} s over {len(walls)}; without the first "
-                f"{statistics.median(later or walls):.2f} s",
-                flush=True,
-            )
-    for line in import_times():
-        print(line, flush=True)
-    return 0
+        if not walls:
+            continue
+        line = f"- {way}: median wall {statistics.median(walls):.2f} s over {len(walls)}"
+        if way == "served" and len(walls) > 1:  # the first served child waited for the server's imports
+            line += f"; without the first (the server's launch) {statistics.median(walls[1:]):.2f} s"
+        lines.append(line)
+    return lines
 
 
 if __name__ == "__main__":
