@@ -28,6 +28,7 @@ socket before it exits (`ServedChild` reads a child that ended without one as ki
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import select
@@ -45,6 +46,7 @@ SERVER_MODULE = "kernelbench_v3.evaluate.supervisor.reference.baseline_server"
 KIND = "child"  # the one request this server serves
 STARTED_WAIT_S = 10.0  # from a listening server's accept to the child's first words
 DIED_UNSAID = -int(signal.SIGKILL)  # the status of a child that ended without sending its own
+NVML_CHECK_ENV = "PYTORCH_NVML_BASED_CUDA_CHECK"  # torch.cuda.is_available() by NVML: no driver init
 
 
 def wanted() -> bool:
@@ -62,7 +64,14 @@ def import_compiler() -> None:
     """What every forked baseline child inherits, imported: torch, torch.compile's dynamo and
     inductor, Triton, and the child's own modules. Never CUDA: a server whose imports opened it
     could fork no child that can use it, so it refuses to serve (RuntimeError: it exits, and its
-    callers start their children as programs)."""
+    callers start their children as programs).
+
+    torch.compile's imports ask `torch.cuda.is_available()`, which by default asks the CUDA
+    runtime for the device count: that initializes the driver and marks every later fork as one
+    that cannot use CUDA ("Cannot re-initialize CUDA in forked subprocess": every served baseline
+    on an H100). Asked through NVML instead (`PYTORCH_NVML_BASED_CUDA_CHECK`), it opens nothing.
+    Whether a fork can still use CUDA is then proved by forking one (`_forks_can_use_cuda`)."""
+    os.environ[NVML_CHECK_ENV] = "1"  # this process's own: a child takes its caller's environment
     import torch
 
     from ....catalog import materialize  # noqa: F401
@@ -75,8 +84,20 @@ def import_compiler() -> None:
         import triton.language  # noqa: F401
     except Exception:
         pass
-    if torch.cuda.is_initialized():
+    if torch.cuda.is_initialized() or not _forks_can_use_cuda():
         raise RuntimeError("the baseline server's imports initialized CUDA: it cannot fork usable children")
+
+
+def _forks_can_use_cuda() -> bool:
+    """Whether a child forked now may initialize CUDA: torch marks a fork made after the driver
+    was initialized as a bad fork (`torch.cuda._is_in_bad_fork`), where CUDA raises at first use."""
+    import torch
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 # --- the server's forked child --------------------------------------------------------------
@@ -231,7 +252,28 @@ def _connect(name: str) -> socket.socket | None:
     return None
 
 
+def server_main(name: str, idle_s: float) -> None:
+    """The server's program: `import_compiler`, then a child per request. A server whose imports
+    cannot serve (CUDA opened) still listens, and answers every request with why it refuses, so
+    each later caller starts its program child at once rather than launching another server and
+    waiting for its imports again."""
+    try:
+        import_compiler()
+        handler = become_child
+    except Exception as exc:  # noqa: BLE001 - said to every caller, and in the server's log
+        why = f"{type(exc).__name__}: {exc}"[:500]
+        print(f"kbv3 baseline server: refusing to serve: {why}", flush=True)
+        handler = functools.partial(refuse, why)
+    zygote_server.server_main(name, idle_s, {KIND: handler}, warm=lambda: None, zygotes=False)
+
+
+def refuse(why: str, conn: socket.socket, request: dict[str, Any], fds: list[int], import_s: float) -> NoReturn:
+    """In the server's forked child, for a server that cannot serve: say why, and exit."""
+    try:
+        conn.send(json.dumps({"kind": "refused", "why": why}).encode())
+    finally:
+        os._exit(0)
+
+
 if __name__ == "__main__":
-    zygote_server.server_main(
-        "\0" + sys.argv[1], float(sys.argv[2]), {KIND: become_child}, warm=import_compiler, zygotes=False
-    )
+    server_main("\0" + sys.argv[1], float(sys.argv[2]))

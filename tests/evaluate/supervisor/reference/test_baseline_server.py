@@ -146,13 +146,56 @@ def test_no_server_that_answers_leaves_the_program_child(own_server, tmp_path, m
     assert outcome.result and outcome.result["ok"] and "served" not in outcome.result
 
 
+@slow
+def test_a_server_that_cannot_serve_says_so_and_callers_start_the_program(own_server, tmp_path, monkeypatch):
+    """Its imports opened CUDA (here: told so at its start): it listens anyway and refuses each
+    request at once, so no caller launches a server of its own and waits for its imports (the
+    caller then starts the program child: `test_no_server_that_answers_leaves_the_program_child`)."""
+    monkeypatch.setenv(
+        "PYTORCH_NO_CUDA_MEMORY_CACHING", "1"
+    )  # a variable the name fingerprints: a server of this test's own
+    name = baseline_server.address(dict(os.environ))
+    code = (
+        "import sys, torch; from kernelbench_v3.evaluate.supervisor.reference import baseline_server as b; "
+        "torch.cuda.is_initialized = lambda: True; b.server_main('\\0' + sys.argv[1], 60.0)"
+    )
+    server = subprocess.Popen([sys.executable, "-c", code, name.lstrip("\0")])
+    own_server.append(server.pid)
+    deadline = time.monotonic() + 120
+    while baseline_server._connect(name) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    launched = []
+    monkeypatch.setattr(zygote_server, "launch_server", lambda *a: launched.append(a))
+    (tmp_path / "a").mkdir()
+    assert baseline_server.start("baseline", tmp_path / "a", dict(os.environ), 60) is None
+    assert launched == [] and server.poll() is None  # refused by the listening server, which serves on
+    assert baseline_server.start("baseline", tmp_path / "a", dict(os.environ), 60) is None  # and again
+
+
 def test_a_server_whose_imports_opened_cuda_refuses_to_serve(monkeypatch):
     import torch
 
     from kernelbench_v3.evaluate.supervisor.reference import baseline_child
 
     monkeypatch.setattr(baseline_child, "import_compiler", lambda: None)
+    monkeypatch.setenv(baseline_server.NVML_CHECK_ENV, "0")  # restored afterwards: the server sets it
+    baseline_server.import_compiler()  # nothing opened CUDA here: it serves
+    assert os.environ[baseline_server.NVML_CHECK_ENV] == "1"  # is_available() by NVML, no driver init
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.raises(RuntimeError, match="initialized CUDA"):
+        baseline_server.import_compiler()
+
+
+def test_a_server_whose_forks_are_bad_forks_refuses_to_serve(monkeypatch):
+    """On an H100 torch.compile's imports asked the CUDA runtime for the device count: CUDA was
+    not initialized, yet every fork was a bad fork that raised at its first CUDA call. The
+    server forks one to see (here torch is told it is a bad fork, as the driver would make it)."""
+    import torch
+
+    from kernelbench_v3.evaluate.supervisor.reference import baseline_child
+
+    monkeypatch.setattr(baseline_child, "import_compiler", lambda: None)
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)
     with pytest.raises(RuntimeError, match="initialized CUDA"):
         baseline_server.import_compiler()
 
