@@ -95,7 +95,10 @@ def test_throughput_report_renders_targets(tmp_path):
     assert "| cold | 1 | 1 correct | 12.00 |" in text and "| yes |" in text
     assert "| timed | 0 | default | 54/54 | 1 correct | 200.0 | 3.70 |" in text
     assert "2.00x | >= 1.9x | yes |" in text
-    assert "+0.07%" in text and "+6.67%" in text and "1/2 within 1%" in text
+    assert "+0.07%" in text and "+6.67%" in text and "; 1/2 within 1%" in text
+    assert (
+        "Batch vs eval: 2/2 within the fidelity bounds (3% from 50 us, 8% from 10 to 50 us; target: all): yes" in text
+    )
     assert "| reference | 1.00 / 1.00 |" in text
 
 
@@ -156,6 +159,7 @@ def test_throughput_bench_reads_kbv3_baselines_output_and_its_parts():
     assert bench.baselines_seconds(now) == {"level1/1_Square": 3.25}  # a failure's seconds are no baseline's
     assert bench.expand_parts("eval,batch") == {"eval", "fill", "timed"}
     assert bench.eval_passes(3) == [("cold", 0.4), ("warm", 0.55), ("warm-2", 0.55), ("warm-3", 0.55)]
+    assert bench.eval_passes(0) == [("cold", 0.4)]  # --warm-passes 0: the cold pass alone
     with pytest.raises(SystemExit, match="unknown part 'bogus'"):
         bench.expand_parts("eval,bogus")
 

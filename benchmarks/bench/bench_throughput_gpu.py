@@ -667,7 +667,7 @@ def expand_parts(text: str) -> set[str]:
 def eval_passes(warm_passes: int) -> list[tuple[str, float]]:
     """The `kbv3 eval` passes in order, each with the share of the budget until which its
     evaluations may start: cold, then `warm`, `warm-2`, ... (journal modes)."""
-    warm = ["warm"] + [f"warm-{i}" for i in range(2, warm_passes + 1)]
+    warm = (["warm"] if warm_passes > 0 else []) + [f"warm-{i}" for i in range(2, warm_passes + 1)]
     return [("cold", 0.4)] + [(mode, 0.55) for mode in warm]
 
 
