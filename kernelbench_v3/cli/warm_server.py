@@ -49,16 +49,7 @@ def become_cli(conn: socket.socket, request: dict[str, Any], fds: list[int], imp
     except BaseException as exc:  # noqa: BLE001 - said on the caller's stderr, then the status
         print(f"kbv3 eval: {type(exc).__name__}: {exc}", file=sys.stderr)
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        try:
-            conn.send(json.dumps({"exit": code}).encode())
-        except OSError:
-            pass
-        os._exit(code)
+        evaluate.warm_server_leave(conn, {"exit": code}, code)
 
 
 def _take_stdio(fds: list[int]) -> None:

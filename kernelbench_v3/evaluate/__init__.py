@@ -25,7 +25,7 @@ cache (`fill_baselines`), a GPU's turns between the evaluations that share it (`
 `Lender`, `SOLUTION_LOCK`, `GPU_LOCK`: a batch's workers on one GPU), ending a killed worker's
 whole process tree (`kill_descendants`), a long-lived worker's warm state (`keep_zygotes_warm`,
 `start_warm_zygote`, `close_warm_zygotes`, `keep_references_warm`), the warm server that runs
-whole `kbv3 eval` runs (`warm_server_enabled`, `warm_server_connect`, `warm_server_main`,
+whole `kbv3 eval` runs (`warm_server_enabled`, `warm_server_connect`, `warm_server_main`, `warm_server_leave`,
 `die_with_process`: `cli.served`), a process's whole wall clock
 (`Wall`, `process_started`: `Record.wall_phase_s`) and the supervisor's import (`load_supervisor`), the MPS daemon (`mps_wanted`, `mps_daemon`, `mps_starting`,
 `cuda_context_lost`), the rules a prompt states (`V3_TOLERANCE`, `PRECISION_MARGIN`,
@@ -95,12 +95,18 @@ __all__ = [
     "die_with_process",
     "warm_server_connect",
     "warm_server_enabled",
+    "warm_server_leave",
     "warm_server_main",
 ]
 
 
 # The warm server's public names and what they are in `solution.zygote_server`.
-_WARM_SERVER = {"warm_server_enabled": "enabled", "warm_server_connect": "connect", "warm_server_main": "server_main"}
+_WARM_SERVER = {
+    "warm_server_enabled": "enabled",
+    "warm_server_connect": "connect",
+    "warm_server_leave": "leave",
+    "warm_server_main": "server_main",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -214,6 +214,22 @@ def server_main(
     os._exit(0)
 
 
+def leave(conn: socket.socket, last_words: dict[str, Any], code: int) -> NoReturn:
+    """End a served child (a handler's forked process): flush its stdout and stderr, send
+    `last_words` to its caller (who cannot wait for its exit status: it is the server's child),
+    and exit with `code`."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        conn.send(json.dumps(last_words).encode())
+    except OSError:
+        pass
+    os._exit(code)
+
+
 # --- the caller's handle --------------------------------------------------------------------
 
 

@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 
@@ -19,6 +17,7 @@ from kernelbench_v3.evaluate.process_tree import alive
 from kernelbench_v3.evaluate.solution import sandbox, zygote_server
 from kernelbench_v3.evaluate.solution.zygote import zygote_env
 from kernelbench_v3.evaluate.solution.zygote_server import ServedZygote
+from tests.evaluate.servers import own_servers
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract Unix sockets are Linux's")
 
@@ -36,15 +35,7 @@ slow = pytest.mark.slow  # each starts a server: an import of torch
 @pytest.fixture
 def own_server(monkeypatch):
     """A server name no other test shares (a tag in the fingerprint); killed afterwards."""
-    monkeypatch.setenv("KBV3_TEST_SERVER_TAG", uuid.uuid4().hex)
-    monkeypatch.setenv(zygote_server.IDLE_ENV, "60")
-    pids: list[int] = []
-    yield pids
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    yield from own_servers(monkeypatch)
 
 
 @slow

@@ -131,16 +131,7 @@ def become_child(conn: socket.socket, request: dict[str, Any], fds: list[int], i
 
         traceback.print_exc()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        try:
-            conn.send(json.dumps({"kind": "exit", "code": code}).encode())
-        except OSError:
-            pass
-        os._exit(code)
+        zygote_server.leave(conn, {"kind": "exit", "code": code}, code)
 
 
 # --- the caller's handle --------------------------------------------------------------------

@@ -5,12 +5,10 @@ death), and the program child wherever no server serves."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -19,6 +17,7 @@ from kernelbench_v3.evaluate.process_tree import alive
 from kernelbench_v3.evaluate.solution import sandbox, zygote_server
 from kernelbench_v3.evaluate.supervisor.reference import baseline_server
 from kernelbench_v3.evaluate.supervisor.reference.isolate import run_child
+from tests.evaluate.servers import own_servers
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract Unix sockets are Linux's"),
@@ -33,15 +32,7 @@ def own_server(monkeypatch):
     if sandbox.available().network != "netns":
         pytest.skip("no network namespace here: the server is not used (baseline_server.wanted)")
     monkeypatch.setenv(zygote_server.SERVER_ENV, "1")
-    monkeypatch.setenv("KBV3_TEST_SERVER_TAG", uuid.uuid4().hex)
-    monkeypatch.setenv(zygote_server.IDLE_ENV, "60")
-    pids: list[int] = []
-    yield pids
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    yield from own_servers(monkeypatch)
 
 
 def _spec(**more):
