@@ -63,8 +63,8 @@ def address(env: dict[str, str]) -> str:
 def import_compiler() -> None:
     """What every forked baseline child inherits, imported: torch, torch.compile's dynamo and
     inductor, Triton, and the child's own modules. Never CUDA: a server whose imports opened it
-    could fork no child that can use it, so it refuses to serve (RuntimeError: it exits, and its
-    callers start their children as programs).
+    could fork no child that can use it, so it refuses to serve (RuntimeError: `server_main`
+    then refuses every request, and its callers start their children as programs).
 
     torch.compile's imports ask `torch.cuda.is_available()`, which by default asks the CUDA
     runtime for the device count: that initializes the driver and marks every later fork as one
@@ -180,6 +180,7 @@ class ServedChild:
             message = json.loads(data)
             if message.get("kind") == "exit" and not self._killed:
                 self.returncode = int(message.get("code", 1))
+                self.conn.close()
             return
         self.conn.close()
         if self.returncode is None:
