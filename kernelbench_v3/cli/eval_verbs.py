@@ -281,7 +281,8 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         retry_failed=args.retry_failed_baseline,
     ):
         entry = result.entry
-        seconds, since = time.monotonic() - since, time.monotonic()  # this problem's, from the cache's look on
+        now = time.monotonic()
+        seconds, since = now - since, now  # this problem's, from the cache's look on
         how = "cached" if entry.get("cached") else f"timed in {seconds:.2f} s"
         if entry.get("failed"):
             failed += 1

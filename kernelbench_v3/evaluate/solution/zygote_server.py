@@ -95,9 +95,15 @@ def enabled() -> bool:
 def connect(device: str) -> socket.socket | None:
     """A connection to this user's warm server for `device` and this process's environment, or
     None where none listens (or the name is held by another user's process)."""
+    return connect_to(address(device, zygote_env(device)))
+
+
+def connect_to(name: str) -> socket.socket | None:
+    """A connection to the server listening on the abstract socket `name` (a warm server, the
+    baseline server), or None where none listens or another user's process holds the name."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        sock.connect(address(device, zygote_env(device)))
+        sock.connect(name)
         if peer_credentials(sock)[1] == os.getuid():
             return sock
     except OSError:

@@ -197,7 +197,7 @@ def start(role: str, workdir: Path, env: dict[str, str], wait_s: float) -> Serve
     `kbv3-zygote-server-UID-baseline.log` in the temporary folder) is not launched again by this
     process, so a batch does not pay its imports twice per baseline."""
     name = address(env)
-    conn = _connect(name)
+    conn = zygote_server.connect_to(name)
     if conn is None and name in _failed:
         return None
     if conn is None:
@@ -205,9 +205,9 @@ def start(role: str, workdir: Path, env: dict[str, str], wait_s: float) -> Serve
         deadline = time.monotonic() + wait_s
         while conn is None and time.monotonic() < deadline:
             time.sleep(0.02)
-            conn = _connect(name)
+            conn = zygote_server.connect_to(name)
             if conn is None and launched.poll() is not None:  # failed, or lost the name to one now gone
-                conn = _connect(name)
+                conn = zygote_server.connect_to(name)
                 break
         if conn is None:
             _failed.add(name)
@@ -230,18 +230,6 @@ def start(role: str, workdir: Path, env: dict[str, str], wait_s: float) -> Serve
             if fd >= 0:
                 os.close(fd)
         return None
-
-
-def _connect(name: str) -> socket.socket | None:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        sock.connect(name)
-        if zygote_server.peer_credentials(sock)[1] == os.getuid():
-            return sock
-    except OSError:
-        pass
-    sock.close()
-    return None
 
 
 def server_main(name: str, idle_s: float) -> None:

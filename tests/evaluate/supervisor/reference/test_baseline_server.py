@@ -153,7 +153,7 @@ def test_a_server_that_cannot_serve_says_so_and_callers_start_the_program(own_se
     server = subprocess.Popen([sys.executable, "-c", code, name.lstrip("\0")])
     own_server.append(server.pid)
     deadline = time.monotonic() + 120
-    while baseline_server._connect(name) is None and time.monotonic() < deadline:
+    while zygote_server.connect_to(name) is None and time.monotonic() < deadline:
         time.sleep(0.05)
     launched = []
     monkeypatch.setattr(zygote_server, "launch_server", lambda *a: launched.append(a))
