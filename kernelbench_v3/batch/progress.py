@@ -89,6 +89,7 @@ class Progress:
         self.statuses: Counter = Counter()
         self.by_worker: dict[str, list[dict[str, Any]]] = {}
         self.running: list[str] = []  # labels of the evaluations started and not yet recorded
+        self._again: set[str] = set()  # labels handed back unfinished, to be started again
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._last_line = self.started
@@ -128,8 +129,18 @@ class Progress:
                 self._bar.set_description_str(f"eval-batch {label}", refresh=True)
             else:
                 started = self.done + len(self.running)
-                print(f"eval-batch: started {label} ({started}/{self.total})", file=self.stream, flush=True)
+                again = " again" if label in self._again else ""
+                print(f"eval-batch: started {label}{again} ({started}/{self.total})", file=self.stream, flush=True)
                 self._last_line = self.clock()
+            self._again.discard(label)
+
+    def put_back(self, label: str) -> None:
+        """An evaluation started but not finished (lost to another's fault): no longer running;
+        it will be started again and counted once."""
+        with self._lock:
+            if label in self.running:
+                self.running.remove(label)
+            self._again.add(label)
 
     def record(self, record: dict[str, Any], worker: str = "", label: str | None = None) -> None:
         with self._lock:

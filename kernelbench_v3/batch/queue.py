@@ -86,8 +86,10 @@ class WorkQueue:
         items: Iterable[BatchItem],
         warm: Iterable[tuple[str, str]] = (),
         on_take: Callable[[BatchItem], None] | None = None,
+        on_put_back: Callable[[BatchItem], None] | None = None,
     ):
         self._on_take = on_take  # told of each item as a worker takes it (progress names it)
+        self._on_put_back = on_put_back  # told of each item taken and handed back unfinished
         self._pending: list[BatchItem] = list(items)
         self._warm: set[tuple[str, str]] = set(warm)
         self._warming: set[tuple[str, str]] = set()
@@ -142,6 +144,8 @@ class WorkQueue:
         self._running_items.pop(item.key, None)
         self._warming.discard(self.group(item))
         self._pending.insert(0, item)
+        if self._on_put_back is not None:
+            self._on_put_back(item)
 
     @property
     def running(self) -> int:

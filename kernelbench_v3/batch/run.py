@@ -173,7 +173,10 @@ def run_batch(
         warm = {(r["problem_id"], r["gpu"]) for r in done.values()}
         shown = Progress(len(todo) - sum(bool(it.missing) for it in todo), progress)
         queue = WorkQueue(
-            [it for it in todo if not it.missing], warm, on_take=lambda item: shown.starting(item_label(item))
+            [it for it in todo if not it.missing],
+            warm,
+            on_take=lambda item: shown.starting(item_label(item)),
+            on_put_back=lambda item: shown.put_back(item_label(item)),
         )
 
         def on_record(item: BatchItem, record: dict[str, Any], worker: str = "") -> None:

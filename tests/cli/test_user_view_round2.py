@@ -69,6 +69,31 @@ def test_the_work_queue_tells_progress_what_it_hands_out():
     assert queue.take() is item and taken == ["level1/23_Softmax"]
 
 
+def test_an_evaluation_lost_to_a_neighbours_fault_is_started_again_and_counted_once():
+    # On an H100 (seventeenth lease) the rerun printed "started level1/40_LayerNorm (4/3)" and
+    # named the item twice among those running.
+    from kernelbench_v3.batch.queue import BatchItem, WorkQueue
+
+    out = io.StringIO()
+    progress = Progress(3, stream=out, every_s=0, tty=False)
+    labels = {"level1/23_Softmax": "a", "level1/26_GELU_": "b", "level1/40_LayerNorm": "c"}
+    items = [BatchItem(problem_id=p, gpu="H100", model="m", solution_path="s.py", solution_sha256="0") for p in labels]
+    queue = WorkQueue(
+        items,
+        on_take=lambda it: progress.starting(labels[it.problem_id]),
+        on_put_back=lambda it: progress.put_back(labels[it.problem_id]),
+    )
+    *_, third = queue.take(), queue.take(), queue.take()
+    progress.record({"status": "correct"}, "w0", "a")
+    progress.record({"status": "failed"}, "w1", "b")
+    queue.put_back(third)
+    assert progress.running == []
+    assert queue.take() is third
+    assert out.getvalue().splitlines()[-1] == "eval-batch: started c again (3/3)"
+    assert progress.status_line().count("running: c") == 1
+    progress.finish()
+
+
 # ---------------------------------------------------------------- point 6: one source of defaults
 
 
