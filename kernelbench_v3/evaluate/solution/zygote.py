@@ -30,6 +30,7 @@ from typing import Any
 
 from ..mps_reaper import LOG_ENV, PIPE_ENV
 from ..process_tree import descendants, kill_descendants
+from . import triton_seed
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
@@ -38,6 +39,7 @@ LOG_NAME = "output.log"  # the solution process's stdout and stderr, in its scra
 # What a spawn request may set in the child's environment (None: unset): the MPS daemon's folders,
 # which the supervisor may learn after the zygote started.
 SPAWN_ENV = (PIPE_ENV, LOG_ENV)
+_seed_folder: Path | None = None  # where Triton's driver helper is seeded (`triton_seed`), set by `serve`
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -144,6 +146,8 @@ def _child(msg: dict[str, Any], fds: list[int]) -> None:
         tempfile.tempdir = None  # the zygote may have cached /tmp; the solution's temp folder is its scratch
         for sub in ("triton", "tmp"):
             (scratch / sub).mkdir(exist_ok=True)
+        if str(msg["device"]).startswith("cuda"):  # Triton's driver helper, built by trusted code
+            triton_seed.seed_into(_seed_folder, scratch / "triton")
         os.chdir(scratch)
         # The solution's prints go to its own log in its scratch folder, never to the caller's
         # stdout; the supervisor keeps the tail and fails a flood (FLOOD_BYTES).
@@ -186,6 +190,8 @@ def import_warm() -> None:
 def serve(ctl: socket.socket, ready: dict[str, Any]) -> None:
     """Say `ready` on `ctl`, then fork solution processes and report on them as the supervisor
     asks, until it says exit or goes away. Never returns."""
+    global _seed_folder
+    _seed_folder = triton_seed.seed_folder()  # under this zygote's cache root (its caller's env)
     # CLOCK_MONOTONIC is one clock for every process of the machine: the supervisor subtracts
     # its launch time from `ready_at` to learn what the zygote's start cost (beside its own work).
     ctl.send(json.dumps({**ready, "ready_at": time.monotonic()}).encode())

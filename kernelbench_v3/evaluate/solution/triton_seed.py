@@ -1,0 +1,100 @@
+"""Triton's CUDA driver helper, compiled once by a trusted process and copied into each solution
+process's own Triton cache.
+
+Triton builds a small C module (`cuda_utils`, from its `driver.c`) with the system's C compiler
+the first time a process launches a kernel, and keeps it in `TRITON_CACHE_DIR`. Every solution
+process has a fresh cache of its own in its scratch folder (a cache it could write and a later
+solution read would let one solution's files decide another's run), so every solution process
+paid that compile. Its source is Triton's own, not the solution's, so a trusted process can build
+it ahead: once per machine and Triton version it is built (`ensure_seed`, by Triton's own code
+in a child process) into a folder under the cache root, which the sandbox leaves read-only to
+solutions, and each forked CUDA solution process copies it into its scratch cache while it is
+still trusted, before it is confined (`seed_into`, from `zygote._child`; the first such process
+on a machine builds it). A copy, never a link: what a solution writes into its cache stays its
+own. Anything that goes wrong leaves Triton to build the helper in the process, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ...paths import cache_root
+
+BUILD_TIMEOUT_S = 30.0  # a gcc of one small file; within the start limit (START_LIMIT_S)
+FAILED_NAME = "failed.txt"  # beside the seeds: why the last build failed (delete it to try again)
+# Run in a child process with TRITON_CACHE_DIR set: Triton's own code builds and loads the helper.
+BUILD_CODE = "from triton.backends.nvidia.driver import CudaUtils; CudaUtils()"
+
+
+def seed_folder(root: Path | None = None) -> Path | None:
+    """Where this Python's Triton keeps its seed (None where Triton is not importable)."""
+    try:
+        import triton
+    except Exception:  # noqa: BLE001 - no Triton, nothing to seed
+        return None
+    tag = f"triton-{triton.__version__}-py{sys.version_info.major}{sys.version_info.minor}"
+    return (root or cache_root()) / "triton-seed" / tag
+
+
+def ensure_seed(folder: Path | None, build_code: str = BUILD_CODE, timeout_s: float = BUILD_TIMEOUT_S) -> Path | None:
+    """The seed `folder`, built first if it is not there; None if it cannot be (the reason is
+    kept in `failed.txt` beside it, so the next zygote does not try again)."""
+    if folder is None:
+        return None
+    if folder.is_dir():
+        return folder
+    failed = folder.parent / FAILED_NAME
+    if failed.exists():
+        return None
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    except OSError:
+        return None  # a read-only cache root: Triton builds in each process, as before
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", build_code],
+            env={**os.environ, "TRITON_CACHE_DIR": str(building), "TRITON_INTERPRET": "0"},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout_s,
+        )
+        if done.returncode != 0 or not any(building.iterdir()):
+            reason = done.stderr.decode(errors="replace")[-2000:] or f"exit code {done.returncode}, nothing built"
+            failed.write_text(f"{build_code}\n{reason}\n")
+            return None
+        try:
+            os.rename(building, folder)  # all or nothing; a zygote that built it first wins
+        except OSError:
+            pass
+        return folder if folder.is_dir() else None
+    except (OSError, subprocess.SubprocessError) as exc:
+        try:
+            failed.write_text(f"{build_code}\n{type(exc).__name__}: {exc}\n")
+        except OSError:
+            pass
+        return None
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def copy_seed(seed: Path | None, triton_cache: Path) -> bool:
+    """Copy the seed's entries into a solution process's own Triton cache (before it is confined).
+    False when there is no seed or the copy failed: Triton then builds the helper itself."""
+    if seed is None:
+        return False
+    try:
+        shutil.copytree(seed, triton_cache, symlinks=False, dirs_exist_ok=True)
+    except OSError:
+        return False
+    return True
+
+
+def seed_into(folder: Path | None, triton_cache: Path) -> bool:
+    """Build the seed if need be, then copy it into `triton_cache`; whether a seed was copied."""
+    return copy_seed(ensure_seed(folder), triton_cache)
