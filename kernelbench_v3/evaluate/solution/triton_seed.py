@@ -96,5 +96,10 @@ def copy_seed(seed: Path | None, triton_cache: Path) -> bool:
 
 
 def seed_into(folder: Path | None, triton_cache: Path) -> bool:
-    """Build the seed if need be, then copy it into `triton_cache`; whether a seed was copied."""
-    return copy_seed(ensure_seed(folder), triton_cache)
+    """Build the seed if need be, then copy it into `triton_cache`; whether a seed was copied.
+    Never raises: it runs in a solution process before the solution is imported, and a seed it
+    cannot have must cost nothing but Triton's own build."""
+    try:
+        return copy_seed(ensure_seed(folder), triton_cache)
+    except Exception:  # noqa: BLE001 - an unreadable cache root, say
+        return False

@@ -65,6 +65,14 @@ def test_no_seed_means_triton_builds_as_before(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_seeding_never_raises_in_a_solution_process(tmp_path, monkeypatch):
+    def unreadable(*args, **kwargs):
+        raise PermissionError("the cache root is not ours")
+
+    monkeypatch.setattr(triton_seed, "ensure_seed", unreadable)
+    assert triton_seed.seed_into(tmp_path / "seed", tmp_path / "cache") is False
+
+
 def test_the_seed_folder_is_named_by_triton_and_python_under_the_cache_root(tmp_path, monkeypatch):
     import sys
 
