@@ -43,7 +43,11 @@ def seed_folder(root: Path | None = None) -> Path | None:
 
 def ensure_seed(folder: Path | None, build_code: str = BUILD_CODE, timeout_s: float = BUILD_TIMEOUT_S) -> Path | None:
     """The seed `folder`, built first if it is not there; None if it cannot be (the reason is
-    kept in `failed.txt` beside it, so the next zygote does not try again)."""
+    kept in `failed.txt` beside it, so no later process tries again).
+
+    The build is trusted and unconfined, so nothing a solution may have written reaches it: an
+    isolated interpreter (`-I`: no PYTHONPATH, no user site, no current folder on sys.path), run
+    in the new, empty folder, with its home and temporary files beside the seeds."""
     if folder is None:
         return None
     if folder.is_dir():
@@ -57,9 +61,17 @@ def ensure_seed(folder: Path | None, build_code: str = BUILD_CODE, timeout_s: fl
     except OSError:
         return None  # a read-only cache root: Triton builds in each process, as before
     try:
+        trusted = str(folder.parent)
         done = subprocess.run(
-            [sys.executable, "-c", build_code],
-            env={**os.environ, "TRITON_CACHE_DIR": str(building), "TRITON_INTERPRET": "0"},
+            [sys.executable, "-I", "-c", build_code],
+            env={
+                **os.environ,
+                "TRITON_CACHE_DIR": str(building),
+                "TRITON_INTERPRET": "0",
+                "HOME": trusted,
+                "TMPDIR": trusted,
+            },
+            cwd=building,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=timeout_s,
@@ -69,7 +81,7 @@ def ensure_seed(folder: Path | None, build_code: str = BUILD_CODE, timeout_s: fl
             failed.write_text(f"{build_code}\n{reason}\n")
             return None
         try:
-            os.rename(building, folder)  # all or nothing; a zygote that built it first wins
+            os.rename(building, folder)  # all or nothing; a process that built it first wins
         except OSError:
             pass
         return folder if folder.is_dir() else None

@@ -65,6 +65,20 @@ def test_no_seed_means_triton_builds_as_before(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_build_imports_nothing_from_the_callers_folder_or_pythonpath(tmp_path, monkeypatch):
+    # The build runs unconfined: a module planted where the caller stands (a solution file
+    # named after a package, say) or on PYTHONPATH must not be what it imports.
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "triton_helper_probe.py").write_text("raise SystemExit(0)  # would pass the build\n")
+    monkeypatch.chdir(planted)
+    monkeypatch.setenv("PYTHONPATH", str(planted))
+    folder = tmp_path / "seeds" / "seed"
+    build = "import triton_helper_probe\n" + FAKE_BUILD
+    assert triton_seed.ensure_seed(folder, build) is None
+    assert "ModuleNotFoundError" in (folder.parent / triton_seed.FAILED_NAME).read_text()
+
+
 def test_seeding_never_raises_in_a_solution_process(tmp_path, monkeypatch):
     def unreadable(*args, **kwargs):
         raise PermissionError("the cache root is not ours")
