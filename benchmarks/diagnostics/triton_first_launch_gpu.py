@@ -33,6 +33,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks" / "bench"))
+
+import bench_calls_gpu as calls  # noqa: E402  (how a bench builds a solution's model)
 
 SOLUTIONS = (
     "level1/26_GELU_=examples/solutions/level1/26_GELU_.py",
@@ -50,7 +53,7 @@ def _child(problem_id: str, solution: Path, cache: Path) -> dict:
     import triton.compiler.compiler as triton_compiler
     import triton.runtime.build as triton_build
 
-    from kernelbench_v3.catalog.materialize import import_file, load_module
+    from kernelbench_v3.catalog.materialize import load_module
     from kernelbench_v3.catalog.problem import get_problem
 
     builds: list[tuple[str, float]] = []
@@ -88,8 +91,7 @@ def _child(problem_id: str, solution: Path, cache: Path) -> dict:
     steps["cuda_context_s"] = time.perf_counter() - started
     started = time.perf_counter()
     module = load_module(get_problem(problem_id).path, {})
-    sol = import_file(str(solution), f"kbv3_first_launch_{solution.stem}")
-    model = (getattr(sol, "ModelNew", None) or sol.Model)(*module.get_init_inputs()).cuda().eval()
+    model, _ = calls._solution_model(solution, module, "cuda")
     with torch.device("cuda"):
         inputs = list(module.get_inputs())
     torch.cuda.synchronize()

@@ -78,7 +78,7 @@ def ensure_seed(folder: Path | None, build_code: str = BUILD_CODE, timeout_s: fl
         )
         if done.returncode != 0 or not any(building.iterdir()):
             reason = done.stderr.decode(errors="replace")[-2000:] or f"exit code {done.returncode}, nothing built"
-            failed.write_text(f"{build_code}\n{reason}\n")
+            _note_failure(failed, build_code, reason)
             return None
         try:
             os.rename(building, folder)  # all or nothing; a process that built it first wins
@@ -86,13 +86,18 @@ def ensure_seed(folder: Path | None, build_code: str = BUILD_CODE, timeout_s: fl
             pass
         return folder if folder.is_dir() else None
     except (OSError, subprocess.SubprocessError) as exc:
-        try:
-            failed.write_text(f"{build_code}\n{type(exc).__name__}: {exc}\n")
-        except OSError:
-            pass
+        _note_failure(failed, build_code, f"{type(exc).__name__}: {exc}")
         return None
     finally:
         shutil.rmtree(building, ignore_errors=True)
+
+
+def _note_failure(failed: Path, build_code: str, reason: str) -> None:
+    """Why the build failed, beside the seeds (best effort: an unwritable root keeps no note)."""
+    try:
+        failed.write_text(f"{build_code}\n{reason}\n")
+    except OSError:
+        pass
 
 
 def copy_seed(seed: Path | None, triton_cache: Path) -> bool:
