@@ -8,9 +8,12 @@ first forward it times each C build of Triton's runtime (`compile_module_from_sr
 helper `cuda_utils` and a launcher per kernel signature) and each kernel compile
 (`triton.compiler.compile`: MLIR, LLVM, ptxas). Ways:
 
-- `fresh`: an empty Triton cache, as every solution process had before the seed;
-- `seeded`: the cache holds a copy of the driver helper built by trusted code
-  (`solution.triton_seed`), as a solution process now gets;
+- `fresh`: an empty Triton cache and none of Triton's per-process memos, as every solution
+  process had before the seed;
+- `seeded_unwarmed`: the cache holds a copy of the driver helper built by trusted code
+  (`solution.triton_seed`), the memos cleared (as a solution process got at 9446fb9);
+- `seeded`: that copy, and the memos the zygote computed (`triton_seed.warm_memos`: the hash of
+  libtriton that keys the cache, libcuda's folder, ptxas), as a solution process now gets;
 - `warm`: the cache of a previous child of the same solution (what a per-source cache would give;
   measured for the comparison only, the evaluator keeps no such cache).
 
@@ -43,12 +46,25 @@ SOLUTIONS = (
     "level2/86_Matmul_Divide_GELU=examples/solutions/level2/86_Matmul_Divide_GELU.py",
     "level1/40_LayerNorm=examples/solutions/level1/40_LayerNorm.py",
 )
-WAYS = ("fresh", "seeded", "warm")
+WAYS = ("fresh", "seeded_unwarmed", "seeded", "warm")
+UNWARMED = ("fresh", "seeded_unwarmed")  # the child clears the memos it inherited
 
 
-def _child(problem_id: str, solution: Path, cache: Path) -> dict:
+def _clear_memos() -> None:
+    """Forget what the parent's `warm_memos` computed, as a process that inherited none."""
+    from triton.backends.nvidia.driver import libcuda_dirs
+    from triton.knobs import NvidiaTool
+    from triton.runtime.cache import triton_key
+
+    for memo in (triton_key, libcuda_dirs, NvidiaTool.from_path):
+        memo.cache_clear()
+
+
+def _child(problem_id: str, solution: Path, cache: Path, unwarmed: bool = False) -> dict:
     """In the forked child: the first and second forward, with the builds inside the first."""
     os.environ["TRITON_CACHE_DIR"] = str(cache)
+    if unwarmed:
+        _clear_memos()
     import torch
     import triton.compiler.compiler as triton_compiler
     import triton.runtime.build as triton_build
@@ -112,14 +128,14 @@ def _child(problem_id: str, solution: Path, cache: Path) -> dict:
     return {**steps, "builds": builds, "kernel_compiles": len(compiles)}
 
 
-def run_one(problem_id: str, solution: Path, cache: Path) -> dict:
+def run_one(problem_id: str, solution: Path, cache: Path, unwarmed: bool = False) -> dict:
     """Fork, run `_child`, and read its JSON line back (the parent never opens CUDA)."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
         try:
-            result = _child(problem_id, solution, cache)
+            result = _child(problem_id, solution, cache, unwarmed)
         except BaseException as exc:  # noqa: BLE001
             result = {"error": f"{type(exc).__name__}: {exc}"[:500]}
         os.write(write_fd, json.dumps(result).encode())
@@ -142,6 +158,10 @@ def main() -> int:
     from kernelbench_v3.evaluate.solution.zygote import import_warm
 
     import_warm()  # what a forked solution process inherits
+    _clear_memos()  # and once more, to time what the zygote now spends on them
+    started = time.perf_counter()
+    missed = triton_seed.warm_memos()
+    print(json.dumps({"warm_memos_s": round(time.perf_counter() - started, 3), "missed": missed}), flush=True)
     root = Path(tempfile.mkdtemp(prefix="kbv3-first-launch-"))
     started = time.perf_counter()
     seed = triton_seed.ensure_seed(triton_seed.seed_folder(root))
@@ -155,11 +175,12 @@ def main() -> int:
             for run in range(args.runs):
                 for way in WAYS:
                     cache = warm_cache if way == "warm" else root / f"{way}-{len(rows)}"
-                    if way == "seeded" and not triton_seed.copy_seed(seed, cache):
+                    if way.startswith("seeded") and not triton_seed.copy_seed(seed, cache):
                         continue
                     if way == "warm" and not cache.exists():
                         run_one(problem_id, REPO / path, cache)  # fills it; not a measurement
-                    row = {"problem": problem_id, "way": way, "run": run, **run_one(problem_id, REPO / path, cache)}
+                    measured = run_one(problem_id, REPO / path, cache, unwarmed=way in UNWARMED)
+                    row = {"problem": problem_id, "way": way, "run": run, **measured}
                     row["at"] = time.strftime("%H:%M:%S")
                     rows.append(row)
                     journal.write(json.dumps(row) + "\n")

@@ -172,8 +172,9 @@ def _child(msg: dict[str, Any], fds: list[int]) -> None:
 
 
 def import_warm() -> None:
-    """What every forked solution process inherits, ready: torch, the worker, Triton, and torch's
-    lazy global patches made (`guard.settle_lazy_torch_patches`). Never CUDA."""
+    """What every forked solution process inherits, ready: torch, the worker, Triton with what it
+    memoizes at a first compile (`triton_seed.warm_memos`), and torch's lazy global patches made
+    (`guard.settle_lazy_torch_patches`). Never CUDA."""
     import torch  # noqa: F401
 
     from . import worker  # noqa: F401
@@ -182,6 +183,8 @@ def import_warm() -> None:
     try:
         import triton  # noqa: F401
         import triton.language  # noqa: F401
+
+        triton_seed.warm_memos()
     except Exception:
         pass
     settle_lazy_torch_patches()

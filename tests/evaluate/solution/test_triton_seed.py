@@ -96,3 +96,42 @@ def test_the_seed_folder_is_named_by_triton_and_python_under_the_cache_root(tmp_
     folder = triton_seed.seed_folder()
     assert folder is not None and folder.parent == tmp_path / "triton-seed"
     assert folder.name == f"triton-{triton.__version__}-py{sys.version_info.major}{sys.version_info.minor}"
+
+
+def test_a_fork_inherits_the_hash_that_keys_tritons_cache(monkeypatch):
+    # The zygote computes it once (0.3-1 s: a SHA-256 of libtriton); a forked solution process
+    # finds it memoized instead of hashing again at its first compile.
+    import os
+
+    from triton.runtime.cache import triton_key
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    triton_key.cache_clear()
+    missed = triton_seed.warm_memos()
+    assert not [m for m in missed if m.startswith("triton_key")]
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if triton_key.cache_info().currsize == 1 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_warming_names_what_it_could_not_compute_and_never_raises(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+    def no_ldconfig() -> None:
+        raise FileNotFoundError("/sbin/ldconfig")
+
+    monkeypatch.setattr(triton_seed, "_triton_key", lambda: None)
+    monkeypatch.setattr(triton_seed, "_libcuda_dirs", no_ldconfig)
+    monkeypatch.setattr(triton_seed, "_ptxas", lambda: None)
+    assert triton_seed.warm_memos() == ["libcuda_dirs: FileNotFoundError: /sbin/ldconfig"]
+
+
+def test_nothing_is_warmed_where_triton_only_interprets(monkeypatch):
+    def must_not_run() -> None:
+        raise AssertionError("warmed on the CPU")
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(triton_seed, "_triton_key", must_not_run)
+    assert triton_seed.warm_memos() == []
