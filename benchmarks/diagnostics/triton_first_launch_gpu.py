@@ -12,7 +12,7 @@ helper `cuda_utils` and a launcher per kernel signature) and each kernel compile
   process had before the seed;
 - `seeded_unwarmed`: the cache holds a copy of the driver helper built by trusted code
   (`solution.triton_seed`), the memos cleared (as a solution process got at 9446fb9);
-- `seeded`: that copy, and the memos the zygote computed (`triton_seed.warm_memos`: the hash of
+- `seeded`: that copy, and the memos the zygote computed (`compile_memos.warm_triton`: the hash of
   libtriton that keys the cache, libcuda's folder, ptxas), as a solution process now gets;
 - `warm`: the cache of a previous child of the same solution (what a per-source cache would give;
   measured for the comparison only, the evaluator keeps no such cache).
@@ -51,7 +51,7 @@ UNWARMED = ("fresh", "seeded_unwarmed")  # the child clears the memos it inherit
 
 
 def _clear_memos() -> None:
-    """Forget what the parent's `warm_memos` computed, as a process that inherited none."""
+    """Forget what the parent's `compile_memos.warm_triton` computed, as a process that inherited none."""
     from triton.backends.nvidia.driver import libcuda_dirs
     from triton.knobs import NvidiaTool
     from triton.runtime.cache import triton_key
@@ -154,14 +154,15 @@ def main() -> int:
     parser.add_argument("--solutions", default=",".join(SOLUTIONS), help="PROBLEM=PATH,...")
     args = parser.parse_args()
 
+    from kernelbench_v3.evaluate import compile_memos
     from kernelbench_v3.evaluate.solution import triton_seed
     from kernelbench_v3.evaluate.solution.zygote import import_warm
 
     import_warm()  # what a forked solution process inherits
     _clear_memos()  # and once more, to time what the zygote now spends on them
     started = time.perf_counter()
-    missed = triton_seed.warm_memos()
-    print(json.dumps({"warm_memos_s": round(time.perf_counter() - started, 3), "missed": missed}), flush=True)
+    missed = compile_memos.warm_triton()
+    print(json.dumps({"warm_triton_s": round(time.perf_counter() - started, 3), "missed": missed}), flush=True)
     root = Path(tempfile.mkdtemp(prefix="kbv3-first-launch-"))
     started = time.perf_counter()
     seed = triton_seed.ensure_seed(triton_seed.seed_folder(root))

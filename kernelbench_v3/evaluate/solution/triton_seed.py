@@ -13,12 +13,7 @@ still trusted, before it is confined (`seed_into`, from `zygote._child`; the fir
 on a machine builds it). A copy, never a link: what a solution writes into its cache stays its
 own. Anything that goes wrong leaves Triton to build the helper in the process, as before.
 
-Triton also memoizes, per process, facts its first compile computes (`warm_memos`): the hash of
-its own installation that keys every cache entry (a SHA-256 of its 400-500 MB `libtriton` and its
-sources: 0.3-1 s), where libcuda is (an `ldconfig` run) and ptxas's version (a `ptxas` run). None
-of them needs CUDA or anything of a solution's, so the warm parents compute them once and every
-fork inherits them: the zygote (a solution process) and the baseline server (torch.compile's
-kernels).
+(What Triton memoizes in memory at a first compile is `evaluate.compile_memos`.)
 """
 
 from __future__ import annotations
@@ -105,44 +100,6 @@ def _note_failure(failed: Path, build_code: str, reason: str) -> None:
         failed.write_text(f"{build_code}\n{reason}\n")
     except OSError:
         pass
-
-
-def warm_memos() -> list[str]:
-    """Compute, in this trusted CUDA-free process, what Triton memoizes at a process's first
-    compile (module docstring); what could not be computed, named (never raises: a fork then
-    computes it itself, as before). Nothing where Triton only interprets (the CPU)."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return []
-    missed = []
-    for name, compute in (
-        ("triton_key", _triton_key),
-        ("libcuda_dirs", _libcuda_dirs),
-        ("ptxas", _ptxas),
-    ):
-        try:
-            compute()
-        except Exception as exc:  # noqa: BLE001 - another Triton version, no ldconfig, no ptxas
-            missed.append(f"{name}: {type(exc).__name__}: {exc}"[:200])
-    return missed
-
-
-def _triton_key() -> None:
-    from triton.runtime.cache import triton_key
-
-    triton_key()
-
-
-def _libcuda_dirs() -> None:
-    from triton.backends.nvidia.driver import libcuda_dirs
-
-    libcuda_dirs()
-
-
-def _ptxas() -> None:
-    from triton import knobs
-
-    if knobs.nvidia.ptxas is None:  # Triton runs `ptxas --version` to find it
-        raise FileNotFoundError("no ptxas")
 
 
 def copy_seed(seed: Path | None, triton_cache: Path) -> bool:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import compile_memos
 from ..mps_reaper import LOG_ENV, PIPE_ENV
 from ..process_tree import descendants, kill_descendants
 from . import triton_seed
@@ -173,7 +174,7 @@ def _child(msg: dict[str, Any], fds: list[int]) -> None:
 
 def import_warm() -> None:
     """What every forked solution process inherits, ready: torch, the worker, Triton with what it
-    memoizes at a first compile (`triton_seed.warm_memos`), and torch's lazy global patches made
+    memoizes at a first compile (`compile_memos.warm_triton`), and torch's lazy global patches made
     (`guard.settle_lazy_torch_patches`). Never CUDA."""
     import torch  # noqa: F401
 
@@ -184,7 +185,7 @@ def import_warm() -> None:
         import triton  # noqa: F401
         import triton.language  # noqa: F401
 
-        triton_seed.warm_memos()
+        compile_memos.warm_triton()
     except Exception:
         pass
     settle_lazy_torch_patches()

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ... import compile_memos
 from ..timing import time_reference
 
 
@@ -80,18 +81,13 @@ def child_main(spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
 def import_compiler() -> None:
     """torch.compile's own imports (dynamo, inductor), which its first call would make, and the
-    hash of torch's sources that keys inductor's caches (`torch_key`, memoized per process: 0.3 s
-    a process; the baseline server's forks inherit it): their seconds of a cold baseline are a
+    hash of torch's sources that keys inductor's caches (`compile_memos.warm_inductor`: 0.3 s a
+    process; the baseline server's forks inherit it): their seconds of a cold baseline are a
     step of their own (`import`), apart from compiling."""
     import torch._dynamo  # noqa: F401
     import torch._inductor.compile_fx  # noqa: F401
 
-    try:
-        from torch._inductor.codecache import torch_key
-
-        torch_key()
-    except Exception:  # noqa: BLE001 - another torch: its first compile computes it, as before
-        pass
+    compile_memos.warm_inductor()
 
 
 def _compiled(model: Any, template: list[Any]) -> Any:

@@ -40,7 +40,8 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ...solution import triton_seed, zygote_server
+from ... import compile_memos
+from ...solution import zygote_server
 
 SERVER_MODULE = "kernelbench_v3.evaluate.supervisor.reference.baseline_server"
 KIND = "child"  # the one request this server serves
@@ -84,7 +85,7 @@ def import_compiler() -> None:
         import triton.language  # noqa: F401
 
         if torch.cuda.is_available():  # through NVML: opens nothing
-            triton_seed.warm_memos()  # inductor's kernels are Triton's: its per-process memos
+            compile_memos.warm_triton()  # inductor's kernels are Triton's: its per-process memos
     except Exception:
         pass
     if torch.cuda.is_initialized() or not _forks_can_use_cuda():
