@@ -15,7 +15,7 @@ from .ahead import BaselineAhead
 from .baseline import request_baseline, request_job
 from .cache import for_evaluation, key_fields
 from .fill import BaselineResult, fill_baselines
-from .placement import HostCopies
+from .placement import HostCopies, release_cached
 from .reference_run import ReferenceRun, compute, expected_on_device
 from .warm import keep_references_warm
 from .warm import key_of as warm_key
@@ -34,6 +34,7 @@ __all__ = [
     "keep_references_warm",
     "key_fields",
     "recall_warm",
+    "release_cached",
     "remember_warm",
     "request_baseline",
     "request_job",

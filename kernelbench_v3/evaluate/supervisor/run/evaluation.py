@@ -40,6 +40,7 @@ from ..reference import (
     for_evaluation,
     key_fields,
     recall_warm,
+    release_cached,
     remember_warm,
     request_job,
     warm_key,
@@ -176,6 +177,7 @@ def _evaluate(
             split(rec, "baseline", base.get("steps_s"))  # a baseline timed now: its child's steps waited for
             beside(rec, "baseline", base.get("steps_beside_s"))  # and those run beside the reference
         turn.close()
+        release_cached(request.device)  # the solution process allocates only from what is free
         scratch = work / "solution"
         scratch.mkdir(mode=0o700)
         (scratch / "solution.py").write_bytes(solution_bytes)

@@ -50,3 +50,13 @@ def test_host_copies_are_page_locked_within_their_budget_then_pageable():
     assert (
         on_cpu.on_host(a).data_ptr() == a.data_ptr() and on_cpu.copy(a).data_ptr() != a.data_ptr() and len(pinned) == 3
     )
+
+
+def test_a_cuda_evaluation_gives_its_cached_gpu_memory_back_before_the_solution_runs():
+    from kernelbench_v3.evaluate.supervisor.reference.placement import release_cached
+
+    emptied = []
+    release_cached("cuda", empty_cache=lambda: emptied.append(True))
+    assert emptied == [True]
+    release_cached("cpu", empty_cache=lambda: emptied.append(True))  # nothing cached on the CPU
+    assert emptied == [True]
