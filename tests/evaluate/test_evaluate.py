@@ -198,7 +198,10 @@ def test_cpu_timing_is_the_supervisors_calls_and_marked(records):
         "solution_outputs",
         "solution_compare",
         "solution_precheck",
+        "solution_timing_setup",
         "solution_timing",
+        "solution_timing_evidence",
+        "solution_timing_close",
         "solution_finish",
         "solution_close",
     }

@@ -13,7 +13,10 @@ the arena), `solution_calibrate` (CUDA, timed: the idle device's flush), `soluti
 `solution_start`, `solution_setup` (with writing the weights), per case `solution_inputs`
 (writing its inputs into the arena), `solution_cases` (the call) and `solution_outputs` (copying
 the output out), then `solution_compare` (every output against the reference's, on the
-evaluation's device), `solution_precheck` (the rest of the verdict so far), `solution_timing`, `solution_finish` and
+evaluation's device), `solution_precheck` (the rest of the verdict so far), timing in four steps
+(`solution_timing_setup`: the timing region, the echo's start, the graphs' capture and the input
+sets; `solution_timing`: the timed calls; `solution_timing_evidence`: stopping both sides and the
+profiled call; `solution_timing_close`: the witnesses, the figures and the echo's end), `solution_finish` and
 `solution_close` (closing the links and unmapping the arena; after a lost session, resuming it
 and asking how it ended). With 268 MB inputs the copies in and out of the arena are seconds that
 belong to no call of the solution's. On a GPU shared with other evaluations, calibration and
@@ -39,7 +42,7 @@ from ...request import EvalRequest
 from ...solution.zygote import LOG_NAME
 from ..reference import HostCopies, ReferenceRun, expected_on_device
 from ..session import CaseResult, ProcessPause, Session, SessionLost
-from ..timing import SolutionTiming, TimingUnavailable, calibrate_idle, cpu_region_bytes, time_solution
+from ..timing import TIMING_STEPS, SolutionTiming, TimingUnavailable, calibrate_idle, cpu_region_bytes, time_solution
 from ..verdict import SolutionFacts, Verifier, compare_outputs, judge
 from .phases import Laps
 from .turns import ALONE, GpuTurns
@@ -261,8 +264,10 @@ class _Run:
                 facts.lost_during = "timing"
                 try:
                     with _timing_turn(self.turns, laps):
-                        laps.to("solution_timing")
-                        facts.timing = time_solution(self._timing(), self.timing_seconds, self.rng)
+                        laps.to(_timing_step("setup"))
+                        facts.timing = time_solution(
+                            self._timing(), self.timing_seconds, self.rng, mark=lambda step: laps.to(_timing_step(step))
+                        )
                 except TimingUnavailable as exc:
                     facts.timing_skipped = f"not timed: {exc}"
                 if facts.timing is not None and facts.timing.evidence:
@@ -349,3 +354,10 @@ def _timing_turn(turns: GpuTurns, laps: Laps) -> Iterator[None]:
         laps.to("solution_gpu_wait")
     with turns.timing():
         yield
+
+
+def _timing_step(step: str) -> str:
+    """The record's name of a timing step (`timing.TIMING_STEPS`): the timed calls keep the name
+    the whole of timing had, `solution_timing`; the others are `solution_timing_<step>`."""
+    assert step in TIMING_STEPS, step
+    return "solution_timing" if step == "calls" else f"solution_timing_{step}"

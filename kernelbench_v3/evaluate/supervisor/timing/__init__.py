@@ -21,12 +21,13 @@ from .errors import TimingUnavailable
 from .local import time_reference
 from .memory import cpu_region_bytes
 from .resolution import UNRESOLVED, unresolved
-from .solution import TIMING_GAP_FLAGS, SolutionTiming, TimingOutcome, time_solution
+from .solution import TIMING_GAP_FLAGS, TIMING_STEPS, SolutionTiming, TimingOutcome, time_solution
 from .timed_process import DOORBELL_OFFSET
 
 __all__ = [
     "DOORBELL_OFFSET",
     "TIMING_GAP_FLAGS",
+    "TIMING_STEPS",
     "UNRESOLVED",
     "SolutionTiming",
     "TimingOutcome",

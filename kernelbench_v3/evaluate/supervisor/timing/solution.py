@@ -57,6 +57,9 @@ METHOD = {
 GATE_TAMPERED = "gate_tampered"
 TIMING_GAP_FLAGS = (GAP_WORK, WORK_BEFORE_WINDOW, GPU_BUSY, GATE_TAMPERED)  # each fails `timing_gap`
 MAX_RAW_CALLS = 400  # per-call figures kept in the record
+# Its steps, in order, for `mark`: the region, the echo, capture and the rig set up; the timed
+# calls; stopping both sides and the profiled call; the witnesses and figures, the echo's end.
+TIMING_STEPS = ("setup", "calls", "evidence", "close")
 
 
 @dataclass
@@ -94,11 +97,22 @@ class SolutionTiming:
     capture_limit_s: float
 
 
+def _no_mark(step: str) -> None:
+    pass
+
+
 def time_solution(
-    ctx: SolutionTiming, seconds: float, rng: random.Random, *, clock: Callable[[], float] = time.perf_counter
+    ctx: SolutionTiming,
+    seconds: float,
+    rng: random.Random,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+    mark: Callable[[str], None] = _no_mark,
 ) -> TimingOutcome:
     """Time the solution by one-call windows (module docstring). Raises SessionLost, and
-    TimingUnavailable when the problem cannot be timed."""
+    TimingUnavailable when the problem cannot be timed. `mark(step)` is told as each of
+    `TIMING_STEPS` starts (the record's `solution_timing_*` steps)."""
+    mark("setup")
     cuda = ctx.device == "cuda"
     solution = TimedProcess.of(ctx.session, ctx.window_limit_s, cuda, clock)
     memory, region = solution_memory(ctx.device, ctx.template, ctx.expected, solution.view, ctx.cpu_region)
@@ -110,7 +124,7 @@ def time_solution(
     )
     interrupted = False
     try:
-        return _time(solution, echo, memory, region, ctx, seconds, rng, clock, keep)
+        return _time(solution, echo, memory, region, ctx, seconds, rng, clock, keep, mark)
     except KeyboardInterrupt:
         interrupted = True
         raise
@@ -134,6 +148,7 @@ def _time(
     rng: random.Random,
     clock: Callable[[], float],
     keep_graphs: bool = False,
+    mark: Callable[[str], None] = _no_mark,
 ) -> TimingOutcome:
     device = "cuda" if memory.region.is_cuda else "cpu"
     outcome = TimingOutcome()
@@ -164,14 +179,17 @@ def _time(
         solution.start(gated=graphs, **how)
         echo.start(gated=graphs, fused_echo=graphs and rig.echo in ("fused", "held"), **how)
         try:
+            mark("calls")
             calls = rig.measure(solution, echo, held=held, judge=judging, subtract_echo=cuda, clock=clock)
         except GateTampered as exc:
             outcome.flag(GATE_TAMPERED, f"the solution's gate was opened or answered outside its call: {exc}")
             calls = None
+        mark("evidence")
         done = solution.stop()
         echo.stop()
         if calls is not None and not calls.busy:
             outcome.evidence = _evidence_call(solution, memory, rig.feed, rng, rig.work)
+        mark("close")
     finally:
         snapshots.release()  # no wait of the timer's stays queued behind a DONE that never came
         outputs.mapped = []
