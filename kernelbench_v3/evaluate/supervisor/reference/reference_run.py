@@ -95,24 +95,13 @@ def float64_reference(model: torch.nn.Module, inputs: list[Any], out: torch.Tens
     return info
 
 
-def build_on_host(module_source: str, stem: str, sizes: dict[str, Any], seed: int = PARAM_SEED):
-    """The problem's module and its reference model on the CPU: built under `seed` and given new
-    parameter values (`rerandomize`). All host work, so an evaluation does it before it takes the
-    GPU (level4/5's 5.6 GB of experts spent about 30 s here, on the CPU, holding the GPU from the
-    other evaluation's timing); `compute` then only moves the model to the device."""
+def _build(module_source: str, stem: str, sizes: dict[str, Any], device: str, seed: int):
     from ....catalog.materialize import load_module, make_model
 
     module = load_module(module_source, sizes, stem=stem)
-    model = make_model(module, "cpu", seed)
+    model = make_model(module, device, seed)
     rerandomize(model)
     return module, model
-
-
-def _build(module_source: str, stem: str, sizes: dict[str, Any], device: str, seed: int, built: Any = None):
-    """`built` (from `build_on_host`) or a new build, on `device`. The same values as a model
-    moved to the device before `rerandomize`: it draws and computes on the CPU either way."""
-    module, model = built if built is not None else build_on_host(module_source, stem, sizes, seed)
-    return module, model.to(device)
 
 
 @dataclass
@@ -158,15 +147,13 @@ def compute(
     cases: list[Case],
     cache: Any = None,
     laps: Any = None,
-    built: Any = None,
 ) -> ReferenceRun:
     """Run the reference on every case (see the module docstring). With a `cache`
     (`cache.ReferenceCache`), what it holds for this key replaces the profiled pass,
     the second-shape search and (on the CPU: `caches_float64`) the float64 runs of the cases it
     verifies, and what was computed is stored; `run.cached` says whether everything it keeps came
     from it. `laps` (`phases.Laps`) is told each step as it starts: `reference_<step>` in the
-    record. `built`: the main shape's (module, model) from `build_on_host`, made before the
-    GPU was taken; used once (the model moves to the device)."""
+    record."""
     from ...evidence import OpRecorder
     from ...fingerprint import device_info
     from .cache import digest, state_digest
@@ -181,7 +168,7 @@ def compute(
     step("build")
     hit = cache.load() if cache is not None else None
     meta = hit.meta if hit is not None else {}
-    module, model = _build(source, problem.name, sizes, device, seed=PARAM_SEED, built=built)
+    module, model = _build(source, problem.name, sizes, device, seed=PARAM_SEED)
     main_inputs = build_inputs(module, cases[0], device)
     run = ReferenceRun(input_precision(main_inputs), {"main": ShapeRun(dict(sizes), module, model)})
     states = {"main": state_digest(model)} if cache is not None else {}
