@@ -26,6 +26,8 @@ SAVED_ON_GPU_SHARE = 0.05
 # Page-locked host memory one `HostCopies` may hold: at most this share of the machine's memory.
 PINNED_SHARE = 0.05
 PINNED_MAX_BYTES = 8 << 30
+# Cached but unused GPU memory the supervisor keeps (`release_cached`): more goes back to the driver.
+RELEASE_ABOVE_BYTES = 1 << 30
 
 
 class SavedPlace:
@@ -93,12 +95,30 @@ class HostCopies:
         return t.to("cpu", copy=True)
 
 
-def release_cached(device: str, empty_cache: Callable[[], None] | None = None) -> None:
-    """Give the GPU memory this process's allocator keeps cached back to the driver (a CUDA
-    evaluation; `empty_cache` injectable). The reference's forward and float64 passes leave
-    their peak reserved in the supervisor, and the solution process, another process, allocates
-    only from what is free: on an H100 level3/31's 8 GiB case ran out of memory beside 57 GB the
-    supervisor kept, even with the GPU to itself, and an honest solution was judged incorrect."""
+def release_cached(
+    device: str,
+    *,
+    above: int = RELEASE_ABOVE_BYTES,
+    unused: Callable[[], int] | None = None,
+    empty_cache: Callable[[], None] | None = None,
+) -> bool:
+    """Give the GPU memory this process's allocator keeps cached but unused back to the driver,
+    when it is more than `above` bytes (a CUDA evaluation; `unused` and `empty_cache`
+    injectable); whether it did. The reference's forward and float64 passes leave their peak
+    reserved in the supervisor, and the solution process, another process, allocates only from
+    what is free: on an H100 level3/31's 8 GiB case ran out of memory beside 57 GB the
+    supervisor kept, even with the GPU to itself, and an honest solution was judged incorrect.
+
+    Called only while the evaluation holds a GPU turn (freeing device memory is device work:
+    never beside another evaluation's timed second); below `above` the cache stays, since
+    allocating it again costs the next phase time."""
     if device != "cuda":
-        return
+        return False
+    if (unused or _unused_cached)() <= above:
+        return False
     (empty_cache or torch.cuda.empty_cache)()
+    return True
+
+
+def _unused_cached() -> int:
+    return torch.cuda.memory_reserved() - torch.cuda.memory_allocated()

@@ -40,7 +40,7 @@ from ...protocol.messages import Failed, Finish, Finished, RunCase, Setup, Shape
 from ...record import Record
 from ...request import EvalRequest
 from ...solution.zygote import LOG_NAME
-from ..reference import HostCopies, ReferenceRun, expected_on_device
+from ..reference import HostCopies, ReferenceRun, expected_on_device, release_cached
 from ..session import CaseResult, ProcessPause, Session, SessionLost
 from ..timing import TIMING_STEPS, SolutionTiming, TimingUnavailable, calibrate_idle, cpu_region_bytes, time_solution
 from ..verdict import SolutionFacts, Verifier, compare_outputs, judge
@@ -263,7 +263,7 @@ class _Run:
             else:
                 facts.lost_during = "timing"
                 try:
-                    with _timing_turn(self.turns, laps):
+                    with _timing_turn(self.turns, laps, self.request.device):
                         laps.to(_timing_step("setup"))
                         facts.timing = time_solution(
                             self._timing(), self.timing_seconds, self.rng, mark=lambda step: laps.to(_timing_step(step))
@@ -348,12 +348,17 @@ __all__ = ["run_solution", "step_limits", "StepLimits"]
 
 
 @contextlib.contextmanager
-def _timing_turn(turns: GpuTurns, laps: Laps) -> Iterator[None]:
-    """The GPU to this evaluation alone (`turns.timing`); waiting for it is `solution_gpu_wait`."""
+def _timing_turn(turns: GpuTurns, laps: Laps, device: str = "cuda") -> Iterator[None]:
+    """The GPU to this evaluation alone (`turns.timing`); waiting for it is `solution_gpu_wait`.
+    Before the turn is given back, the memory its work left cached goes back to the driver
+    (`release_cached`: a 268 MB problem's input sets), for whichever process allocates next."""
     if turns.shared:
         laps.to("solution_gpu_wait")
     with turns.timing():
-        yield
+        try:
+            yield
+        finally:
+            release_cached(device)
 
 
 def _timing_step(step: str) -> str:

@@ -149,6 +149,7 @@ def _evaluate(
             ref = recall_warm(kept)
             reference_cached = True if ref is not None else None
             cold = ahead is not None and ahead.cold  # its child compiles and times: the GPU alone
+            computed = ref is None  # then its passes leave memory cached in this process
             if ref is None or cold:
                 _take(turn, turns.trusted(alone=cold), turns, laps)
             if ahead is not None:
@@ -176,8 +177,9 @@ def _evaluate(
                 base = ahead.result()
             split(rec, "baseline", base.get("steps_s"))  # a baseline timed now: its child's steps waited for
             beside(rec, "baseline", base.get("steps_beside_s"))  # and those run beside the reference
+        if computed:  # inside its turn: freeing device memory is device work, never beside a timing
+            release_cached(request.device)  # the solution process allocates only from what is free
         turn.close()
-        release_cached(request.device)  # the solution process allocates only from what is free
         scratch = work / "solution"
         scratch.mkdir(mode=0o700)
         (scratch / "solution.py").write_bytes(solution_bytes)

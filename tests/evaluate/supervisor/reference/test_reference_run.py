@@ -52,11 +52,17 @@ def test_host_copies_are_page_locked_within_their_budget_then_pageable():
     )
 
 
-def test_a_cuda_evaluation_gives_its_cached_gpu_memory_back_before_the_solution_runs():
+def test_a_cuda_evaluation_gives_large_cached_gpu_memory_back_and_keeps_small():
+    """What the supervisor's allocator keeps unused goes back to the driver when it is more than
+    the threshold (the solution process allocates only from what is free); less stays cached
+    (allocating it again would cost the next phase); nothing happens on the CPU."""
     from kernelbench_v3.evaluate.supervisor.reference.placement import release_cached
 
     emptied = []
-    release_cached("cuda", empty_cache=lambda: emptied.append(True))
-    assert emptied == [True]
-    release_cached("cpu", empty_cache=lambda: emptied.append(True))  # nothing cached on the CPU
-    assert emptied == [True]
+
+    def release(device, unused):
+        return release_cached(device, above=1 << 30, unused=lambda: unused, empty_cache=lambda: emptied.append(device))
+
+    assert release("cuda", 57 << 30) and emptied == ["cuda"]
+    assert not release("cuda", 1 << 30) and not release("cuda", 0) and emptied == ["cuda"]
+    assert not release("cpu", 57 << 30) and emptied == ["cuda"]
