@@ -52,10 +52,11 @@ def exit_when_orphaned(parent_pid: int) -> threading.Thread:
 
 def warm_up(start_on: str | None = None, wait: bool = False) -> None:
     """Keep the supervisor warm across this process's evaluations: one zygote per device (each
-    solution still gets a fresh, sandboxed process forked from it) and the last problem's
-    reference. `start_on` (a device) launches the zygote here rather than in the first request,
-    then imports the supervisor (torch, Triton) beside it and opens CUDA (the service and the
-    local batch workers do; a Ray task, whose device is the task's, starts it with its first
+    solution still gets a fresh, sandboxed process forked from it) and its last problems'
+    references (`keep_references_warm`: the last one, and others within byte budgets).
+    `start_on` (a device) launches the zygote here rather than in the first request, then
+    imports the supervisor (torch, Triton) beside it and opens CUDA (the service and the local
+    batch workers do; a Ray task, whose device is the task's, starts it with its first
     evaluation). `wait`: also wait for the zygote's ready, so the first request finds it warm
     (the service, which says `ready` after this; a batch worker's first item overlaps it instead).
     Called again, it keeps what is warm."""

@@ -97,3 +97,33 @@ def test_the_checksum_reads_every_kind_of_tensor():
     before = warm_references.sampled_checksum(run)
     case.saved["odd"][0] = 1
     assert warm_references.sampled_checksum(run) != before
+
+
+def _run_of(host_floats: int, device_floats: int = 0):
+    """A stand-in run holding `host_floats` on the host and `device_floats` on a device ("meta")."""
+    from types import SimpleNamespace
+
+    case = SimpleNamespace(
+        inputs=[torch.zeros(host_floats)], saved={"expected": torch.zeros(device_floats, device="meta")}
+    )
+    return SimpleNamespace(shapes={}, cases={"seed42": case})
+
+
+def test_kept_references_fit_their_budgets_and_the_largest_goes_first(monkeypatch):
+    # A service going round several problems keeps each one's reference, within byte budgets
+    # (device and host) for all but the last; over them, the largest goes, not the oldest.
+    monkeypatch.setattr(warm_references, "sampled_checksum", lambda run: 0.0)  # meta tensors hold no values
+    warm_references.keep_references_warm(8, device_bytes=400, host_bytes=900)
+    small, large, other = _run_of(10, 10), _run_of(200), _run_of(20, 20)
+    assert warm_references.held_bytes(small) == (40, 40) and warm_references.held_bytes(large) == (0, 800)
+    warm_references.remember("small", small)
+    warm_references.remember("large", large)  # the last one: kept whatever its size
+    warm_references.remember("other", other)  # small + large = 840 host bytes before it: fits
+    assert [warm_references.recall(k) for k in ("small", "large", "other")] == [small, large, other]
+    warm_references.remember("more", _run_of(60))  # before it 40 + 800 + 80 host bytes: over 900
+    assert warm_references.recall("large") is None  # the largest went; the small ones stayed
+    assert warm_references.recall("small") is small and warm_references.recall("other") is other
+    warm_references.remember("huge", _run_of(10, 1000))  # alone over the device budget, and kept
+    assert warm_references.recall("huge") is not None
+    warm_references.remember("next", _run_of(1))  # now it is not the last: it goes
+    assert warm_references.recall("huge") is None and warm_references.recall("small") is small
