@@ -148,27 +148,39 @@ def rerandomize(model: torch.nn.Module, seed: int = PARAM_SEED) -> None:
     Only what the state dict carries is touched: a non-persistent buffer (a RoPE `inv_freq`
     table, say) never reaches the candidate, which builds its own, so changing it in the
     reference alone would make the reference disagree with itself.
+
+    The draws are made where each tensor lives, by a generator of that device seeded with `seed`
+    (one per device, in the state dict's order): on the CPU the values are what they always were;
+    on a GPU they differ from a CPU draw, as the case inputs do (`build_inputs`). Drawn on the
+    host instead, level4/5's 5.6 GB of experts made most of its 30.7 s `reference_build` on an
+    H100 (the host's generator draws serially, and each tensor crossed the bus twice), while
+    the evaluation held its GPU turn. The solution gets these values with the state
+    dict; nothing else draws them again.
     """
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    generators: dict[torch.device, torch.Generator] = {}
     seen: set[int] = set()
     for tensor in model.state_dict(keep_vars=True).values():
         if tensor.numel() == 0 or id(tensor) in seen:  # tied weights appear under several names
             continue
         seen.add(id(tensor))
-        cpu = tensor.detach().to("cpu")
-        if cpu.is_floating_point():
-            base = cpu.float()
+        current = tensor.detach()
+        device = current.device
+        if device not in generators:
+            generators[device] = torch.Generator(device=device).manual_seed(seed)
+        gen = generators[device]
+        if current.is_floating_point():
+            base = current.float()
             spread = base.std().item() if base.numel() > 1 else 0.0
             if not spread or spread != spread:
                 spread = 0.1 * max(abs(base.mean().item()), 1.0)
-            jitter = torch.rand(base.shape, generator=gen) * 0.5 + 0.75
-            noise = torch.randn(base.shape, generator=gen) * (0.25 * spread)
-            new = (base * jitter + noise).to(cpu.dtype)
-        elif cpu.dtype in (torch.int8, torch.uint8) and cpu.numel() > 1 and cpu.unique().numel() > 1:
-            new = cpu.flatten()[torch.randperm(cpu.numel(), generator=gen)].view_as(cpu)
+            jitter = torch.rand(base.shape, generator=gen, device=device) * 0.5 + 0.75
+            noise = torch.randn(base.shape, generator=gen, device=device) * (0.25 * spread)
+            new = (base * jitter + noise).to(current.dtype)
+        elif current.dtype in (torch.int8, torch.uint8) and current.numel() > 1 and current.unique().numel() > 1:
+            new = current.flatten()[torch.randperm(current.numel(), generator=gen, device=device)].view_as(current)
         else:
             continue
-        tensor.copy_(new.to(tensor.device))
+        tensor.copy_(new)
 
 
 def other_shape_candidates(problem: Any, sizes: Mapping[str, Any]) -> list[dict[str, Any]]:
