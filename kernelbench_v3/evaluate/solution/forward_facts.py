@@ -75,7 +75,7 @@ def check_state_dict(model: torch.nn.Module, ref_state: dict[str, torch.Tensor])
         return report
     model.load_state_dict(ref_state, strict=False)
     after = model.state_dict()
-    report["not_loaded"] = [k for k, v in ref_state.items() if not same(after[k].detach().cpu(), v)]
+    report["not_loaded"] = [k for k, v in ref_state.items() if not same(after[k].detach().to(v.device), v)]
     return report
 
 
