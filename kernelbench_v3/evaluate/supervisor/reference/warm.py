@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from ...protocol.channel import tensor_nbytes
 from .reference_run import ReferenceRun
 
 _SAMPLES = 4096  # elements per tensor that the checksum reads
@@ -56,7 +57,7 @@ def held_bytes(run: ReferenceRun) -> tuple[int, int]:
     on the host)."""
     device = host = 0
     for tensor in _tensors(run):
-        n = tensor.numel() * tensor.element_size()
+        n = tensor_nbytes(tensor)
         if tensor.device.type == "cpu":
             host += n
         else:
