@@ -1,7 +1,8 @@
 """Where an evaluation's large tensors live: the reference's saved tensors on the GPU within a
 budget (`SavedPlace`), host copies of GPU-sized tensors in page-locked memory within a budget
-(`HostCopies`), and the GPU memory the reference phase no longer uses given back before the
-solution process needs it (`release_cached`).
+(`HostCopies`), and the GPU memory the allocator keeps unused given back to the driver before a
+GPU turn ends, the reference's and the timing's, for the process that allocates next
+(`release_cached`).
 
 Why: on the H100 host a copy between the GPU and pageable memory ran at about 1.4-1.8 GB/s
 (`benchmarks/results/reference_steps_gpu.md`): a 268 MB problem's ten case inputs took 1.9 s to
