@@ -95,11 +95,22 @@ def float64_reference(model: torch.nn.Module, inputs: list[Any], out: torch.Tens
     return info
 
 
-def _build(module_source: str, stem: str, sizes: dict[str, Any], device: str, seed: int):
+def build_on_host(module_source: str, stem: str, sizes: dict[str, Any], seed: int = PARAM_SEED):
+    """The problem's module and its model as constructed, on the CPU: host work only, so an
+    evaluation does it before it takes the GPU. Constructors initialize on the host (level4/5's
+    5.6 GB of experts took 16.9 s of it on an H100), and inside the turn that held the other
+    evaluation's timing waiting (`solution_gpu_wait`, 36 s over a 54-problem batch)."""
     from ....catalog.materialize import load_module, make_model
 
     module = load_module(module_source, sizes, stem=stem)
-    model = make_model(module, device, seed)
+    return module, make_model(module, "cpu", seed)
+
+
+def _build(module_source: str, stem: str, sizes: dict[str, Any], device: str, seed: int, built: Any = None):
+    """`built` (from `build_on_host`) or a new build, moved to `device` and given new parameter
+    values there (`rerandomize`): the same values either way."""
+    module, model = built if built is not None else build_on_host(module_source, stem, sizes, seed)
+    model = model.to(device)
     rerandomize(model)
     return module, model
 
@@ -147,13 +158,15 @@ def compute(
     cases: list[Case],
     cache: Any = None,
     laps: Any = None,
+    built: Any = None,
 ) -> ReferenceRun:
     """Run the reference on every case (see the module docstring). With a `cache`
     (`cache.ReferenceCache`), what it holds for this key replaces the profiled pass,
     the second-shape search and (on the CPU: `caches_float64`) the float64 runs of the cases it
     verifies, and what was computed is stored; `run.cached` says whether everything it keeps came
     from it. `laps` (`phases.Laps`) is told each step as it starts: `reference_<step>` in the
-    record."""
+    record. `built`: the main shape's (module, model) from `build_on_host`, made before the GPU
+    was taken; used once (the model moves to the device)."""
     from ...evidence import OpRecorder
     from ...fingerprint import device_info
     from .cache import digest, state_digest
@@ -168,7 +181,7 @@ def compute(
     step("build")
     hit = cache.load() if cache is not None else None
     meta = hit.meta if hit is not None else {}
-    module, model = _build(source, problem.name, sizes, device, seed=PARAM_SEED)
+    module, model = _build(source, problem.name, sizes, device, seed=PARAM_SEED, built=built)
     main_inputs = build_inputs(module, cases[0], device)
     run = ReferenceRun(input_precision(main_inputs), {"main": ShapeRun(dict(sizes), module, model)})
     states = {"main": state_digest(model)} if cache is not None else {}

@@ -36,6 +36,7 @@ from ...solution.zygote import LOG_NAME, Zygote
 from ..reference import (
     BaselineAhead,
     ReferenceRun,
+    build_on_host,
     compute,
     for_evaluation,
     key_fields,
@@ -150,13 +151,18 @@ def _evaluate(
             reference_cached = True if ref is not None else None
             cold = ahead is not None and ahead.cold  # its child compiles and times: the GPU alone
             computed = ref is None  # then its passes leave memory cached in this process
+            built = None
+            if ref is None:  # host work, before the GPU is taken: the other's timing goes on meanwhile
+                laps.to("reference_build")
+                built = build_on_host(source, problem.name, sizes)
+                laps.to("reference_setup")
             if ref is None or cold:
                 _take(turn, turns.trusted(alone=cold), turns, laps)
             if ahead is not None:
                 ahead.launch()  # a cold baseline's child starts now, to compile beside the reference
             if ref is None:
                 cache = for_evaluation(cache_dir, fields)
-                ref = _compute(problem, source, sizes, request.device, plan, cache, laps, turn, turns, cold)
+                ref = _compute(problem, source, sizes, request.device, plan, cache, laps, turn, turns, cold, built)
                 reference_cached = ref.cached
                 remember_warm(kept, ref)
         except Exception as exc:
@@ -248,12 +254,14 @@ def _compute(
     turn: contextlib.ExitStack,
     turns: GpuTurns,
     alone: bool,
+    built: Any = None,
 ) -> ReferenceRun:
-    """The reference (`reference.compute`). On a shared GPU it may have run beside the other
-    evaluation's solution process, which can hold memory it needed or (under MPS) fault the
-    device: a failure there is not this evaluation's, so it runs once more with the GPU alone."""
+    """The reference (`reference.compute`, on the model `built` on the host). On a shared GPU it
+    may have run beside the other evaluation's solution process, which can hold memory it needed
+    or (under MPS) fault the device: a failure there is not this evaluation's, so it runs once
+    more with the GPU alone, on a new build (the first one's model went to the device)."""
     try:
-        return compute(problem, source, sizes, device, plan, cache, laps)
+        return compute(problem, source, sizes, device, plan, cache, laps, built)
     except Exception:
         if not turns.shared or alone:
             raise

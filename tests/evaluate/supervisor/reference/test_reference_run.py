@@ -66,3 +66,24 @@ def test_a_cuda_evaluation_gives_large_cached_gpu_memory_back_and_keeps_small():
     assert release("cuda", 57 << 30) and emptied == ["cuda"]
     assert not release("cuda", 1 << 30) and not release("cuda", 0) and emptied == ["cuda"]
     assert not release("cpu", 57 << 30) and emptied == ["cuda"]
+
+
+def test_a_model_built_on_the_host_first_gets_the_same_values_as_one_built_in_the_turn():
+    """`build_on_host` (made before the GPU is taken) is the published construction; `_build`
+    re-randomizes it where it lands, exactly as a build made inside the turn: the reference
+    cache's state digest and the solution's weights depend on it."""
+    from kernelbench_v3.catalog.materialize import load_module, make_model
+    from kernelbench_v3.catalog.problem import get_problem
+    from kernelbench_v3.evaluate.cases import PARAM_SEED
+    from kernelbench_v3.evaluate.supervisor.reference.cache import state_digest
+    from kernelbench_v3.evaluate.supervisor.reference.reference_run import _build, build_on_host
+
+    problem = get_problem("level2/86_Matmul_Divide_GELU")
+    source, sizes = problem.path.read_text(), dict(problem.reduced)
+    built = build_on_host(source, problem.name, sizes)
+    published = make_model(load_module(source, sizes, stem=problem.name), "cpu", PARAM_SEED)
+    assert built[0].Model.__name__ == "Model" and not built[1].training
+    assert state_digest(built[1]) == state_digest(published)
+    _, from_host = _build(source, problem.name, sizes, "cpu", PARAM_SEED, built=built)
+    _, in_turn = _build(source, problem.name, sizes, "cpu", PARAM_SEED)
+    assert state_digest(from_host) == state_digest(in_turn) != state_digest(published)

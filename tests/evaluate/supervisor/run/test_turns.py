@@ -168,3 +168,29 @@ def test_alone_a_failed_reference_is_the_records_error_at_once(tmp_path, monkeyp
     record = evaluate(_softmax(baseline=False), cache_dir=tmp_path)
     assert record.status == "error" and "no memory" in record.error
     assert "gpu_wait" not in record.phase_s and "reference_gpu_wait" not in record.phase_s
+
+
+@pytest.mark.slow
+def test_the_reference_model_is_built_before_the_gpu_is_taken(tmp_path, lender, monkeypatch):
+    """Building the model is host work (level4/5: about 30 s on the CPU): done while holding the
+    GPU it kept the other evaluation from timing. The retry alone builds anew."""
+    real_build, real_compute = evaluation.build_on_host, evaluation.compute
+    held_at_build, given = [], []
+
+    def build(*args, **kwargs):
+        held_at_build.append(dict(lender.held))
+        return real_build(*args, **kwargs)
+
+    def fails_once(*args, **kwargs):
+        given.append(args[7] if len(args) > 7 else kwargs.get("built"))
+        if len(given) == 1:
+            raise RuntimeError("CUDA out of memory (the other solution held it)")
+        return real_compute(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "build_on_host", build)
+    monkeypatch.setattr(evaluation, "compute", fails_once)
+    record = evaluate(_softmax(baseline=False), cache_dir=tmp_path, gpu_turns=GpuTurns(lender))
+    assert record.correct, (record.failed_check, record.error)
+    assert held_at_build == [{}]  # nothing held while it built
+    assert given[0] is not None and given[1] is None
+    assert record.phase_s["reference_build"] >= 0
