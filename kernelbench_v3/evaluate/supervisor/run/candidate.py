@@ -44,6 +44,7 @@ from ..reference import HostCopies, ReferenceRun, expected_on_device, release_ca
 from ..session import CaseResult, ProcessPause, Session, SessionLost
 from ..timing import TIMING_STEPS, SolutionTiming, TimingUnavailable, calibrate_idle, cpu_region_bytes, time_solution
 from ..verdict import SolutionFacts, Verifier, compare_outputs, judge
+from .echo_process import EchoProcess
 from .phases import Laps
 from .turns import ALONE, GpuTurns
 
@@ -203,10 +204,22 @@ class _Run:
         correctness = [n for n in ref.order if ref.cases[n].case.group == CORRECTNESS]
         self.correctness = correctness
         self.limits = step_limits(request, rec.phase_s.get("reference", 0.0), len(ref.order))
+        self.echo = EchoProcess(
+            open_session,
+            lambda process, path: self._setup(process, path, with_state=False),
+            work,
+            self.limits.start,
+        )  # forked before the cases
 
     def drive(self) -> None:
         """Setup, every planned case, timing, finish; each step's seconds go into `rec.phase_s`
         as `solution_<step>` (a step runs until the next one starts)."""
+        try:
+            self._drive()
+        finally:
+            self.echo.drop()
+
+    def _drive(self) -> None:
         session, facts, request, ref, laps = self.session, self.facts, self.request, self.ref, self.laps
         facts.lost_during = "starting"
         laps.to("solution_start")
@@ -228,6 +241,8 @@ class _Run:
         # shape (it compiles again): a sample must show the forward as it runs from then on.
         later = [n for n in ref.order[1:] if ref.cases[n].case.shape == "main"] or ref.order[:1]
         sampled = set(self.rng.sample(later, min(EVIDENCE_CASES, len(later))))
+        if request.time_solution:
+            self.echo.fork()
         for i, name in enumerate(ref.order):
             laps.to("solution_inputs")
             run = ref.cases[name]
@@ -313,27 +328,16 @@ class _Run:
         )
         return SolutionTiming(
             session=self.session,
-            start_process=self._start_trusted,
+            start_process=self.echo.start,
             module=ref.shapes["main"].module,
             template=main.inputs,
             expected=main.saved["expected"],
             verifier=verifier,
             device=device,
             cpu_region=self.cpu_region,
-            work=self.work,
             window_limit_s=self.limits.window,
             capture_limit_s=self.limits.capture,
         )
-
-    def _start_trusted(self, folder: Path, arena: Arena) -> Session:
-        """A process of the evaluator's own code (the echo: `folder/solution.py`) on its own
-        arena, started and set up; SessionLost when it cannot be."""
-        process = self.open_session(folder, arena)
-        ready = parse_reply(process.link.receive(self.limits.start))
-        reply = self._setup(process, str(folder / "solution.py"), with_state=False) if ready.kind == "ready" else None
-        if reply is None or isinstance(reply, Failed):
-            raise SessionLost(f"the evaluator's echo process could not start: {getattr(reply, 'error', '')[:300]}")
-        return process
 
 
 def _init_arg(value: Any) -> Any:

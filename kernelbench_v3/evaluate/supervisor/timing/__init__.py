@@ -17,6 +17,7 @@ is timed on, and the verdict's rule for a judged call (`verdict.Verifier`, a `ju
 """
 
 from .device_work import calibrate_idle
+from .echo import ECHO_ARENA_BYTES, echo_folder
 from .errors import TimingUnavailable
 from .local import time_reference
 from .memory import cpu_region_bytes
@@ -26,6 +27,7 @@ from .timed_process import DOORBELL_OFFSET
 
 __all__ = [
     "DOORBELL_OFFSET",
+    "ECHO_ARENA_BYTES",
     "TIMING_GAP_FLAGS",
     "TIMING_STEPS",
     "UNRESOLVED",
@@ -34,6 +36,7 @@ __all__ = [
     "TimingUnavailable",
     "calibrate_idle",
     "cpu_region_bytes",
+    "echo_folder",
     "time_reference",
     "time_solution",
     "unresolved",

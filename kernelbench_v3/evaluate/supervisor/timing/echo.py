@@ -4,8 +4,9 @@ that the solution cannot reach. Its windows stand beside the solution's in every
 (`measure`): what they hold is the gate, the context switch and a launch's fixed cost, with no
 work of the solution's.
 
-`start_echo` writes the source into a folder of its own, has the evaluation start a process on
-it (`start_process`: the candidate phase's handshake and setup) and prepares its timed calls
+`echo_folder` writes the source into a folder of its own; the evaluation starts a process on it
+with an arena of `ECHO_ARENA_BYTES` (`start_process`: forked while the solution runs its cases,
+then the candidate phase's handshake and setup), and `start_echo` prepares its timed calls
 through its `TimedProcess` (captured on CUDA). An echo that cannot start makes the problem
 untimed (`TimingUnavailable`), never the solution wrong.
 """
@@ -41,27 +42,35 @@ class Model(torch.nn.Module):
 """
 
 
+def echo_folder(work: Path) -> Path:
+    """The echo's folder in the evaluation's `work`, `ECHO_SOURCE` its solution.py."""
+    folder = work / "echo"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    (folder / "solution.py").write_text(ECHO_SOURCE, encoding="utf-8")
+    return folder
+
+
 def start_echo(
-    start_process: Callable[[Path, Arena], Session],
-    work: Path,
+    start_process: Callable[[], tuple[Session, Arena]],
     timeout_s: float,
     capture_timeout_s: float,
     cuda: bool,
     clock: Callable[[], float] = time.perf_counter,
     keep_graphs: bool = False,
 ) -> tuple[TimedProcess, Arena]:
-    """The trusted echo, set up, its timed calls prepared (and captured on CUDA, its graphs kept
-    for a spin node if `keep_graphs`); its arena."""
-    folder = work / "echo"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    (folder / "solution.py").write_text(ECHO_SOURCE, encoding="utf-8")
-    arena = Arena.create(ECHO_ARENA_BYTES)
+    """The trusted echo (`start_process`: its process, set up, and its arena), its timed calls
+    prepared (and captured on CUDA, its graphs kept for a spin node if `keep_graphs`); its arena."""
     try:
-        echo = TimedProcess.of(start_process(folder, arena), timeout_s, cuda, clock)
+        session, arena = start_process()
+    except (SessionLost, OSError) as exc:
+        raise TimingUnavailable(f"the evaluator's echo process could not start: {exc}") from None
+    try:
+        echo = TimedProcess.of(session, timeout_s, cuda, clock)
         memory = TimedMemory(echo.view(ALIGN, ECHO_ARENA_BYTES - ALIGN), [], (1,), torch.float32, 1)
         echo.prepare({"arena": [ALIGN, ECHO_ARENA_BYTES - ALIGN]}, memory.layout())
         if cuda:
             echo.capture(capture_timeout_s, keep_graphs)
     except (SessionLost, OSError) as exc:
+        arena.close()
         raise TimingUnavailable(f"the evaluator's echo process could not start: {exc}") from None
     return echo, arena

@@ -25,7 +25,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -85,14 +84,13 @@ class SolutionTiming:
     """What timing a solution takes from its evaluation (the candidate phase fills it in)."""
 
     session: Session  # the solution's; spoken to only through its `TimedProcess`
-    start_process: Callable[[Path, Arena], Session]  # a trusted process on its own arena, set up
+    start_process: Callable[[], tuple[Session, Arena]]  # the trusted echo's process, set up; its arena
     module: Any  # the problem's module: its `get_inputs()` draws every call's inputs
     template: list[Any]  # the inputs of the correctness case that templates the timed calls
     expected: torch.Tensor  # that case's expected output: the shape and dtype of every call's
     verifier: OutputCheck  # judges a timed call's output exactly as that case's
     device: str
     cpu_region: tuple[int, int]  # (offset, bytes) of the CPU timing region in the solution's arena
-    work: Path  # the evaluation's folder (the echo's goes in it)
     window_limit_s: float
     capture_limit_s: float
 
@@ -120,7 +118,7 @@ def time_solution(
     # keep their graphs for it.
     keep = cuda and gate_kind(mps.in_use()) in GRAPH_GATES
     echo, echo_arena = start_echo(
-        ctx.start_process, ctx.work, ctx.window_limit_s, ctx.capture_limit_s, cuda, clock, keep_graphs=keep
+        ctx.start_process, ctx.window_limit_s, ctx.capture_limit_s, cuda, clock, keep_graphs=keep
     )
     interrupted = False
     try:
