@@ -46,6 +46,10 @@ def _worker_main(
 ) -> None:
     """A worker process: pin to its GPU, then evaluate items until told to stop."""
     os.environ.update(env)  # before anything in this process touches CUDA
+    if env.get("OMP_NUM_THREADS", "").isdigit():  # torch may be imported already: its pool read the variable then
+        import torch
+
+        torch.set_num_threads(max(1, int(env["OMP_NUM_THREADS"])))
     workers.exit_when_orphaned(parent_pid)  # the batch was SIGKILLed: do not keep evaluating
     # One zygote per worker (a fresh solution process per item) and the last problem's
     # reference. The zygote is launched at once, so its torch import runs beside the worker's
@@ -288,7 +292,12 @@ def _out_of_memory_beside_a_neighbour(worker: _Worker, outcome: Any) -> bool:
 
 def local_slots(device: str, gpus: list[int] | None, workers: int | None) -> dict[str, dict[str, str]]:
     """Worker environments: `workers` per GPU (pinned; named gpu0, or gpu0a, gpu0b... when
-    several share one), or `workers` CPU workers sharing the cores."""
+    several share one), or `workers` CPU workers sharing the cores.
+
+    On CUDA each worker's torch threads (`OMP_NUM_THREADS`, unless set) share the cores but one
+    per GPU and one more: a timed call is timed by the host's clock, and a neighbour's host work
+    (a reference model built on the CPU, 5.6 GB for level4/5) on every core would delay the timer
+    (`cuda_threads`)."""
     if device == "cuda":
         if gpus is None:
             import torch
@@ -299,16 +308,27 @@ def local_slots(device: str, gpus: list[int] | None, workers: int | None) -> dic
         per_gpu = WORKERS_PER_GPU if workers is None else workers
         if not 1 <= per_gpu <= 26:
             raise ValueError(f"workers per GPU must be 1 to 26, got {per_gpu}")
+        threads = os.environ.get("OMP_NUM_THREADS") or str(cuda_threads(os.cpu_count() or 1, len(gpus), per_gpu))
+
+        def slot(g: int) -> dict[str, str]:
+            return {"CUDA_VISIBLE_DEVICES": str(g), "OMP_NUM_THREADS": threads}
+
         if per_gpu == 1:
-            return {f"gpu{g}": {"CUDA_VISIBLE_DEVICES": str(g)} for g in gpus}
+            return {f"gpu{g}": slot(g) for g in gpus}
         letters = "abcdefghijklmnopqrstuvwxyz"[:per_gpu]
-        return {f"gpu{g}{x}": {"CUDA_VISIBLE_DEVICES": str(g)} for g in gpus for x in letters}
+        return {f"gpu{g}{x}": slot(g) for g in gpus for x in letters}
     workers = 1 if workers is None else workers
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     threads = str(max(1, (os.cpu_count() or 1) // workers))
     env = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", threads)}
     return {f"cpu{i}": dict(env) for i in range(workers)}
+
+
+def cuda_threads(cores: int, gpus: int, per_gpu: int) -> int:
+    """Torch threads for each CUDA worker: the cores less one per GPU (its timer) and one (the
+    batch's parent and the system), shared by the workers; at least one."""
+    return max(1, (cores - gpus - 1) // (gpus * per_gpu))
 
 
 def make_executor(

@@ -102,13 +102,18 @@ def test_a_worker_asks_its_parent_and_blocks_until_granted():
         lender.take(SOLUTION_LOCK, shared=False)
 
 
-def test_workers_per_gpu_name_their_slots_and_share_the_gpu():
+def test_workers_per_gpu_name_their_slots_and_share_the_gpu(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(executors.os, "cpu_count", lambda: 16)
     assert executors.local_slots("cuda", [0, 1], 1) == {
-        "gpu0": {"CUDA_VISIBLE_DEVICES": "0"},
-        "gpu1": {"CUDA_VISIBLE_DEVICES": "1"},
+        "gpu0": {"CUDA_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "6"},
+        "gpu1": {"CUDA_VISIBLE_DEVICES": "1", "OMP_NUM_THREADS": "6"},
     }
     slots = executors.local_slots("cuda", [3], None)
-    assert slots == {"gpu3a": {"CUDA_VISIBLE_DEVICES": "3"}, "gpu3b": {"CUDA_VISIBLE_DEVICES": "3"}}
+    assert slots == {
+        "gpu3a": {"CUDA_VISIBLE_DEVICES": "3", "OMP_NUM_THREADS": "7"},
+        "gpu3b": {"CUDA_VISIBLE_DEVICES": "3", "OMP_NUM_THREADS": "7"},
+    }
     executor = executors.LocalExecutor(BatchSettings(split="h100", device="cuda"), slots)
     first, second = executor._workers()
     assert first.table is second.table is not None
@@ -116,6 +121,15 @@ def test_workers_per_gpu_name_their_slots_and_share_the_gpu():
     assert alone._workers()[0].table is None
     with pytest.raises(ValueError, match="workers per GPU"):
         executors.local_slots("cuda", [0], 27)
+
+
+def test_cuda_workers_leave_a_core_per_gpu_for_its_timer_and_keep_a_users_thread_count(monkeypatch):
+    # A timed call is timed by the host's clock: a neighbour's host work on every core delays it.
+    assert executors.cuda_threads(16, 1, 2) == 7  # the H100 host: 14 cores for 2 workers
+    assert executors.cuda_threads(128, 8, 2) == 7
+    assert executors.cuda_threads(2, 1, 2) == 1  # never none
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert executors.local_slots("cuda", [0], 1) == {"gpu0": {"CUDA_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "3"}}
 
 
 # ----------------------------------------------------------------------------- the executor
