@@ -26,7 +26,7 @@ from multiprocessing.connection import wait as wait_for
 from typing import Any
 
 from .. import workers
-from ..evaluate import kill_descendants
+from ..evaluate import kill_descendants, ran_out_of_memory
 from .gpu_share import GRANTED, PipeLender, TurnTable, is_turn_message
 from .items import EvaluateFn, OnRecord, evaluate_item, evaluate_safely, failure_record
 from .queue import BatchItem, BatchSettings, WorkQueue
@@ -286,8 +286,7 @@ def _out_of_memory_beside_a_neighbour(worker: _Worker, outcome: Any) -> bool:
     is (a solution that raises such an error itself only buys a second, stricter run)."""
     if worker.table is None or not isinstance(outcome, dict) or outcome.get("status") not in ("incorrect", "error"):
         return False
-    error = str(outcome.get("error") or "")
-    return "OutOfMemoryError" in error or "CUDA out of memory" in error
+    return ran_out_of_memory(str(outcome.get("error") or ""))
 
 
 def local_slots(device: str, gpus: list[int] | None, workers: int | None) -> dict[str, dict[str, str]]:

@@ -50,7 +50,7 @@ from .mps import wanted as mps_wanted
 from .options import EvalOptions
 from .process_tree import kill_descendants
 from .protocol.frames import MAX_FRAME_BYTES, Deadline, Link, PeerGone, ProtocolError
-from .record import Record
+from .record import Record, ran_out_of_memory
 from .request import DEFAULT_SEEDS, DEFAULT_TIMING_SECONDS, EvalRequest
 from .supervisor.run import GPU_LOCK, SOLUTION_LOCK, GpuTurns, Lender
 from .wall import Wall, process_started
@@ -90,6 +90,7 @@ __all__ = [
     "mps_starting",
     "mps_wanted",
     "process_started",
+    "ran_out_of_memory",
     "speedup_text",
     "start_warm_zygote",
     "die_with_process",

@@ -39,6 +39,12 @@ PASS, FAIL, SKIP = "pass", "fail", "skip"
 PHASE_STEPS: dict[str, str] = {"reference": "reference_", "baseline": "baseline_", "candidate": "solution_"}
 
 
+def ran_out_of_memory(error: str) -> bool:
+    """Whether a record's (or a baseline's) error is the device running out of memory, in torch's
+    words: what else held the memory decides that as much as the code that asked for it."""
+    return "OutOfMemoryError" in error or "CUDA out of memory" in error
+
+
 def is_phase_step(name: str) -> bool:
     """Whether `name` in `phase_s` is a step of a split phase (counted in that phase)."""
     return any(name.startswith(prefix) for prefix in PHASE_STEPS.values())

@@ -6,7 +6,9 @@ sizes, the device name, the torch version and the timing method, so evaluating m
 neither recompiles nor re-times the reference. Timing runs in a child process (`child_main`).
 
 Failures are cached too (the entry has `failed: true` and the `error`), so a problem whose
-reference crashes or times out under timing costs its timeout once, not once per solution.
+reference crashes or times out under timing costs its timeout once, not once per solution; but
+not running out of device memory, which depends on what else held it (on an H100 level3/31's
+compiled reference met 53 GB another worker kept, and the failure stood for every later run).
 `get_baseline(..., retry_failed=True)` or `KBV3_RETRY_FAILED_BASELINE=1` times it again.
 
 A CPU baseline (the Triton interpreter's machinery, no performance figure) is keyed by its
@@ -30,6 +32,7 @@ from ....paths import cache_root, write_atomically
 from ... import fingerprint, mps
 from ...protocol.gate import echo_kind, gate_kind
 from ...protocol.gate_graph import GRAPH_GATES
+from ...record import ran_out_of_memory
 from ...request import DEFAULT_TIMEOUT_S, EvalRequest
 from .baseline_child import child_steps
 
@@ -165,10 +168,13 @@ def baseline_job(
 
 def cached_baseline(job: BaselineJob) -> dict[str, Any] | None:
     """The cache's entry for `job` with `cached: True`, or None when it is to be timed: none, a
-    CPU figure too old, or a failure that `retry_failed` (or KBV3_RETRY_FAILED_BASELINE) re-times."""
+    CPU figure too old, a failure for want of device memory, or a failure that `retry_failed` (or
+    KBV3_RETRY_FAILED_BASELINE) re-times."""
     hit = load_cached(job.cache, job.key)
     if hit is not None and job.on_cpu and not time.time() - float(hit.get("stored_at") or 0) < CPU_MAX_AGE_S:
         hit = None  # a CPU figure is re-timed rather than kept forever
+    if hit is not None and hit.get("failed") and ran_out_of_memory(str(hit.get("error") or "")):
+        hit = None  # cached before such failures were not: what else held the memory decided it
     if hit is not None and not (hit.get("failed") and (job.retry_failed or retry_failed_from_env())):
         return {**hit, "cached": True}
     return None
@@ -193,8 +199,11 @@ def settle(job: BaselineJob, outcome: Any) -> dict[str, Any]:
             "torch": torch.__version__,
             "stored_at": time.time(),
         }
-        if not outcome.stopped:
-            store_cached(job.cache, job.key, failure)
+        if outcome.stopped:
+            return {**failure, "cached": False}
+        if ran_out_of_memory(reason):
+            return {**failure, "cached": False, "not_cached_because": "out of device memory: what else held it decides"}
+        store_cached(job.cache, job.key, failure)
         return {**failure, "cached": False}
     entry = baseline_entry(result)
     entry.update(key=job.key, device_name=job.device_name, torch=torch.__version__, stored_at=time.time())

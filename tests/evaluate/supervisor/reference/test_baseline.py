@@ -76,6 +76,32 @@ def test_baseline_failures_are_cached_with_their_reason_and_can_be_retried(tmp_p
     assert len(calls) == 4
 
 
+def test_a_baseline_that_ran_out_of_device_memory_is_not_cached(tmp_path, monkeypatch):
+    # What else held the memory decides it (an H100: level3/31's compiled reference met 53 GB that
+    # another worker kept), so the next evaluation times it again rather than inheriting it.
+    from kernelbench_v3.evaluate.supervisor.reference import isolate
+
+    calls = []
+    oom = "OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB"
+
+    def child(role, workdir, spec, **kwargs):
+        calls.append(role)
+        return isolate.ChildOutcome({"ok": False, "error": oom}, 1, False, False, "", 3.0)
+
+    monkeypatch.setattr(isolate, "run_child", child)
+    spec = {"device": "cuda", "problem_path": "p.py", "sizes": {}, "seeds": [42]}
+    args = {"problem_sha256": "sha", "device_name": "NVIDIA H100", "cache_dir": tmp_path, "timeout_s": 30}
+    first = baseline.get_baseline(spec, **args)
+    assert first["failed"] and "CUDA out of memory" in first["error"] and "not_cached_because" in first
+    again = baseline.get_baseline(spec, **args)
+    assert again["failed"] and not again["cached"] and len(calls) == 2
+    job = baseline.baseline_job(spec, **args)  # one an older version cached is timed again too
+    baseline.store_cached(job.cache, job.key, {"failed": True, "error": f"baseline failed: {oom}"})
+    assert baseline.cached_baseline(job) is None
+    baseline.store_cached(job.cache, job.key, {"failed": True, "error": "baseline failed: RuntimeError: boom"})
+    assert baseline.cached_baseline(job)["cached"]
+
+
 def test_a_baseline_timed_now_says_where_its_child_spent_its_seconds(tmp_path, monkeypatch):
     """The child marks when each step ended on the machine's monotonic clock (the parent's too):
     its start (interpreter and imports), the build, compiling, its wait for the timing lock, eager
