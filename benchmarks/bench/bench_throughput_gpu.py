@@ -471,6 +471,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="space-separated GPU lists for the timed batch passes (default: the --gpus list, then its first GPU)",
     )
     parser.add_argument("--evals", type=int, help="`kbv3 eval` evaluations per pass (default 20; --quick 3)")
+    parser.add_argument("--only", help="comma-separated problem ids: the split cut to these (eval picks and batch)")
     parser.add_argument("--batch-limit", type=int, help="only the first N batch solutions (default: all; --quick 3)")
     parser.add_argument(
         "--batch-workers", type=int, help="eval-batch's --workers on CUDA: workers per GPU (default: eval-batch's, 2)"
@@ -592,6 +593,12 @@ def seed_cache(work: Path, seed: Path | None) -> None:
 def run(args, journal: Journal, work: Path, sets: list[str], started: float, deadline: float) -> None:
     seed_cache(work, args.seed_cache)
     problems = discover(REPO / "problems", split=args.split)
+    if args.only:  # a subset of the split: the eval picks and the batch both come from it
+        wanted = set(args.only.split(","))
+        unknown = wanted - {p.problem_id for p in problems}
+        if unknown:
+            raise SystemExit(f"--only: not in split {args.split}: {', '.join(sorted(unknown))}")
+        problems = [p for p in problems if p.problem_id in wanted]
     if args.device == "cpu":
         problems = [p for p in problems if not p.cpu_unsupported]
     chosen = pick_evals(problems, args.evals)
