@@ -36,6 +36,7 @@ class EchoProcess:
     ):
         self.open_session, self.setup, self.work, self.start_limit_s = open_session, setup, work, start_limit_s
         self.ahead: tuple[Session, Arena] | None = None
+        self.folder = work / "echo"  # written by the first fork (`timing.echo_folder`)
 
     def fork(self) -> None:
         """Fork the echo now. A fork that fails here is tried again by `start`."""
@@ -50,7 +51,7 @@ class EchoProcess:
         process, arena = ahead if ahead is not None else self._fork()
         try:
             ready = process.receive_reply(self.start_limit_s, ("ready",))
-            reply = self.setup(process, str(self.work / "echo" / "solution.py")) if ready.kind == "ready" else None
+            reply = self.setup(process, str(self.folder / "solution.py")) if ready.kind == "ready" else None
             if reply is None or isinstance(reply, Failed):
                 raise SessionLost(f"the evaluator's echo process could not start: {getattr(reply, 'error', '')[:300]}")
         except BaseException:
@@ -75,7 +76,8 @@ class EchoProcess:
     def _fork(self) -> tuple[Session, Arena]:
         arena = Arena.create(ECHO_ARENA_BYTES)
         try:
-            return self.open_session(echo_folder(self.work), arena), arena
+            self.folder = echo_folder(self.work)
+            return self.open_session(self.folder, arena), arena
         except BaseException:
             arena.close()
             raise
