@@ -9,7 +9,9 @@ duration. Used by both entries, `time_solution` and `time_reference` (through `r
   a full L2; a read flush alone would charge a large-output call for none, docs/timing.md.) A flush can also be
   timed, from the call until the device has run it: a flush right after a solution's call that
   takes longer than one right after the echo's means the solution's work was still running
-  (`witness.gap`).
+  (`witness.gap`). That is the host's clock, which also counts any delay of the timer's own
+  thread; the flush's own seconds by events on the timer's stream (`flush_gpu_s`) are kept
+  beside it for the record, to tell the two apart (the check does not use them).
 - **Echo call**: the echo's call is one replay of a graph of one tiny kernel; subtracting the
   echo's window removes the gate, the context switch and the graph's launch processing on the
   GPU, and that call, which stands for the fixed cost of a launch (`measure`). Its duration by
@@ -57,6 +59,7 @@ class DeviceWork:
         self.device = device
         self.cuda = device == "cuda"
         self.echo_kernel_s = self.echo_call_s = self.idle_flush_s = 0.0
+        self.flush_gpu_s: float | None = None  # the last timed flush, by events (CUDA only)
         self.l2_bytes = DEFAULT_L2_BYTES
         if not self.cuda:
             return
@@ -70,6 +73,8 @@ class DeviceWork:
         self._tiny = torch.zeros(1, device="cuda")
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
+        self._flush_start = torch.cuda.Event(enable_timing=True)
+        self._flush_end = torch.cuda.Event(enable_timing=True)
         self.echo_kernel_s, self.echo_call_s = self._time_echo()
         self.idle_flush_s = _IDLE_FLUSH_S.get(torch.cuda.current_device(), 0.0)
 
@@ -95,9 +100,13 @@ class DeviceWork:
         if not self.cuda:
             return 0.0
         started = clock()
+        self._flush_start.record()
         self.flush()
+        self._flush_end.record()
         torch.cuda.current_stream().synchronize()
-        return clock() - started
+        took = clock() - started
+        self.flush_gpu_s = self._flush_start.elapsed_time(self._flush_end) * 1e-3
+        return took
 
     def sync(self) -> None:
         if self.cuda:

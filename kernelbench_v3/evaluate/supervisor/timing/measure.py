@@ -89,6 +89,8 @@ class CallTimes:
     echo_preps: list[float] = field(default_factory=list)
     after: list[float] = field(default_factory=list)  # a flush right after the caller's window
     after_echo: list[float] = field(default_factory=list)
+    after_gpu: list[float] = field(default_factory=list)  # the same flushes by events (a record)
+    after_echo_gpu: list[float] = field(default_factory=list)
     elapsed_s: float = 0.0
     busy: str = ""  # why timing stopped early: the GPU was busy when it should have been idle
 
@@ -147,6 +149,7 @@ def measure(
             if judge is not None:
                 judge.after_window(0, echo=True)
             after_echo = work.timed_flush(clock)
+            after_echo_gpu = work.flush_gpu_s
             arm, prep = _turn(caller, s, partial(feed.write, s, inputs), work, held, clock, echo=False)
             if judge is not None:  # under MPS the copy at DONE is queued now, behind DONE itself
                 judge.before_window(caller, s, echo=False)
@@ -159,6 +162,9 @@ def measure(
                 # below the echo's noise there, so the window is kept whole (never negative).
                 net = window - echo_window if subtract_echo else window
                 _append(calls, net, window, echo_window, arm, echo_arm, prep, echo_prep, after, after_echo)
+                if work.flush_gpu_s is not None and after_echo_gpu is not None:
+                    calls.after_gpu.append(work.flush_gpu_s)
+                    calls.after_echo_gpu.append(after_echo_gpu)
             if judge is not None:  # judged or not is decided now, after the call answered
                 judge.after_call(s, inputs, len(calls.nets), warm)
             index += 1

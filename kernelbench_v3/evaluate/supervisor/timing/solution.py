@@ -279,7 +279,8 @@ def _finish(
     under_mps = bool(outcome.details.get("mps"))
     sliced = ""  # without MPS, why the prep witness leaves the time unresolved instead of failing
     if work.cuda:
-        found, failed = gap(calls.after, calls.after_echo, memory.out_nbytes, work, under_mps)
+        events = (calls.after_gpu, calls.after_echo_gpu)
+        found, failed = gap(calls.after, calls.after_echo, memory.out_nbytes, work, under_mps, by_events=events)
         outcome.details["gap"] = found
         if failed:
             outcome.flag(

@@ -52,8 +52,17 @@ def _median(values: list[float]) -> float:
 
 
 def gap(
-    after: list[float], after_echo: list[float], out_nbytes: int, work: DeviceWork, under_mps: bool = True
+    after: list[float],
+    after_echo: list[float],
+    out_nbytes: int,
+    work: DeviceWork,
+    under_mps: bool = True,
+    by_events: tuple[list[float], list[float]] = ([], []),
 ) -> tuple[dict[str, Any], bool]:
+    """The flush after the caller's window against the flush after the echo's, by the host's
+    clock (the check). `by_events`: the same flushes' own seconds on the GPU (caller's, echo's),
+    reported beside them and never judged: where the host's figures part from these, the timer's
+    thread was delayed, not the device."""
     echo = _median(after_echo)
     caller = _median(after)
     written = min(out_nbytes, work.l2_bytes)
@@ -64,6 +73,9 @@ def gap(
         writeback_s = work.idle_flush_s * written / max(work.l2_bytes * 2, 1)
         bound = echo * (1 + GAP_SLACK_PLAIN) + GAP_SLACK_PLAIN_S + writeback_s
     found = {"flush_after_echo_ms": echo * 1e3, "flush_after_solution_ms": caller * 1e3, "bound_ms": bound * 1e3}
+    if by_events[0] and by_events[1]:
+        found["gpu_flush_after_echo_ms"] = _median(by_events[1]) * 1e3
+        found["gpu_flush_after_solution_ms"] = _median(by_events[0]) * 1e3
     return found, caller > bound
 
 

@@ -126,6 +126,7 @@ class FakeCaller:
 class FakeWork:
     cuda = True
     l2_bytes = 50 << 20
+    flush_gpu_s = None  # no events: a timer without them
 
     def __init__(self, flushes, echo_call_s=2e-6, idle_flush_s=0.0):
         self.flushes, self.echo_call_s, self.idle_flush_s = list(flushes), echo_call_s, idle_flush_s
@@ -264,6 +265,32 @@ def test_work_left_running_past_done_slows_the_flush_after_the_solution_and_is_f
     assert not failed and found["bound_ms"] > 0.201
     leftover, work = _measure([1e-4] * 13, [1e-5] * 13, [200e-6, 500e-6] * 13)
     assert witness.gap(leftover.after, leftover.after_echo, 16 << 20, work)[1]
+
+
+def test_the_flushes_by_events_are_reported_beside_the_hosts_clock_and_never_judged():
+    class EventWork(FakeWork):
+        def timed_flush(self, clock=None):
+            took = super().timed_flush(clock)
+            self.flush_gpu_s = 100e-6  # the device's own seconds: the same for both sides
+            return took
+
+    # The host's clock read the flush after the caller's window 2.5x the echo's: a delayed timer
+    # thread reads so too; the events say the device did the same work after both.
+    calls = measure(
+        FakeCaller([1e-4] * 13),
+        FakeCaller([1e-5] * 13),
+        _feed(),
+        EventWork([200e-6, 500e-6] * 13),
+        CallPlan(min_calls=10, max_calls=10, target_rel=0.0, cap_s=1e9),
+        random.Random(0),
+    )
+    assert len(calls.after_gpu) == len(calls.after) == 10 == len(calls.after_echo_gpu)
+    work = FakeWork([])
+    found, failed = witness.gap(
+        calls.after, calls.after_echo, 16 << 20, work, by_events=(calls.after_gpu, calls.after_echo_gpu)
+    )
+    assert failed and found["gpu_flush_after_solution_ms"] == pytest.approx(0.1) == found["gpu_flush_after_echo_ms"]
+    assert "gpu_flush_after_echo_ms" not in witness.gap(calls.after, calls.after_echo, 16 << 20, work)[0]
 
 
 def test_work_beside_the_input_write_slows_the_solutions_prep_and_is_flagged():
