@@ -33,9 +33,8 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
-PROC = Path("/proc")
+PROC = "/proc"  # plain strings and os.read: every timed call walks it twice (pathlib was a third of a stop)
 MAX_PROCESSES = 256  # below the zygote; more is a fork bomb, and every walk would crawl through it
 # SIGSTOP takes effect when a thread next leaves the kernel: a thread in a driver call (state D)
 # may take a while, one a tracer holds never does.
@@ -58,9 +57,10 @@ def children(pid: int) -> set[int]:
     child's parent); empty when the process is gone."""
     found: set[int] = set()
     for task in _tasks(pid):
+        text = _read(f"{PROC}/{pid}/task/{task}/children")
         try:
-            found.update(int(c) for c in (PROC / str(pid) / "task" / task / "children").read_text().split())
-        except (OSError, ValueError):
+            found.update(int(c) for c in (text or "").split())
+        except ValueError:
             pass
     return found
 
@@ -85,16 +85,26 @@ def descendants(root: int) -> set[int]:
 
 def _tasks(pid: int) -> list[str]:
     try:
-        return os.listdir(PROC / str(pid) / "task")
+        return os.listdir(f"{PROC}/{pid}/task")
     except OSError:
         return []
 
 
-def _read(path: Path) -> str | None:
+def _read(path: str) -> str | None:
+    """A /proc file's text, read to its end; None when the thread or process is gone."""
     try:
-        return path.read_text()
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
-        return None  # the thread or process is gone
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def runs(pid: int) -> dict[str, str]:
@@ -102,7 +112,7 @@ def runs(pid: int) -> dict[str, str]:
     changes it; a stopped thread's never does."""
     found = {}
     for tid in _tasks(pid):
-        text = _read(PROC / str(pid) / "task" / tid / "schedstat")
+        text = _read(f"{PROC}/{pid}/task/{tid}/schedstat")
         if text is not None:
             found[tid] = text.strip()
     return found
@@ -135,12 +145,16 @@ def why_running(pid: int) -> str | None:
     """Why process `pid` is not stopped for good: a live thread not in state `T` (a traced stop
     is `t`), or a tracer; None when it is stopped or gone."""
     for tid in _tasks(pid):
-        status = _read(PROC / str(pid) / "task" / tid / "status")
+        status = _read(f"{PROC}/{pid}/task/{tid}/status")
         if status is None:
             continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        state = fields.get("State", "").split()
-        tracer = fields.get("TracerPid", "0").strip()
+        state, tracer = [], "0"
+        for line in status.splitlines():
+            if line.startswith("State:"):
+                state = line[6:].split()
+            elif line.startswith("TracerPid:"):  # after State: in the kernel's order
+                tracer = line[10:].strip()
+                break
         if tracer != "0":
             return f"thread {tid} of process {pid} is traced by process {tracer}"
         if state and state[0] not in ("T", *_DEAD):
@@ -171,7 +185,7 @@ class ProcessPause:
         self.max_processes = max_processes
         self.stopped: dict[int, int | None] = {}  # stopped pid -> the member it belongs to (None: an orphan)
         self.records: dict[int, dict[str, str]] = {}  # stopped pid -> its threads' runs once it stopped
-        self.walk = (PROC / str(root) / "task").is_dir()
+        self.walk = os.path.isdir(f"{PROC}/{root}/task")
         self.settled = False  # one stop has completed: from then on no new process may appear
 
     def add_member(self, pid: int) -> None:
@@ -251,7 +265,7 @@ class ProcessPause:
         if before is None:
             return  # stopped by `stop` but never settled (no walk): nothing to compare
         if main_only:
-            now = {str(pid): (_read(PROC / str(pid) / "task" / str(pid) / "schedstat") or "").strip()}
+            now = {str(pid): (_read(f"{PROC}/{pid}/task/{pid}/schedstat") or "").strip()}
             now = {tid: record for tid, record in now.items() if record and tid in before}
         else:
             now = runs(pid)
