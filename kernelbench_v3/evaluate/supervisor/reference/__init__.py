@@ -16,7 +16,7 @@ from .baseline import request_baseline, request_job
 from .cache import for_evaluation, key_fields
 from .fill import BaselineResult, fill_baselines
 from .placement import HostCopies, release_cached
-from .reference_run import ReferenceRun, build_on_host, compute, expected_on_device
+from .reference_run import ReferenceRun, Widened, build_on_host, compute, expected_on_device
 from .warm import keep_references_warm
 from .warm import key_of as warm_key
 from .warm import recall as recall_warm
@@ -27,6 +27,7 @@ __all__ = [
     "BaselineResult",
     "HostCopies",
     "ReferenceRun",
+    "Widened",
     "build_on_host",
     "compute",
     "expected_on_device",

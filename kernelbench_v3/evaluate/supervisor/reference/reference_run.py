@@ -27,6 +27,7 @@ from .placement import HostCopies, SavedPlace
 
 # The steps of the reference phase, in `Record.phase_s` as `reference_<step>`: what runs before
 # `compute` (the cache key, the warm reference), then `compute`'s own.
+WIDENED_MAX_BYTES = 2 << 30  # a float64 copy of the reference model kept for judging timed calls (`Widened`)
 REFERENCE_STEPS = ("setup", "build", "profile", "other_shape", "inputs", "forward", "copy", "hash", "float64", "store")
 
 
@@ -64,8 +65,11 @@ def _errors(out: torch.Tensor, ref64: torch.Tensor, diff: torch.Tensor | None = 
 
 
 @torch.no_grad()
-def float64_reference(model: torch.nn.Module, inputs: list[Any], out: torch.Tensor, tf32: bool) -> dict[str, Any]:
-    """The float64 run of the reference and the errors of the native and TF32-emulated runs."""
+def float64_reference(
+    model: torch.nn.Module, inputs: list[Any], out: torch.Tensor, tf32: bool, m64: torch.nn.Module | None = None
+) -> dict[str, Any]:
+    """The float64 run of the reference and the errors of the native and TF32-emulated runs;
+    `m64`: the model already widened (`Widened`), else a copy is widened for this run."""
 
     def widen(x: Any, round_tf32: bool) -> Any:
         if isinstance(x, torch.Tensor) and x.is_floating_point():
@@ -74,7 +78,7 @@ def float64_reference(model: torch.nn.Module, inputs: list[Any], out: torch.Tens
             return x.double()
         return x
 
-    m64 = copy.deepcopy(model).double()
+    m64 = m64 if m64 is not None else copy.deepcopy(model).double()
     ref64 = _as_tensor(m64(*[widen(x, False) for x in inputs]), "float64 reference")
     if ref64.dtype != torch.float64 or ref64.shape != out.shape:
         return {"available": False, "reason": f"the reference's forward returns {ref64.dtype} under float64 inputs"}
@@ -320,17 +324,40 @@ def compute(
     return run
 
 
-def expected_on_device(run: ReferenceRun, inputs: list[Any], device: str, float64: bool = False) -> dict[str, Any]:
+class Widened:
+    """A model's float64 copy for the judged timed calls, made once on first use when its
+    parameters and buffers take at most WIDENED_MAX_BYTES in float64 (else None: each judgement
+    widens a copy of its own, as before). Widening a copy per judged call cost a deep copy and a
+    conversion of every weight each time; held by the timing that uses it, and dropped with it."""
+
+    def __init__(self, model: torch.nn.Module, max_bytes: int = WIDENED_MAX_BYTES):
+        self.model, self.max_bytes = model, max_bytes
+        self._m64: torch.nn.Module | None = None
+        self._decided = False
+
+    def get(self) -> torch.nn.Module | None:
+        if not self._decided:
+            self._decided = True
+            tensors = list(self.model.parameters()) + list(self.model.buffers())
+            if sum(8 * t.numel() for t in tensors) <= self.max_bytes:
+                self._m64 = copy.deepcopy(self.model).double()
+        return self._m64
+
+
+def expected_on_device(
+    run: ReferenceRun, inputs: list[Any], device: str, float64: bool = False, widened: Widened | None = None
+) -> dict[str, Any]:
     """The main-shape reference's saved tensors on `inputs`, left on `device`: "expected" and,
     when `float64` and the problem has a float64 reference (its first case kept a residual),
-    "residual64", so a timed call is judged by exactly the rules of a correctness case."""
+    "residual64", so a timed call is judged by exactly the rules of a correctness case.
+    `widened`: the main model's float64 copy, kept across the calls of one timing."""
     moved = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
     model = run.shapes["main"].model
     with torch.no_grad():
         out = _as_tensor(model(*moved), "reference").detach()
     saved: dict[str, Any] = {"expected": out}
     if float64 and "residual64" in run.cases[run.order[0]].saved:
-        info = float64_reference(model, moved, out, tf32=False)
+        info = float64_reference(model, moved, out, tf32=False, m64=widened.get() if widened is not None else None)
         if info.get("available"):
             saved["residual64"] = info["residual"].float()
     return saved

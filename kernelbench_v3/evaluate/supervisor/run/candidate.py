@@ -40,7 +40,7 @@ from ...protocol.messages import Failed, Finish, Finished, RunCase, Setup, Shape
 from ...record import Record
 from ...request import EvalRequest
 from ...solution.zygote import LOG_NAME
-from ..reference import HostCopies, ReferenceRun, expected_on_device, release_cached
+from ..reference import HostCopies, ReferenceRun, Widened, expected_on_device, release_cached
 from ..session import CaseResult, ProcessPause, Session, SessionLost
 from ..timing import TIMING_STEPS, SolutionTiming, TimingUnavailable, calibrate_idle, cpu_region_bytes, time_solution
 from ..verdict import SolutionFacts, Verifier, compare_outputs, judge
@@ -320,8 +320,9 @@ class _Run:
         timed calls, the rule each judged call is held to, and how to start the trusted echo."""
         ref, device = self.ref, self.request.device
         main = ref.cases[self.correctness[0]]
+        widened = Widened(ref.shapes["main"].model)  # the float64 model, kept for this timing's judgements
         verifier = Verifier(
-            lambda inputs, float64: expected_on_device(ref, inputs, device, float64),
+            lambda inputs, float64: expected_on_device(ref, inputs, device, float64, widened),
             main.entry,
             self.request.tolerance,
             ref.precision,

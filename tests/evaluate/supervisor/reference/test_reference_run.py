@@ -87,3 +87,24 @@ def test_a_model_built_on_the_host_first_gets_the_same_values_as_one_built_in_th
     _, from_host = _build(source, problem.name, sizes, "cpu", PARAM_SEED, built=built)
     _, in_turn = _build(source, problem.name, sizes, "cpu", PARAM_SEED)
     assert state_digest(from_host) == state_digest(in_turn) != state_digest(published)
+
+
+def test_a_timings_float64_model_is_widened_once_within_its_budget_with_the_same_residuals(monkeypatch):
+    """Judging a timed call under the float64 rule widened a deep copy of the whole reference per
+    call; `Widened` makes that copy once per timing, only while it fits its byte budget."""
+    from kernelbench_v3.evaluate.supervisor.reference import reference_run
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()).eval()
+    x = torch.randn(4, 8)
+    out = model(x).detach()
+    copies = []
+    real_deepcopy = reference_run.copy.deepcopy
+    monkeypatch.setattr(reference_run.copy, "deepcopy", lambda m: copies.append(1) or real_deepcopy(m))
+    fresh = reference_run.float64_reference(model, [x], out, tf32=False)
+    widened = reference_run.Widened(model)
+    kept = [reference_run.float64_reference(model, [x], out, tf32=False, m64=widened.get()) for _ in range(3)]
+    assert len(copies) == 2  # one for the fresh run, one for all three judged ones
+    for info in kept:
+        assert torch.equal(info["residual"], fresh["residual"]) and info["residual"].dtype == torch.float64
+    assert reference_run.Widened(model, max_bytes=8 * 72 - 1).get() is None  # 72 values in float64 do not fit
+    assert reference_run.Widened(model, max_bytes=8 * 72).get() is not None
