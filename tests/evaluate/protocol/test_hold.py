@@ -226,6 +226,7 @@ class _Turns:
 
 class _Work:
     cuda = False
+    flush_gpu_s = None  # no events on the CPU
 
     def __init__(self, log):
         self.log = log

@@ -148,13 +148,15 @@ def why_running(pid: int) -> str | None:
         status = _read(f"{PROC}/{pid}/task/{tid}/status")
         if status is None:
             continue
-        state, tracer = [], "0"
+        state, tracer = None, None
         for line in status.splitlines():
             if line.startswith("State:"):
                 state = line[6:].split()
-            elif line.startswith("TracerPid:"):  # after State: in the kernel's order
+            elif line.startswith("TracerPid:"):
                 tracer = line[10:].strip()
+            if state is not None and tracer is not None:  # the rest of the file says nothing more
                 break
+        state, tracer = state or [], "0" if tracer is None else tracer
         if tracer != "0":
             return f"thread {tid} of process {pid} is traced by process {tracer}"
         if state and state[0] not in ("T", *_DEAD):
