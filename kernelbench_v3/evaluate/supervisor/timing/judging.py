@@ -6,10 +6,15 @@ the solution sees of past calls tells it anything of the next one. A judged call
 correctness case's rules (the verdict's `Verifier`, handed in: tolerance, dtype, finiteness and
 the float64 precision rule), decided only after the call answered, on the copy of the output
 taken at DONE (`snapshot.Snapshots`). `Outputs` is where each input set's call leaves its output.
+
+A forgery can move the score only by being more than half of the scored calls, and every forged
+call is wrong as it stood at DONE. So timing runs at least `calls_needed` calls: enough that such
+a forgery goes unjudged at most FORGERY_ESCAPE of the time, whatever the chance a judgement costs.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -22,6 +27,7 @@ from .snapshot import Snapshots
 
 JUDGE_BUDGET = 1.0  # judging may cost this share of the timing loop's own time ...
 MIN_JUDGE_SHARE = 0.05  # ... but every call is judged with at least this chance
+FORGERY_ESCAPE = 1e-3  # the most often forged calls that are half of the scored go unjudged
 
 
 class OutputCheck(Protocol):
@@ -105,6 +111,15 @@ class Judging:
             if self.rng.random() < self.share:
                 self._judge(set_index, inputs, index)
         self._last = self.clock()
+
+    def calls_needed(self) -> int:
+        """Scored calls that judge a forgery of half of them but FORGERY_ESCAPE of the time:
+        n with (1 - share)^(n/2) <= FORGERY_ESCAPE; 0 until the share is fixed, and for a
+        share of 1 (every call judged)."""
+        share = self.share
+        if share is None or share >= 1.0:
+            return 0
+        return math.ceil(2 * math.log(FORGERY_ESCAPE) / math.log(1.0 - share))
 
     def _judge(self, set_index: int, inputs: list[Any], index: int) -> None:
         started = self.clock()

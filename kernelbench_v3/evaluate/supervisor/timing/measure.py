@@ -31,8 +31,9 @@ this within 0.2-1.1 us of kernels of 2-20 us, where adding back the echo call's 
 events read 3.5-28 us too much, docs/timing.md). The inputs exist
 only from step 3's write on, while the caller is stopped and watched: the write and the flush
 are timed for both the echo and the caller (`prep`), so a kernel of the caller's left running
-beside them shows as a slower prep (`witness`). Timing ends by `stats.should_stop`, or at once
-when the GPU is found busy while it should be idle (`witness.busy`).
+beside them shows as a slower prep (`witness`). Timing ends by `stats.should_stop`, never before
+the calls judging needs (`Judge.calls_needed`), or at once when the GPU is found busy while it
+should be idle (`witness.busy`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ from .stats import CallPlan, should_stop
 
 WARM_CALLS = 3  # per side, before any call is scored (first replays, page faults)
 BUSY_EVERY = 16  # scored calls between looks at whether the GPU is busy
+# A call's steps as `CallTimes.steps` times them: new inputs; the echo's turn (arming, stopping
+# its side, the write and the flush), window and flush after; the same for the caller; judging.
+LOOP_STEPS = ("draw", "echo_turn", "echo_window", "echo_after", "turn", "window", "after", "judge")
 
 
 class Caller(Protocol):
@@ -64,6 +68,8 @@ class Judge(Protocol):
     def after_window(self, set_index: int, echo: bool) -> None: ...
 
     def after_call(self, set_index: int, inputs: list[Any], index: int, warm: bool) -> None: ...
+
+    def calls_needed(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,9 @@ class CallTimes:
     after_echo: list[float] = field(default_factory=list)
     after_gpu: list[float] = field(default_factory=list)  # the same flushes by events (a record)
     after_echo_gpu: list[float] = field(default_factory=list)
+    # Seconds of each step of the loop per scored call (LOOP_STEPS, a record of where the
+    # loop's time goes; nothing is judged on it).
+    steps: dict[str, list[float]] = field(default_factory=lambda: {step: [] for step in LOOP_STEPS})
     elapsed_s: float = 0.0
     busy: str = ""  # why timing stopped early: the GPU was busy when it should have been idle
 
@@ -133,30 +142,39 @@ def measure(
     try:
         while True:
             warm = index < WARM_CALLS
-            if not warm and should_stop(calls.nets, clock() - started, plan):
+            at_least = judge.calls_needed() if judge is not None else 0
+            if not warm and should_stop(calls.nets, clock() - started, plan, at_least):
                 break
             if index == WARM_CALLS:
                 started = clock()
+            marks = [clock()]
             s = rng.randrange(feed.sets)
             inputs = feed.draw()
             if held is not None:  # the stage: HOLD copies it to where each side's call reads
                 feed.decoy(inputs)
                 work.sync()
+            marks.append(clock())
             echo_arm, echo_prep = _turn(echo, 0, partial(feed.decoy, inputs), work, held, clock, echo=True)
             if judge is not None:
                 judge.before_window(echo, 0, echo=True)
+            marks.append(clock())
             echo_window = echo.ring()
             if judge is not None:
                 judge.after_window(0, echo=True)
+            marks.append(clock())
             after_echo = work.timed_flush(clock)
             after_echo_gpu = work.flush_gpu_s
+            marks.append(clock())
             arm, prep = _turn(caller, s, partial(feed.write, s, inputs), work, held, clock, echo=False)
             if judge is not None:  # under MPS the copy at DONE is queued now, behind DONE itself
                 judge.before_window(caller, s, echo=False)
+            marks.append(clock())
             window = caller.ring()
             if judge is not None:  # the output as it stands the moment the window closed
                 judge.after_window(s, echo=False)
+            marks.append(clock())
             after = work.timed_flush(clock)
+            marks.append(clock())
             if not warm:
                 # On the CPU the figure only tests the machinery: a call of a few microseconds is
                 # below the echo's noise there, so the window is kept whole (never negative).
@@ -167,6 +185,10 @@ def measure(
                     calls.after_echo_gpu.append(after_echo_gpu)
             if judge is not None:  # judged or not is decided now, after the call answered
                 judge.after_call(s, inputs, len(calls.nets), warm)
+            if not warm:
+                marks.append(clock())
+                for step, begun, ended in zip(LOOP_STEPS, marks, marks[1:]):
+                    calls.steps[step].append(ended - begun)
             index += 1
             if not warm and len(calls.nets) % BUSY_EVERY == 0:
                 calls.busy = witness.busy(calls.after_echo, work)

@@ -272,6 +272,8 @@ def _finish(
         own_ms_per_call=own,
         verified_calls=judging.verified,
         judge_share=judging.share,
+        judge_calls_needed=judging.calls_needed(),
+        loop_ms={step: round(ms(times), 4) for step, times in calls.steps.items() if times},
         raw_calls_ms=[[round(w * 1e3, 5), round(e * 1e3, 5)] for w, e in zip(calls.windows, calls.echo_windows)][
             :MAX_RAW_CALLS
         ],

@@ -14,8 +14,8 @@ from kernelbench_v3.evaluate.protocol.doorbell import ARMED, DONE, GO, NBYTES, D
 from kernelbench_v3.evaluate.supervisor.timing import measure as measure_module
 from kernelbench_v3.evaluate.supervisor.timing import witness
 from kernelbench_v3.evaluate.supervisor.timing.errors import GateTampered
-from kernelbench_v3.evaluate.supervisor.timing.judging import MIN_JUDGE_SHARE, Judging
-from kernelbench_v3.evaluate.supervisor.timing.measure import WARM_CALLS, Feed, measure
+from kernelbench_v3.evaluate.supervisor.timing.judging import FORGERY_ESCAPE, MIN_JUDGE_SHARE, Judging
+from kernelbench_v3.evaluate.supervisor.timing.measure import LOOP_STEPS, WARM_CALLS, Feed, measure
 from kernelbench_v3.evaluate.supervisor.timing.stats import CallPlan, known, quantile, should_stop, summarize
 from kernelbench_v3.evaluate.supervisor.timing.timed_process import TimedProcess
 
@@ -51,6 +51,23 @@ def test_stopping_waits_for_min_calls_then_for_the_interval_and_caps_by_count_an
     assert not should_stop([1.0, 2.0], 60.0, plan)  # fewer than three calls give no median
     with pytest.raises(ValueError):
         CallPlan(min_calls=2, max_calls=10, target_rel=0.1, cap_s=1.0)
+
+
+def test_the_calls_judging_needs_raise_the_minimum_but_not_the_cap():
+    plan = CallPlan(min_calls=3, max_calls=100, target_rel=0.01, cap_s=5.0)
+    tight = [1.0] * 10
+    assert should_stop(tight, 0.1, plan) and not should_stop(tight, 0.1, plan, at_least=11)
+    assert should_stop(tight + [1.0], 0.1, plan, at_least=11)
+    assert should_stop(tight, 6.0, plan, at_least=11)  # the timer's cap still ends timing
+    assert should_stop([1.0] * 100, 0.1, plan, at_least=500)  # and so does max_calls
+
+
+def test_cuda_stops_at_a_sixth_of_the_fidelity_bound_after_twenty_calls():
+    plan = CallPlan.for_device("cuda", 6.0)
+    assert (plan.min_calls, plan.target_rel, plan.target_abs_s) == (20, 0.005, 0.2e-6)
+    rng = random.Random(3)
+    big = [1e-3 * (1 + rng.gauss(0, 0.004)) for _ in range(40)]  # a 1 ms kernel, +-0.4% per call
+    assert not known(summarize(big[:19]), plan) and known(summarize(big[:20]), plan)
 
 
 def test_a_small_kernel_stops_at_an_absolute_half_width():
@@ -391,3 +408,43 @@ def test_without_mps_the_gap_margin_is_the_measured_noise_and_catches_a_gemm_don
     assert not witness.gap([208.6e-6] * 9, echo, out, work, under_mps=False)[1]  # the honest worst
     # No idle figure (never calibrated): the wide margin, as under MPS
     assert not witness.gap([320e-6] * 9, echo, out, FakeWork([]), under_mps=False)[1]
+
+
+def _judging_at(share: float) -> Judging:
+    judging = Judging(PassingVerifier(), Outputs(), random.Random(0))
+    judging.share = share
+    return judging
+
+
+def test_judging_needs_the_calls_that_catch_a_forgery_of_half_of_them():
+    assert _judging_at(None).calls_needed() == 0 and _judging_at(1.0).calls_needed() == 0
+    for share in (MIN_JUDGE_SHARE, 0.24, 0.5, 0.7, 0.9):
+        n = _judging_at(share).calls_needed()
+        assert (1 - share) ** (n / 2) <= FORGERY_ESCAPE < (1 - share) ** ((n - 1) / 2)
+    assert _judging_at(0.5).calls_needed() == 20
+
+
+def test_timing_runs_until_judging_has_had_its_chance_at_a_forgery():
+    now = [0.0]
+
+    class Slow(PassingVerifier):
+        def check(self, label, inputs, output, float64):
+            now[0] += 1.0  # a judgement costs far more than the loop: the chance falls to its floor
+            return super().check(label, inputs, output, float64)
+
+    def clock():
+        now[0] += 1e-4
+        return now[0]
+
+    judging = Judging(Slow(), Outputs(), random.Random(1), clock)
+    known_at_once = CallPlan(min_calls=3, max_calls=2000, target_rel=1.0, cap_s=1e9)
+    calls, _ = _measure([1e-4] * 2003, [1e-5] * 2003, [3e-5] * 4006, judging, plan=known_at_once)
+    assert judging.share == pytest.approx(MIN_JUDGE_SHARE)
+    assert len(calls.nets) == judging.calls_needed() == 270
+
+
+def test_each_scored_call_records_where_the_loops_time_went():
+    calls, _ = _measure([1e-4] * 8, [1e-5] * 8, [3e-5] * 16)
+    assert set(calls.steps) == set(LOOP_STEPS)
+    assert all(len(calls.steps[step]) == len(calls.nets) == 5 for step in LOOP_STEPS)
+    assert all(t >= 0 for times in calls.steps.values() for t in times)

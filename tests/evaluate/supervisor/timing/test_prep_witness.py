@@ -32,7 +32,7 @@ def _finished(monkeypatch, under_mps: bool, prep_s: float, net_s: float) -> solu
     )
     work = SimpleNamespace(cuda=True, echo_call_s=3.6e-6, echo_kernel_s=1e-6, idle_flush_s=200e-6, l2_bytes=50 << 20)
     rig = SimpleNamespace(work=work, gate="wait", echo="graph")
-    judging = SimpleNamespace(failures=[], verified=n, share=1.0)
+    judging = SimpleNamespace(failures=[], verified=n, share=1.0, calls_needed=lambda: 0)
     memory = SimpleNamespace(out_nbytes=1 << 20, count=8)
     outcome = solution.TimingOutcome()
     solution._finish(outcome, calls, judging, memory, rig, "cuda", True, [])
