@@ -583,3 +583,29 @@ def test_the_outside_figures_under_mps_sit_beside_those_without(tmp_path):
 
     text = report(journal.path)
     assert "| level1/47_Sum_reduction_over_a_dimension | two-stage sum | 12.07 | 13.1 | 11.88 | n/a |" in text
+
+
+def test_loop_steps_reads_each_records_loop_and_names_a_bad_line(monkeypatch, tmp_path, capsys):
+    import json
+
+    from kernelbench_v3.evaluate.supervisor.timing.measure import LOOP_STEPS
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS / "diagnostics"))
+    import loop_steps
+
+    journal = tmp_path / "results.parquet.journal.jsonl"
+    rows = [{"kbv3_batch_journal": 1}]
+    for i, share in enumerate((1.0, 0.5, None)):
+        loop = {step: 0.1 * (i + 1) for step in LOOP_STEPS}
+        rows.append(
+            {"problem_id": f"p{i}", "timing_details": {"calls": {"calls": 20}, "judge_share": share, "loop_ms": loop}}
+        )
+    rows.append({"problem_id": "untimed", "timing_details": {}})
+    journal.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    assert loop_steps.main([str(journal), "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "3 timed records" in out and "| draw | 0.200 | 0.300 |" in out
+    assert "| p2 | 20 | None |" in out and "| p1 |" not in out  # only the costliest one
+    journal.write_text("{not json\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"results.parquet.journal.jsonl:1: not JSON"):
+        loop_steps.main([str(journal)])
