@@ -27,7 +27,7 @@ from .snapshot import Snapshots
 
 JUDGE_BUDGET = 1.0  # judging may cost this share of the timing loop's own time ...
 MIN_JUDGE_SHARE = 0.05  # ... but every call is judged with at least this chance
-FORGERY_ESCAPE = 1e-3  # the most often forged calls that are half of the scored go unjudged
+FORGERY_ESCAPE = 1e-3  # a forgery of half the scored calls goes unjudged at most this often
 
 
 class OutputCheck(Protocol):
