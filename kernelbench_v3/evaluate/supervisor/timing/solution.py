@@ -282,7 +282,9 @@ def _finish(
     sliced = ""  # without MPS, why the prep witness leaves the time unresolved instead of failing
     if work.cuda:
         events = (calls.after_gpu, calls.after_echo_gpu)
-        found, failed = gap(calls.after, calls.after_echo, memory.out_nbytes, work, under_mps, by_events=events)
+        found, failed = gap(
+            calls.after, calls.after_echo, memory.out_nbytes, work, under_mps, by_events=events, call_s=summary.median_s
+        )
         outcome.details["gap"] = found
         if failed:
             outcome.flag(

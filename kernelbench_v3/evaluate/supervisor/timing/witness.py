@@ -8,7 +8,10 @@ device) or work its gated call left running past DONE. The timer's own GPU work 
   give or take writing back the call's output (at most a full L2) and noise; otherwise its work
   went on after DONE (`GAP_WORK`). Under MPS the copy at DONE already judges such work
   (`snapshot`), and the margin stays wide; without MPS this check is all there is, so its margin
-  is what the measured noise needs (`GAP_SLACK_PLAIN`).
+  is what the measured noise needs (`GAP_SLACK_PLAIN`). In either mode the flush may also run
+  late by `GAP_CALL_SHARE` of the caller's median call: work hidden past DONE then buys at most
+  that share of the score, under the 3% fidelity bound, and heavy honest models (whose next
+  flush runs about 1% of their call late on an H100) pass.
 - `prep`: writing the call's inputs and clearing the L2, right before the caller's window, must
   cost what the same write and flush cost right before the echo's; otherwise something ran
   beside them (`WORK_BEFORE_WINDOW`).
@@ -41,6 +44,12 @@ GAP_SLACK_S = 50e-6  # ... plus this, plus writing back the call's output (at mo
 # flush's own rate.
 GAP_SLACK_PLAIN = 0.15
 GAP_SLACK_PLAIN_S = 30e-6
+# Honest multi-kernel models of 12-31 ms (level3/44, level4/3, level4/8 of the h100 split) read
+# 0.23-0.26 ms over the echo's flush on an H100 (by events too, so the device's, not a delayed
+# timer; benchmarks/results/throughput_gpu_batch54.md): 0.8-1.0% of their calls. 2% of the
+# call is allowed beside the margins above: hidden work worth that much moves a score by at most
+# 2%, inside the 3% fidelity bound.
+GAP_CALL_SHARE = 0.02
 PREP_SLACK = 0.5  # the write and flush before the caller's window, against the echo's ...
 PREP_SLACK_S = 50e-6  # ... plus this
 BUSY_FACTOR = 4.0  # the flush after the echo's window against an idle device's ...
@@ -58,11 +67,13 @@ def gap(
     work: DeviceWork,
     under_mps: bool = True,
     by_events: tuple[list[float], list[float]] = ([], []),
+    call_s: float = 0.0,
 ) -> tuple[dict[str, Any], bool]:
     """The flush after the caller's window against the flush after the echo's, by the host's
-    clock (the check). `by_events`: the same flushes' own seconds on the GPU (caller's, echo's),
-    reported beside them and never judged: where the host's figures part from these, the timer's
-    thread was delayed, not the device."""
+    clock (the check); `call_s`, the caller's median net time, allows GAP_CALL_SHARE of it.
+    `by_events`: the same flushes' own seconds on the GPU (caller's, echo's), reported beside
+    them and never judged: where the host's figures part from these, the timer's thread was
+    delayed, not the device."""
     echo = _median(after_echo)
     caller = _median(after)
     written = min(out_nbytes, work.l2_bytes)
@@ -72,6 +83,7 @@ def gap(
     else:  # the idle device's flush read 2x L2 in idle_flush_s: write-back at that rate
         writeback_s = work.idle_flush_s * written / max(work.l2_bytes * 2, 1)
         bound = echo * (1 + GAP_SLACK_PLAIN) + GAP_SLACK_PLAIN_S + writeback_s
+    bound = max(bound, echo + GAP_CALL_SHARE * max(call_s, 0.0))
     found = {"flush_after_echo_ms": echo * 1e3, "flush_after_solution_ms": caller * 1e3, "bound_ms": bound * 1e3}
     if by_events[0] and by_events[1]:
         found["gpu_flush_after_echo_ms"] = _median(by_events[1]) * 1e3

@@ -410,6 +410,20 @@ def test_without_mps_the_gap_margin_is_the_measured_noise_and_catches_a_gemm_don
     assert not witness.gap([320e-6] * 9, echo, out, FakeWork([]), under_mps=False)[1]
 
 
+def test_a_heavy_models_late_flush_passes_within_a_share_of_its_call_and_no_further():
+    # On an H100 honest 27-31 ms attention models read 0.41 ms after their calls against the
+    # echo's 0.15 ms: about 1% of the call, over the margins that suit short calls.
+    work = FakeWork([])
+    echo, out = [150e-6] * 9, 32 << 20
+    assert witness.gap([410e-6] * 9, echo, out, work, under_mps=True)[1]  # the margins alone
+    found, failed = witness.gap([410e-6] * 9, echo, out, work, under_mps=True, call_s=27e-3)
+    assert not failed and found["bound_ms"] == pytest.approx(0.15 + 0.02 * 27)
+    assert witness.gap([(150 + 0.025 * 27e3) * 1e-6] * 9, echo, out, work, under_mps=True, call_s=27e-3)[1]
+    # A short call gains nothing from it: the plain GEMM done 0.12 ms early is still caught.
+    plain = FakeWork([], idle_flush_s=80e-6)
+    assert witness.gap([320e-6] * 9, [200e-6] * 9, 64 << 20, plain, under_mps=False, call_s=0.37e-3)[1]
+
+
 def _judging_at(share: float) -> Judging:
     judging = Judging(PassingVerifier(), Outputs(), random.Random(0))
     judging.share = share
