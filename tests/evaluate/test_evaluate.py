@@ -445,6 +445,37 @@ def test_a_failed_baseline_is_cached_reported_and_retried_on_request(tmp_path):
     assert third.baseline_cached is False and third.baseline_error
 
 
+def test_the_reference_passes_give_back_their_memory_before_a_cold_baseline_times(tmp_path, monkeypatch):
+    """A cold baseline's child allocates only from what is free: the supervisor's reference
+    passes give their cached memory back before the child may time (on an H100 level3/31's
+    baseline ran out of memory beside the 56 GB they kept)."""
+    from kernelbench_v3.evaluate.supervisor.run import evaluation
+
+    root = tmp_path / "problems"
+    (root / "level1").mkdir(parents=True)
+    (root / "level1" / "1_FlakyBaseline.py").write_text(FLAKY_BASELINE_PROBLEM)
+    solution = tmp_path / "solution.py"
+    solution.write_text(FLAKY_BASELINE_PROBLEM.replace('if "baseline"', 'if "never"'))
+    order = []
+    monkeypatch.setattr(evaluation, "release_cached", lambda device: order.append(("release", device)))
+    release = evaluation.BaselineAhead.release
+    monkeypatch.setattr(
+        evaluation.BaselineAhead, "release", lambda self: (order.append(("baseline may time",)), release(self))
+    )
+    request = EvalRequest(
+        "level1/1_FlakyBaseline",
+        solution,
+        device="cpu",
+        timeout_s=120.0,
+        seeds=(42,),
+        other_shape=False,
+        require_custom_kernel=False,
+        baseline=True,
+    )
+    rec = evaluate(request, problems_dir=root, cache_dir=tmp_path / "cache")
+    assert rec.correct and order[:2] == [("release", "cpu"), ("baseline may time",)]
+
+
 def test_a_cpu_evaluation_times_no_baseline_unless_asked(tmp_path, monkeypatch):
     """Issue 33, item 2: on the CPU the speedup is never given, so its baseline is not timed (it
     took most of a CPU evaluation); the record has no `baseline` phase and no baseline error."""

@@ -150,7 +150,6 @@ def _evaluate(
             ref = recall_warm(kept)
             reference_cached = True if ref is not None else None
             cold = ahead is not None and ahead.cold  # its child compiles and times: the GPU alone
-            computed = ref is None  # then its passes leave memory cached in this process
             built = None
             if ref is None:  # host work, before the GPU is taken: the other's timing goes on meanwhile
                 laps.to("reference_build")
@@ -165,6 +164,10 @@ def _evaluate(
                 ref = _compute(problem, source, sizes, request.device, plan, cache, laps, turn, turns, cold, built)
                 reference_cached = ref.cached
                 remember_warm(kept, ref)
+                # Inside the turn (freeing device memory is device work, never beside a timing), and
+                # before a cold baseline's child times: it allocates only from what is free, and on
+                # an H100 level3/31's baseline ran out of memory beside the 56 GB these passes kept.
+                release_cached(request.device)
         except Exception as exc:
             rec.fail("error", f"the reference could not be evaluated: {type(exc).__name__}: {exc}"[:2000])
             return
@@ -183,8 +186,6 @@ def _evaluate(
                 base = ahead.result()
             split(rec, "baseline", base.get("steps_s"))  # a baseline timed now: its child's steps waited for
             beside(rec, "baseline", base.get("steps_beside_s"))  # and those run beside the reference
-        if computed:  # inside its turn: freeing device memory is device work, never beside a timing
-            release_cached(request.device)  # the solution process allocates only from what is free
         turn.close()
         scratch = work / "solution"
         scratch.mkdir(mode=0o700)
